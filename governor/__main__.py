@@ -1,0 +1,3 @@
+from governor.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,22 @@
+"""The command group. Each command lives in its own module under governor/commands."""
+
+from __future__ import annotations
+
+import click
+
+from governor import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="memory-governor")
+def cli() -> None:
+    """Per-turn limits on what a coding agent's memory server injects into its context."""
+
+
+def _register() -> None:
+    from governor.commands import policy
+
+    cli.add_command(policy.group)
+
+
+_register()

@@ -1,0 +1,191 @@
+"""`memory-governor policy ...`: check, explain, diff, render and schema for team leads."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+
+from governor.compiled import Sources, shipped_policy_path
+from governor.policy_diff import LOOSENED, TIGHTENED, compare
+from governor.policy_files import Effective, build, check_files, digest_of
+
+EXIT_INVALID = 1
+EXIT_LOOSENED = 3
+
+
+@click.group("policy")
+def group() -> None:
+    """Check, explain, compare and render policies."""
+
+
+def _current(cwd: str | None = None) -> tuple[Sources, Effective]:
+    sources = Sources(os.environ, cwd)
+    return sources, build(sources.layers())
+
+
+def _print_problems(eff: Effective) -> None:
+    for problem in eff.problems:
+        click.echo(str(problem), err=True)
+
+
+@group.command("check")
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def check(files: tuple[str, ...], fmt: str) -> int:
+    """Validate policy FILES (each a team policy over the shipped default), or the effective
+    policy of this project. Exit 0 when valid, 1 with every problem as file:line:col."""
+    results: list[tuple[str, Effective]] = []
+    if files:
+        results = [(file, check_files([file])) for file in files]
+    else:
+        sources, eff = _current()
+        results = [(" < ".join(path for _, path in sources.layers()), eff)]
+    ok = all(eff.ok for _, eff in results)
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "ok": ok,
+                    "checked": [
+                        {"file": name, "ok": eff.ok, "problems": [p.as_dict() for p in eff.problems]}
+                        for name, eff in results
+                    ],
+                },
+                indent=2,
+            )
+        )
+    else:
+        for name, eff in results:
+            if eff.ok:
+                click.echo(f"{name}: ok")
+            else:
+                _print_problems(eff)
+                click.echo(f"{name}: {len(eff.problems)} problem(s)", err=True)
+    return 0 if ok else EXIT_INVALID
+
+
+@group.command("explain")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def explain(fmt: str) -> int:
+    """The effective policy of this project in plain words, each value with the file it came from."""
+    from governor.policy_text import explain_statements
+
+    sources, eff = _current()
+    if not eff.ok:
+        _print_problems(eff)
+        return EXIT_INVALID
+    policy = eff.dumped()
+    rows: list[dict[str, Any]] = []
+    for heading, sentence, path in explain_statements(policy):
+        origin = eff.origin_of(tuple(int(p) if p.isdigit() else p for p in path))
+        rows.append(
+            {
+                "section": heading,
+                "statement": sentence,
+                "key": ".".join(path),
+                "layer": origin.kind if origin else "default",
+                "source": f"{origin.file}:{origin.line}" if origin else shipped_policy_path(),
+            }
+        )
+    if fmt == "json":
+        click.echo(json.dumps({"digest": digest_of(policy), "project": sources.project, "rules": rows}, indent=2))
+        return 0
+    click.echo(f"Effective policy for {sources.project} (digest {digest_of(policy)[:12]})")
+    for kind, file in sources.layers():
+        click.echo(f"  {kind:8} {file}")
+    section: str | None = None
+    for row in rows:
+        if row["section"] != section:
+            section = row["section"]
+            click.echo(f"\n{section}")
+        click.echo(f"  - {row['statement']}")
+        click.echo(f"      from {row['layer']}: {row['source']}")
+    return 0
+
+
+@group.command("diff")
+@click.argument("old", type=click.Path(dir_okay=False))
+@click.argument("new", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def diff(old: str, new: str, fmt: str) -> int:
+    """What changes from policy OLD to NEW (each layered over the shipped default).
+
+    Exit 0 when nothing is loosened, 3 when anything is (so CI can require review), 1 when a
+    file is invalid."""
+    effs = [check_files([old]), check_files([new])]
+    for eff in effs:
+        if not eff.ok:
+            _print_problems(eff)
+    if not all(eff.ok for eff in effs):
+        return EXIT_INVALID
+    changes = compare(effs[0].dumped(), effs[1].dumped())
+    loosened = [c for c in changes if c.kind == LOOSENED]
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "loosened": len(loosened),
+                    "tightened": sum(c.kind == TIGHTENED for c in changes),
+                    "changes": [c.as_dict() for c in changes],
+                },
+                indent=2,
+                default=sorted,
+            )
+        )
+    elif not changes:
+        click.echo("no differences")
+    else:
+        for change in changes:
+            click.echo(str(change))
+        click.echo(f"\n{len(changes)} change(s), {len(loosened)} loosened")
+    return EXIT_LOOSENED if loosened else 0
+
+
+@group.command("render")
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+def render(file: str | None, output: str | None) -> int:
+    """Render a policy (default: the shipped one) as the Markdown rule file."""
+    from governor.policy_text import render_markdown
+
+    path = file or shipped_policy_path()
+    eff = check_files([path]) if file else build([("default", path)])
+    if not eff.ok:
+        _print_problems(eff)
+        return EXIT_INVALID
+    text = render_markdown(eff.dumped(), os.path.basename(path))
+    if output:
+        with open(output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+@group.command("schema")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+def schema(output: str | None) -> int:
+    """The JSON Schema of a policy file, generated from the model (editors validate with it)."""
+    text = schema_text()
+    if output:
+        with open(output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def schema_text() -> str:
+    from governor.policy import Policy
+
+    schema = Policy.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://memory-governor.dev/schemas/policy.schema.json"
+    schema["title"] = "memory-governor policy"
+    # A team file lists only what it changes: nothing is required at the top level.
+    schema.pop("required", None)
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"

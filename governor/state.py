@@ -1,0 +1,51 @@
+"""The state directory: the one place memory-governor writes (ledger, compiled policy, socket).
+
+Hot path: standard library only, no `typing`.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+
+def state_dir(env: Mapping[str, str]) -> str:
+    """MEMORY_GOVERNOR_STATE_DIR, else $XDG_STATE_HOME/memory-governor, else ~/.local/state/..."""
+    explicit = env.get("MEMORY_GOVERNOR_STATE_DIR")
+    if explicit:
+        return os.path.abspath(explicit)
+    xdg = env.get("XDG_STATE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return os.path.join(xdg, "memory-governor")
+    home = env.get("HOME") or os.path.expanduser("~")
+    return os.path.join(home, ".local", "state", "memory-governor")
+
+
+def ensure_dir(path: str) -> str:
+    """Create `path` (owner-only) if needed; it holds usage data other users must not read."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except FileExistsError:
+        raise OSError(f"{path} exists and is not a directory") from None
+    return path
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Readers see the old file or the new one, never half of it."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

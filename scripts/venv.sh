@@ -1,0 +1,20 @@
+# Sourced by the entry scripts: make .venv (once) and install the project into it.
+# Usage: . scripts/venv.sh [extras]   e.g. ". scripts/venv.sh test,dev"
+set -eu
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+PY="${PYTHON:-python3}"
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+extras="${1:-}"
+spec="$ROOT"
+[ -n "$extras" ] && spec="$ROOT[$extras]"
+# Reinstall only when the project's metadata changed since the last install.
+stamp="$VENV/.installed-$(cat "$ROOT/pyproject.toml" | cksum | cut -d' ' -f1)-${extras:-none}"
+if [ ! -f "$stamp" ]; then
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$spec"
+  rm -f "$VENV"/.installed-*
+  touch "$stamp"
+fi
+export PATH="$VENV/bin:$PATH"

@@ -1,0 +1,292 @@
+"""The policy file: validation with located errors, layering, diff, render and schema, via the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, SHIPPED, Env
+
+
+def test_shipped_policy_is_valid(env: Env) -> None:
+    out = env.cli("policy", "check", str(SHIPPED))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith(": ok")
+
+
+def test_shipped_policy_has_the_seed_numbers(env: Env) -> None:
+    rules = {r["key"]: r["statement"] for r in env.cli_json("policy", "explain", "--format", "json")["rules"]}
+    assert "at most 2 L1 searches per turn (blocked past the limit)" in rules["limits.max_search_calls"]
+    assert "at most 1 L3 full fetches per turn (blocked" in rules["limits.max_full_fetches"]
+    assert "at most 1200 o200k_base memory tokens" in rules["limits.max_memory_tokens_injected"]
+    assert "at most 2 saves per turn (warned past the limit)" in rules["limits.max_save_calls_per_turn"]
+    assert rules["mem_context.allow"] == "mem_context is forbidden unless a trigger is armed"
+    for agent in ("validator", "tester-front", "tester-back", "github-ops", "agent-sync"):
+        assert rules[f"subagents.agents.{agent}"] == f"{agent} is save-only"
+
+
+BROKEN = {
+    "syntax": ("version: 1\nlimits: [\n", "3:1: YAML syntax error"),
+    "unknown key": (
+        "limits:\n  max_serch_calls: {value: 2, enforce: block}\n",
+        "2:3: unknown key 'max_serch_calls' (did you mean 'max_search_calls'?)",
+    ),
+    "wrong type": ("limits:\n  max_full_fetches: {value: lots, enforce: block}\n", "2:29: wrong type"),
+    "negative": ("limits:\n  max_full_fetches: {value: -1, enforce: block}\n", "2:29: -1 is out of range"),
+    "absurd": ("limits:\n  max_search_calls: {value: 5000, enforce: block}\n", "2:29: 5000 is out of range"),
+    "duplicate key": (
+        "mode: enforce\nmode: monitor\n",
+        "2:1: duplicate key 'mode' (first written at line 1)",
+    ),
+    "tab": ("limits:\n\tmax_search_calls: {value: 1, enforce: block}\n", "2:1: tab used for indentation"),
+    "empty": ("# nothing but a comment\n", "1:1: the file is empty"),
+    "boolean trap": (
+        "limits:\n  max_save_calls_per_turn: {value: 2, enforce: off}\n",
+        "2:48: `off` is read as a boolean by YAML 1.1",
+    ),
+    "bad enum": (
+        "mode: enforse\n",
+        "1:7: 'enforse' is not allowed here: expected 'enforce' or 'monitor' (did you mean 'enforce'?)",
+    ),
+    "bad trigger": (
+        "mem_context:\n  unlocked_by:\n    post_compat: {scope: next_turn}\n",
+        "3:5: unknown name 'post_compat'",
+    ),
+    "undefined tier": (
+        "subagents:\n  agents:\n    validator: read-only\n",
+        "tier(s) read-only are used but not defined",
+    ),
+    "not a mapping": ("- just\n- a list\n", "1:1: a policy is a mapping"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_each_kind_of_broken_file_is_rejected_with_its_location(env: Env, case: str) -> None:
+    text, expected = BROKEN[case]
+    path = env.write("team.yaml", text)
+    out = env.cli("policy", "check", str(path))
+    assert out.returncode == 1
+    assert f"{path}:{expected}" in out.stderr or (expected in out.stderr and str(path) in out.stderr), out.stderr
+
+
+def test_every_problem_is_reported_at_once(env: Env) -> None:
+    path = env.write(
+        "team.yaml",
+        "mode: enforse\nlimits:\n  max_serch_calls: {value: 2, enforce: block}\n"
+        "  max_full_fetches: {value: -3, enforce: block}\nmode: monitor\n",
+    )
+    out = env.cli("policy", "check", "--format", "json", str(path))
+    assert out.returncode == 1
+    problems = json.loads(out.stdout)["checked"][0]["problems"]
+    assert [(p["line"], p["col"]) for p in problems] == [(1, 7), (3, 3), (4, 29), (5, 1)]
+
+
+def test_rendered_markdown_is_current() -> None:
+    rendered = subprocess.run(
+        [sys.executable, "-m", "governor", "policy", "render"], capture_output=True, text=True, check=True
+    ).stdout
+    committed = (ROOT / "rules" / "memory-budget.md").read_text(encoding="utf-8")
+    assert rendered == committed, (
+        "rules/memory-budget.md is stale: run `memory-governor policy render -o rules/memory-budget.md`"
+    )
+
+
+def test_schema_is_current() -> None:
+    generated = subprocess.run(
+        [sys.executable, "-m", "governor", "policy", "schema"], capture_output=True, text=True, check=True
+    ).stdout
+    committed = (ROOT / "schemas" / "policy.schema.json").read_text(encoding="utf-8")
+    assert generated == committed, "schemas/policy.schema.json is stale: run `memory-governor policy schema -o ...`"
+
+
+def test_shipped_yaml_points_editors_at_the_schema() -> None:
+    first = SHIPPED.read_text(encoding="utf-8").splitlines()[0]
+    assert first == "# yaml-language-server: $schema=../schemas/policy.schema.json"
+    schema = json.loads((ROOT / "schemas" / "policy.schema.json").read_text())
+    assert {"limits", "ladder", "mem_context", "tools", "subagents", "save"} <= set(schema["properties"])
+
+
+def _explain(sandbox: Env, **kw: object) -> dict[str, dict[str, str]]:
+    data = sandbox.cli_json("policy", "explain", "--format", "json", **kw)  # type: ignore[arg-type]
+    return {r["key"]: r for r in data["rules"]}
+
+
+def test_team_policy_in_the_project_layers_over_the_default(env: Env) -> None:
+    env.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: {value: 1, enforce: block}\n")
+    rules = _explain(env)
+    assert "at most 1 L1 searches" in rules["limits.max_search_calls"]["statement"]
+    assert rules["limits.max_search_calls"]["layer"] == "team"
+    assert rules["limits.max_search_calls"]["source"].endswith(".memory-governor/policy.yaml:2")
+    assert rules["limits.max_full_fetches"]["layer"] == "default"
+
+
+def test_discovery_order_env_then_project_then_user(env: Env) -> None:
+    env.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: {value: 1, enforce: block}\n")
+    user = env.home / ".config" / "memory-governor" / "policy.yaml"
+    user.parent.mkdir(parents=True)
+    user.write_text("limits:\n  max_full_fetches: {value: 0, enforce: block}\n")
+    explicit = env.write("elsewhere.yaml", "mode: monitor\n")
+    rules = _explain(env, env={"MEMORY_GOVERNOR_POLICY": str(explicit)})
+    assert rules["mode"]["layer"] == "team" and "monitor" in rules["mode"]["statement"]
+    assert rules["limits.max_search_calls"]["layer"] == "default"
+    rules = _explain(env)
+    assert rules["limits.max_search_calls"]["layer"] == "team"
+    assert rules["limits.max_full_fetches"]["layer"] == "default"
+    (env.project / ".memory-governor" / "policy.yaml").unlink()
+    rules = _explain(env)
+    assert rules["limits.max_full_fetches"]["layer"] == "team"
+    assert str(user) in rules["limits.max_full_fetches"]["source"]
+
+
+def test_project_is_found_from_a_subdirectory(env: Env) -> None:
+    env.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: {value: 1, enforce: block}\n")
+    sub = env.project / "src" / "deep"
+    sub.mkdir(parents=True)
+    rules = _explain(env, cwd=sub)
+    assert rules["limits.max_search_calls"]["layer"] == "team"
+
+
+def test_local_override_may_tighten(env: Env) -> None:
+    env.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: {value: 3, enforce: block}\n")
+    env.write(".memory-governor/policy.local.yaml", "limits:\n  max_search_calls: {value: 1, enforce: block}\n")
+    out = env.cli("policy", "check")
+    assert out.returncode == 0, out.stderr
+    rules = _explain(env)
+    assert rules["limits.max_search_calls"]["layer"] == "local"
+
+
+def test_local_override_may_not_loosen(env: Env) -> None:
+    env.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: {value: 1, enforce: block}\n")
+    local = env.write(
+        ".memory-governor/policy.local.yaml",
+        "mode: monitor\nlimits:\n  max_search_calls: {value: 5, enforce: block}\n",
+    )
+    out = env.cli("policy", "check")
+    assert out.returncode == 1
+    assert f"{local}:1:1: a local override may only tighten the team policy: mode is loosened" in out.stderr
+    assert (
+        f"{local}:3:22: a local override may only tighten the team policy: limits.max_search_calls.value" in out.stderr
+    )
+
+
+def test_local_override_may_loosen_what_the_team_allows(env: Env) -> None:
+    env.write(
+        ".memory-governor/policy.yaml",
+        "loosen_allowed: [limits.max_search_calls]\nlimits:\n  max_search_calls: {value: 1, enforce: block}\n",
+    )
+    env.write(".memory-governor/policy.local.yaml", "limits:\n  max_search_calls: {value: 3, enforce: warn}\n")
+    assert env.cli("policy", "check").returncode == 0
+    env.write(".memory-governor/policy.local.yaml", "limits:\n  max_full_fetches: {value: 3, enforce: block}\n")
+    assert env.cli("policy", "check").returncode == 1
+
+
+def _diff(env: Env, old: str, new: str) -> tuple[int, dict[str, object]]:
+    a, b = env.write("old.yaml", old), env.write("new.yaml", new)
+    out = env.cli("policy", "diff", "--format", "json", str(a), str(b))
+    return out.returncode, json.loads(out.stdout) if out.stdout else {}
+
+
+def test_diff_of_a_tightening_exits_zero(env: Env) -> None:
+    code, data = _diff(env, "version: 1\n", "limits:\n  max_memory_tokens_injected: {value: 800, enforce: block}\n")
+    assert code == 0
+    assert data["changes"] == [
+        {
+            "path": "limits.max_memory_tokens_injected.value",
+            "kind": "tightened",
+            "old": 1200,
+            "new": 800,
+            "note": "",
+        }
+    ]
+
+
+def test_diff_of_a_loosening_exits_three(env: Env) -> None:
+    code, data = _diff(env, "version: 1\n", "limits:\n  max_save_calls_per_turn: {value: 2, enforce: 'off'}\n")
+    assert code == 3
+    assert data["loosened"] == 1
+
+
+def test_diff_reports_triggers_tiers_and_tool_mappings(env: Env) -> None:
+    new = textwrap.dedent(
+        """
+        mem_context:
+          unlocked_by:
+            session_resume: null
+            explicit_user_recall: null
+        subagents:
+          agents:
+            validator: search-capable
+        tools:
+          - servers: [engram]
+            map:
+              mem_search: {role: search, limit_param: limit}
+              search_nodes: {role: search}
+        """
+    )
+    code, data = _diff(env, "version: 1\n", new)
+    assert code == 3
+    kinds = {(c["path"], c["kind"]) for c in data["changes"]}  # type: ignore[union-attr,index]
+    assert ("mem_context.unlocked_by.session_resume", "tightened") in kinds
+    assert ("mem_context.unlocked_by.explicit_user_recall", "tightened") in kinds
+    assert ("subagents.agents.validator", "loosened") in kinds
+    assert ("tools.plugin_engram_engram/mem_search", "loosened") in kinds
+    assert ("tools.engram/mem_get_observation", "loosened") in kinds
+    assert ("tools.engram/search_nodes", "tightened") in kinds
+
+
+def test_diff_of_an_invalid_file_exits_one(env: Env) -> None:
+    a, b = env.write("old.yaml", "version: 1\n"), env.write("new.yaml", "mode: nope\n")
+    out = env.cli("policy", "diff", str(a), str(b))
+    assert out.returncode == 1 and f"{b}:1:7:" in out.stderr
+
+
+def test_installed_copy_finds_the_shipped_policy(tmp_path: Path) -> None:
+    """A non-editable install (a wheel) carries the default policy and the schema."""
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(wheels),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    target = tmp_path / "site"
+    wheel = next(wheels.glob("memory_governor-*.whl"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    env = {
+        "PYTHONPATH": str(target),
+        "HOME": str(tmp_path),
+        "MEMORY_GOVERNOR_STATE_DIR": str(tmp_path / "state"),
+    }
+    code = "import governor, governor.compiled as c; print(governor.__file__); print(c.shipped_policy_path())"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path, check=True
+    )
+    module, policy = out.stdout.split()
+    assert module.startswith(str(target)) and policy.startswith(str(target))
+    check = subprocess.run(
+        [sys.executable, "-m", "governor", "policy", "check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert check.returncode == 0, check.stderr
