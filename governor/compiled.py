@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 
-from governor import __version__
+from governor import __version__, with_site_packages
 from governor.state import ensure_dir, write_atomic
 
 TYPE_CHECKING = False
@@ -178,27 +178,41 @@ def load(env: Mapping[str, str], cwd: str | None, state: str) -> tuple[CompiledP
     """
     sources = Sources(env, cwd)
     signature = sources.signature()
-    good_path, broken_path = cache_paths(state, sources)
-    cached = _read_json(good_path)
+    try:
+        good_path, broken_path = cache_paths(state, sources)
+    except OSError:
+        good_path = broken_path = ""  # no usable state directory: compile in memory every time
+    cached = _read_json(good_path) if good_path else None
     if isinstance(cached, dict) and cached.get("format") == CACHE_FORMAT and cached.get("signature") == signature:
         return CompiledPolicy(cached), []
-    broken = _read_json(broken_path)
+    broken = _read_json(broken_path) if broken_path else None
     if isinstance(broken, dict) and broken.get("signature") == signature:
         return _fallback(cached, broken["problems"], sources)
-    _ensure_site()
+    with_site_packages()
     from governor.policy_files import compile_sources
 
     blob, problems = compile_sources(sources)
     if blob is not None:
         blob["signature"] = signature
-        write_atomic(good_path, json.dumps(blob, sort_keys=True).encode())
-        try:
-            os.unlink(broken_path)
-        except OSError:
-            pass
+        _store(good_path, blob)
+        if broken_path:
+            try:
+                os.unlink(broken_path)
+            except OSError:
+                pass
         return CompiledPolicy(blob), []
-    write_atomic(broken_path, json.dumps({"signature": signature, "problems": problems}).encode())
+    _store(broken_path, {"signature": signature, "problems": problems})
     return _fallback(cached, problems, sources)
+
+
+def _store(path: str, blob: dict[str, Any]) -> None:
+    """Best effort: a cache that cannot be written costs the next hook a compile, nothing more."""
+    if not path:
+        return
+    try:
+        write_atomic(path, json.dumps(blob, sort_keys=True).encode())
+    except OSError:
+        pass
 
 
 def _fallback(cached: Any, problems: list[str], sources: Sources) -> tuple[CompiledPolicy, list[str]]:
@@ -208,7 +222,7 @@ def _fallback(cached: Any, problems: list[str], sources: Sources) -> tuple[Compi
         used = f"the last valid policy (digest {cached['digest'][:12]})"
         policy = CompiledPolicy(cached)
     else:
-        _ensure_site()
+        with_site_packages()
         from governor.policy_files import compile_sources
 
         blob, default_problems = compile_sources(sources, only_default=True)
@@ -221,13 +235,3 @@ def _fallback(cached: Any, problems: list[str], sources: Sources) -> tuple[Compi
         "run `memory-governor policy check` for every problem."
     )
     return policy, [notice]
-
-
-def _ensure_site() -> None:
-    """A hook may run with `python -S` for speed; the cold path needs site-packages."""
-    import sys
-
-    if "site" not in sys.modules:
-        import site
-
-        site.main()

@@ -95,6 +95,15 @@ class Trigger(Strict):
     phrases: list[Name] = Field(default_factory=list, description="Prompt phrases that arm it.")
 
 
+class Trimming(Strict):
+    """What a result over the turn's token budget becomes (the packer's rules)."""
+
+    over_budget: Literal["omit", "truncate", "keep-top"] = Field(
+        "omit", description="omit: whole entries only (RFC 0113); truncate: cut the first misfit; keep-top."
+    )
+    fill: Literal["stop", "skip"] = Field("stop", description="stop: keep a prefix of the ranking; skip: keep filling.")
+
+
 class MemContext(Strict):
     allow: bool = Field(description="Allow mem_context with no trigger (the seed: false).")
     expected_tokens: Tokens
@@ -188,6 +197,7 @@ class Policy(Strict):
     tools: list[ToolMap] = Field(min_length=1)
     ladder: Ladder
     limits: Limits
+    trimming: Trimming = Trimming()
     mem_context: MemContext
     memory_needs: MemoryNeeds
     save: Save

@@ -23,6 +23,8 @@ _ORDERS: dict[Path, list[Any]] = {
     ("save", "topic_keys"): ["block", "warn", "off"],
     ("briefing", "raw_l3_body"): ["block", "warn", "off"],
     ("memory_needs", "on_none"): ["deny", "advise"],
+    ("trimming", "over_budget"): ["omit", "truncate", "keep-top"],
+    ("trimming", "fill"): ["stop", "skip"],
     ("mem_context", "unlocked_by", "*", "scope"): ["this_turn", "next_turn", "once"],
     ("ladder", "*", "snippets_only"): [True, False],
     ("ladder", "*", "requires_surfaced_id"): [True, False],

@@ -294,15 +294,35 @@ def digest_of(policy: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(policy, sort_keys=True).encode()).hexdigest()
 
 
+def text_tokens(policy: dict[str, Any]) -> dict[str, int]:
+    """Token counts of the fixed lines a hook may add to the model's context.
+
+    Counted once here, so a prompt hook never loads a tokenizer. If the unit cannot load,
+    each line counts its UTF-8 bytes: never fewer than its tokens in any unit.
+    """
+    from governor.engine import STATIC_CONTEXT
+    from governor.tokens import UnitUnavailable, counter
+
+    texts = {f"advice:{n}": c["advice"] for n, c in policy["memory_needs"]["classes"].items() if c["advice"]}
+    texts.update({f"static:{n}": text for n, text in STATIC_CONTEXT.items()})
+    try:
+        count = counter(policy["token_counter"]).count
+    except UnitUnavailable:
+        return {name: len(text.encode("utf-8")) for name, text in texts.items()}
+    return {name: count(text) for name, text in texts.items()}
+
+
 def compiled_blob(eff: Effective) -> dict[str, Any]:
     policy = eff.dumped()
+    lookups = index(policy)
+    lookups["text_tokens"] = text_tokens(policy)
     return {
         "format": CACHE_FORMAT,
         "version": __version__,
         "digest": digest_of(policy),
         "sources": [doc.file for _, doc in eff.layers],
         "policy": policy,
-        "index": index(policy),
+        "index": lookups,
     }
 
 

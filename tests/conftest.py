@@ -76,3 +76,139 @@ class Env:
 @pytest.fixture
 def env(tmp_path: Path) -> Env:
     return Env(tmp_path)
+
+
+HOOK = [sys.executable, "-S", str(ROOT / "governor" / "entry.py"), "claude-code"]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def fixture_text(name: str) -> str:
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+class Answer:
+    """What one hook process printed, parsed; asserts the protocol on the way."""
+
+    def __init__(self, proc: subprocess.CompletedProcess[bytes]) -> None:
+        assert proc.returncode == 0, f"hook exited {proc.returncode}: {proc.stderr!r}"
+        text = proc.stdout.decode("utf-8")
+        self.stderr = proc.stderr.decode("utf-8", "replace")
+        assert "Traceback" not in self.stderr, self.stderr
+        self.raw = text
+        self.data: dict[str, Any] | None = json.loads(text) if text.strip() else None
+        if self.data is not None:
+            assert text.count("\n") <= 1, "one JSON object, on one line"
+            assert '"allow"' not in text, "never permissionDecision allow"
+
+    @property
+    def specific(self) -> dict[str, Any]:
+        return (self.data or {}).get("hookSpecificOutput", {})
+
+    @property
+    def denied(self) -> bool:
+        return self.specific.get("permissionDecision") == "deny"
+
+    @property
+    def reason(self) -> str:
+        return str(self.specific.get("permissionDecisionReason", ""))
+
+    @property
+    def updated_input(self) -> dict[str, Any] | None:
+        return self.specific.get("updatedInput")
+
+    @property
+    def output(self) -> str | None:
+        return self.specific.get("updatedMCPToolOutput")
+
+    @property
+    def context(self) -> str:
+        return str(self.specific.get("additionalContext", ""))
+
+    @property
+    def message(self) -> str:
+        return str((self.data or {}).get("systemMessage", ""))
+
+    @property
+    def silent(self) -> bool:
+        return self.data is None
+
+
+def run_hook(sandbox: Env, payload: Any, raw: bytes | None = None, extra_env: dict[str, str] | None = None) -> Answer:
+    data = raw if raw is not None else json.dumps(payload).encode()
+    proc = subprocess.run(
+        HOOK,
+        input=data,
+        capture_output=True,
+        env={**sandbox.vars, **(extra_env or {})},
+        cwd=str(sandbox.project),
+        timeout=60,
+    )
+    return Answer(proc)
+
+
+class Session:
+    """A Claude Code session driven through the hook process, event by event."""
+
+    def __init__(self, sandbox: Env, session_id: str = "sess-1", server: str = "engram") -> None:
+        self.sandbox = sandbox
+        self.id = session_id
+        self.server = server
+        self.prompt_id: str | None = None
+        self.turns = 0
+        self.calls = 0
+
+    def event(self, name: str, **fields: Any) -> Answer:
+        payload = {
+            "session_id": self.id,
+            "transcript_path": str(self.sandbox.tmp / "transcript.jsonl"),
+            "cwd": str(self.sandbox.project),
+            "hook_event_name": name,
+            "permission_mode": "default",
+            **fields,
+        }
+        if self.prompt_id and "prompt_id" not in fields:
+            payload["prompt_id"] = self.prompt_id
+        return run_hook(self.sandbox, payload)
+
+    def start(self, source: str = "startup") -> Answer:
+        return self.event("SessionStart", source=source)
+
+    def prompt(self, text: str) -> Answer:
+        self.turns += 1
+        self.prompt_id = f"{self.id}-prompt-{self.turns}"
+        return self.event("UserPromptSubmit", prompt=text, prompt_id=self.prompt_id)
+
+    def tool_name(self, tool: str) -> str:
+        return tool if tool.startswith("mcp__") or tool[0].isupper() else f"mcp__{self.server}__{tool}"
+
+    def next_id(self) -> str:
+        self.calls += 1
+        return f"toolu_{self.id}_{self.calls}"
+
+    def pre(self, tool: str, call_id: str | None = None, **tool_input: Any) -> Answer:
+        return self.event(
+            "PreToolUse", tool_name=self.tool_name(tool), tool_input=tool_input, tool_use_id=call_id or self.next_id()
+        )
+
+    def post(self, tool: str, call_id: str, response: Any, **tool_input: Any) -> Answer:
+        return self.event(
+            "PostToolUse",
+            tool_name=self.tool_name(tool),
+            tool_input=tool_input,
+            tool_use_id=call_id,
+            tool_response=response,
+            duration_ms=5,
+        )
+
+    def call(self, tool: str, response: Any, **tool_input: Any) -> tuple[Answer, Answer | None]:
+        """PreToolUse, then (unless denied) PostToolUse with `response`."""
+        call_id = self.next_id()
+        before = self.pre(tool, call_id, **tool_input)
+        if before.denied:
+            return before, None
+        return before, self.post(tool, call_id, response, **(before.updated_input or tool_input))
+
+
+@pytest.fixture
+def session(env: Env) -> Session:
+    return Session(env)

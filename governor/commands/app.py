@@ -14,9 +14,12 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from governor.commands import policy
+    from governor.commands import ledger, policy, serve
 
     cli.add_command(policy.group)
+    cli.add_command(serve.command)
+    cli.add_command(ledger.status)
+    cli.add_command(ledger.gc)
 
 
 _register()

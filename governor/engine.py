@@ -1,0 +1,650 @@
+"""decide(event, policy, ledger, world) -> Decision: every rule memory-governor enforces.
+
+The engine knows no harness. Each event is decided inside one ledger write transaction, so
+what it counts, compares and reserves is one atomic step across concurrent hook processes.
+
+- prompt: starts a turn, classifies its memory need, arms explicit recall, advises the agent.
+- session_start: compaction and resume arm the triggers that unlock mem_context.
+- pre_tool: the ladder (L1 clamp and cap, L2/L3 only for a surfaced id, L3 cap), mem_context
+  triggers, subagent tiers, save discipline, and the token budget's pre-check; reserves.
+- post_tool: counts the real result, records the ids it surfaced, trims it to the turn's
+  token budget (whole entries), commits.
+- tool_failed: releases the reservation.
+
+In monitor mode the same decisions are recorded, and the user is told what enforce mode
+would have done, but nothing is denied, rewritten or replaced.
+
+Hot path: standard library only; the token counter and classifier load only when needed.
+"""
+
+from __future__ import annotations
+
+from governor import events as ev
+from governor.events import Decision, Event
+from governor.ledger import key
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from governor.compiled import CompiledPolicy
+    from governor.ledger import Ledger
+
+RETRIEVAL = ("search", "timeline", "fetch", "context")
+GOVERNOR_ROLE = "governor"  # text the governor itself adds to the model's context
+LAYER_OF = {"search": "L1", "timeline": "L2", "fetch": "L3"}
+SERVER_DEFAULT_LIMIT = 10  # what Engram's mem_search returns when no limit is given
+
+# Lines the engine may add to the model's context; compiled policies carry their token counts.
+STATIC_CONTEXT = {
+    "save_over_limit": "memory-governor: past this turn's save limit. Save only deltas: decisions, bugfixes, "
+    "patterns, preferences, constraints.",
+    "recall_armed": "memory-governor: explicit recall requested; mem_context is allowed once this turn.",
+}
+
+
+class World:
+    """What a decision needs from outside the event: the time, the project, the home dir."""
+
+    __slots__ = ("home", "now", "project")
+
+    def __init__(self, now: float, project: str, home: str | None = None) -> None:
+        self.now = now
+        self.project = project
+        self.home = home
+
+
+class _Case:
+    """One event being decided: its ids as ledger keys, and the turn it belongs to."""
+
+    __slots__ = ("agent", "event", "ledger", "policy", "seq", "session", "turn", "world")
+
+    def __init__(self, event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -> None:
+        self.event = event
+        self.policy = policy
+        self.ledger = ledger
+        self.world = world
+        self.session = key(event.session_id)
+        self.agent = (key(event.agent_id) if event.agent_id else "", event.agent_type or "")
+        self.turn = ""
+        self.seq = 0
+
+    def enter_turn(self, new: bool = False) -> None:
+        turn_id = key(self.event.turn_id) if self.event.turn_id else None
+        self.turn, self.seq = self.ledger.turn(self.session, turn_id, self.world.now, new=new)
+
+    def record(self, decision: Decision, role: str = "", **tokens: int) -> None:
+        event = self.event
+        tool = f"{event.server}/{event.tool}" if event.server else event.tool_name
+        self.ledger.record(
+            {
+                "ts": self.world.now,
+                "session": self.session,
+                "turn": self.turn,
+                "agent_id": self.agent[0],
+                "agent_type": self.agent[1],
+                "event": event.kind,
+                "tool": tool,
+                "role": role,
+                "decision": decision.kind if decision.kind != ev.NONE else "warn" if decision.user_message else "allow",
+                "code": decision.code,
+                "mode": self.policy.mode,
+                "policy": self.policy.digest[:16],
+                "tokens_counted": tokens.get("counted", 0),
+                "tokens_delivered": tokens.get("delivered", 0),
+                "tokens_saved": tokens.get("saved", 0),
+            }
+        )
+
+    def text_tokens(self, name: str) -> int:
+        return int(self.policy.blob["index"]["text_tokens"].get(name, 0))
+
+
+def decide(event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -> Decision:
+    handler = _HANDLERS.get(event.kind)
+    if handler is None:
+        return Decision()
+    case = _Case(event, policy, ledger, world)
+    with ledger.write():
+        decision = handler(case)
+    if policy.mode == "monitor":
+        return _as_monitor(decision)
+    return decision
+
+
+def _as_monitor(decision: Decision) -> Decision:
+    """Monitor mode: the decision is recorded; the user hears what enforce would have done."""
+    verbs = {ev.DENY: "denied", ev.REWRITE: "clamped", ev.REPLACE: "trimmed", ev.CONTEXT: "advised"}
+    verb = verbs.get(decision.kind)
+    if verb is None:
+        return decision
+    what = decision.reason or decision.context or decision.code
+    out = Decision(code=decision.code)
+    return out.tell_user(f"memory-governor (monitor): enforce mode would have {verb} this: {what}")
+
+
+# -- prompts and sessions ----------------------------------------------------------------
+
+
+def _prompt(case: _Case) -> Decision:
+    from governor.classify import classify, recall_phrase
+
+    case.enter_turn(new=True)
+    policy, event = case.policy, case.event
+    needs = policy.data["memory_needs"]
+    verdict = classify(event.prompt or "", needs)
+    case.ledger.set_memory_need(case.session, case.turn, verdict.need)
+    lines: list[str] = []
+    names: list[str] = []
+    recall = policy.data["mem_context"]["unlocked_by"].get("explicit_user_recall")
+    if recall and recall_phrase(event.prompt or "", policy.recall_phrases) and _may_arm(case):
+        case.ledger.arm(case.session, "explicit_user_recall", recall["scope"], recall["uses"], case.seq, case.turn,
+                        case.world.now)  # fmt: skip
+        lines.append(STATIC_CONTEXT["recall_armed"])
+        names.append("static:recall_armed")
+    advice = needs["classes"][verdict.need]["advice"]
+    if advice:
+        lines.append(advice)
+        names.append(f"advice:{verdict.need}")
+    decision = Decision(ev.CONTEXT if lines else ev.NONE, code=f"memory_need:{verdict.need}", context="\n".join(lines))
+    tokens = _add_context(case, names) if lines else 0
+    case.record(decision, GOVERNOR_ROLE, delivered=tokens)
+    return decision
+
+
+def _add_context(case: _Case, names: list[str]) -> int:
+    """Count lines the governor adds to the model's context against the turn's budget."""
+    tokens = sum(case.text_tokens(name) for name in names)
+    call_id = f"governor:{case.event.kind}:{case.turn}:{case.world.now}"
+    case.ledger.add_committed(case.session, case.turn, call_id, GOVERNOR_ROLE, "", case.agent, tokens, case.world.now)
+    return tokens
+
+
+def _may_arm(case: _Case) -> bool:
+    return not case.event.agent_id or bool(case.policy.data["mem_context"]["subagents_may_arm"])
+
+
+_SOURCE_TRIGGERS = {"compact": "post_compact", "resume": "session_resume"}
+
+
+def _session_start(case: _Case) -> Decision:
+    case.enter_turn()
+    policy = case.policy
+    trigger_name = _SOURCE_TRIGGERS.get(case.event.source or "")
+    trigger = policy.data["mem_context"]["unlocked_by"].get(trigger_name or "")
+    if case.event.source in ("startup", None):
+        case.ledger.prune(policy.data["ledger"]["retention_days"], case.world.now, max_sessions=20)
+    if not trigger_name or not trigger or not _may_arm(case):
+        decision = Decision(code=f"session_start:{case.event.source or 'unknown'}")
+        case.record(decision)
+        return decision
+    assert trigger_name is not None
+    case.ledger.arm(case.session, trigger_name, trigger["scope"], trigger["uses"], case.seq, case.turn, case.world.now)
+    advice = policy.data["memory_needs"]["classes"].get("continuation", {}).get("advice", "")
+    decision = Decision(ev.CONTEXT if advice else ev.NONE, code=f"armed:{trigger_name}", context=advice)
+    tokens = _add_context(case, ["advice:continuation"]) if advice else 0
+    case.record(decision, GOVERNOR_ROLE, delivered=tokens)
+    return decision
+
+
+def _observe(case: _Case) -> Decision:
+    """Events recorded for the audit trail only (compaction, subagent start/stop, stop)."""
+    case.enter_turn()
+    decision = Decision(code=case.event.kind)
+    case.record(decision)
+    return decision
+
+
+# -- before a tool call ------------------------------------------------------------------
+
+
+def _spec(case: _Case) -> dict[str, Any] | None:
+    event = case.event
+    if event.server is None or event.tool is None:
+        return None
+    return case.policy.tool(event.server, event.tool)
+
+
+def _pre_tool(case: _Case) -> Decision:
+    spec = _spec(case)
+    if spec is None:
+        return Decision()
+    role = spec["role"]
+    case.enter_turn()
+    ledger, event, now = case.ledger, case.event, case.world.now
+    call_id = key(event.call_id) if event.call_id else f"anon:{now}:{id(event)}"
+    prior = ledger.call(case.session, call_id)
+    if prior is not None:
+        # The same call seen again counts once; a refusal stays a refusal.
+        if prior[0] == "denied":
+            return Decision(ev.DENY, "repeat", "memory-governor: this call was already refused; do not retry it.")
+        return Decision(code="repeat")
+    decision, expected = _judge(case, spec)
+    if decision.kind == ev.DENY and case.policy.mode == "enforce":
+        ledger.deny(case.session, case.turn, call_id, role, event.tool or "", case.agent, now)
+    else:
+        ttl = case.policy.data["ledger"]["reservation_ttl_seconds"]
+        ledger.reserve(case.session, case.turn, call_id, role, event.tool or "", case.agent, expected, now, ttl)
+    extra = _add_context(case, ["static:save_over_limit"]) if decision.code == "save_over_limit" else 0
+    case.record(decision, role, counted=expected, delivered=extra)
+    return decision
+
+
+def _judge(case: _Case, spec: dict[str, Any]) -> tuple[Decision, int]:
+    """The decision for a governed call before it runs, and the tokens to reserve for it."""
+    role = spec["role"]
+    refusal = _tier_refusal(case, role)
+    if refusal is not None:
+        return refusal, 0
+    if (
+        role in RETRIEVAL
+        and case.policy.data["memory_needs"]["on_none"] == "deny"
+        and case.ledger.memory_need(case.session, case.turn) == "none"
+    ):
+        return Decision(
+            ev.DENY,
+            "memory_need_none",
+            "memory-governor: this turn's task needs no memory (memory_need=none); memory retrieval is off "
+            "for this turn. Go ahead without it.",
+        ), 0
+    if role in ("save", "summary"):
+        return _judge_save(case, spec), 0
+    usage = case.ledger.usage(case.session, case.turn, case.world.now)
+    if role == "search":
+        return _judge_search(case, spec, usage)
+    if role in ("timeline", "fetch"):
+        return _judge_by_id(case, spec, usage)
+    return _judge_context(case, usage)
+
+
+def _tier_refusal(case: _Case, role: str) -> Decision | None:
+    if not case.event.agent_id:
+        return None
+    from governor.tiers import tier_of
+
+    subagents = case.policy.data["subagents"]
+    agent = case.event.agent_type or "subagent"
+    if role == "summary" or (role == "save" and _save_type(case) in case.policy.data["save"]["orchestrator_only"]):
+        return Decision(
+            ev.DENY,
+            "orchestrator_only",
+            f"memory-governor: only the orchestrator saves {_save_type(case) or 'session_summary'}. Report your "
+            "findings to the orchestrator instead.",
+        )
+    tier, _source = tier_of(case.event.agent_type, subagents, case.world.project, case.world.home)
+    allowed = subagents["tiers"][tier]["roles"]
+    if role in allowed:
+        return None
+    can = ", ".join(allowed) or "no memory tools"
+    return Decision(
+        ev.DENY,
+        f"tier:{tier}",
+        f"memory-governor: agent '{agent}' is {tier} (may use: {can}), so it may not call {case.event.tool}. "
+        "Use the memory cards in your briefing"
+        + ("; save what you learn with mem_save." if "save" in allowed else "."),
+    )
+
+
+def _limit(case: _Case, name: str) -> tuple[int, str]:
+    return case.policy.limit(name)
+
+
+def _budget_left(case: _Case, usage: dict[str, int]) -> tuple[int, int, str]:
+    budget, enforce = _limit(case, "max_memory_tokens_injected")
+    return budget - usage["tokens"], budget, enforce
+
+
+def _spent(case: _Case, used: int, budget: int, need: int) -> Decision:
+    unit = case.policy.unit
+    return Decision(
+        ev.DENY,
+        "token_budget",
+        f"memory-governor: this turn's memory budget is spent ({used} of {budget} {unit} tokens used; this call "
+        f"needs ~{need}). Work with what you have; the budget resets next turn.",
+    )
+
+
+def _judge_search(case: _Case, spec: dict[str, Any], usage: dict[str, int]) -> tuple[Decision, int]:
+    layer = case.policy.ladder["L1"]
+    per_result = layer["expected_tokens"]
+    cap, enforce = _limit(case, "max_search_calls")
+    searches = usage.get("search", 0)
+    warn = ""
+    tier_cap = _tier_search_cap(case)
+    if tier_cap is not None:
+        mine = case.ledger.usage(case.session, case.turn, case.world.now, agent_id=case.agent[0]).get("search", 0)
+        if mine >= tier_cap:
+            return Decision(
+                ev.DENY,
+                "tier_search_cap",
+                f"memory-governor: this agent's tier allows {tier_cap} memory search(es) per turn and it has used "
+                "them. Work from your briefing and the results you have.",
+            ), 0
+    if enforce != "off" and searches >= cap:
+        if enforce == "block":
+            return Decision(
+                ev.DENY,
+                "max_search_calls",
+                f"memory-governor: this turn already used its {cap} memory search(es) (max_search_calls={cap}). "
+                "Work with the results you have, or search again next turn; do not retry.",
+            ), 0
+        warn = f"memory-governor: search {searches + 1} this turn is over max_search_calls={cap}."
+    max_limit: int | None = layer.get("max_limit")
+    limit_param = spec.get("limit_param")
+    asked = case.event.tool_input.get(limit_param) if limit_param else None
+    requested = int(asked) if asked is not None and _is_count(asked) else None
+    if requested is None:
+        count = max_limit if max_limit is not None else SERVER_DEFAULT_LIMIT
+    else:
+        count = requested if max_limit is None else min(requested, max_limit)
+    left, budget, budget_enforce = _budget_left(case, usage)
+    if budget_enforce == "block" and count * per_result > left:
+        fits = max(0, left // per_result) if per_result else count
+        if fits < 1:
+            return _spent(case, budget - left, budget, per_result), 0
+        count = fits
+    decision = Decision(code="allow")
+    if limit_param and requested != count:
+        decision = Decision(ev.REWRITE, "clamp_limit", updated_input={**case.event.tool_input, limit_param: count})
+        decision.reason = f"{limit_param} {asked if asked is not None else '(unset)'} -> {count}"
+    if warn:
+        decision.tell_user(warn)
+        decision.code = decision.code if decision.kind == ev.REWRITE else "max_search_calls_warn"
+    return decision, count * per_result
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 and value == int(value)
+
+
+def _tier_search_cap(case: _Case) -> int | None:
+    if not case.event.agent_id:
+        return None
+    from governor.tiers import tier_of
+
+    subagents = case.policy.data["subagents"]
+    tier, _ = tier_of(case.event.agent_type, subagents, case.world.project, case.world.home)
+    cap = subagents["tiers"][tier].get("max_search_calls")
+    return int(cap) if cap is not None else None
+
+
+def _ids(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [str(int(v)) if isinstance(v, float) and v == int(v) else str(v) for v in value]
+    if isinstance(value, float) and value == int(value):
+        return [str(int(value))]
+    return [] if value is None else [str(value).lstrip("#")]
+
+
+def _judge_by_id(case: _Case, spec: dict[str, Any], usage: dict[str, int]) -> tuple[Decision, int]:
+    role = spec["role"]
+    layer_name = LAYER_OF[role]
+    layer = case.policy.ladder[layer_name]
+    tool = case.event.tool
+    if role == "fetch":
+        cap, enforce = _limit(case, "max_full_fetches")
+        if enforce == "block" and usage.get("fetch", 0) >= cap:
+            return Decision(
+                ev.DENY,
+                "max_full_fetches",
+                f"memory-governor: this turn already fetched {cap} full observation(s) (max_full_fetches={cap}). "
+                "Use the search previews, or fetch it next turn.",
+            ), 0
+    id_param = spec.get("id_param")
+    if layer.get("requires_surfaced_id") and id_param:
+        wanted = _ids(case.event.tool_input.get(id_param))
+        missing = [i for i in wanted if not case.ledger.surfaced(case.session, case.turn, i)]
+        if not wanted or missing:
+            shown = ", ".join(missing) or "(none given)"
+            return Decision(
+                ev.DENY,
+                f"{layer_name.lower()}_needs_surfaced_id",
+                f"memory-governor: {tool} {id_param}={shown} was not surfaced by a search or timeline result in this "
+                "turn. Search first (limit<=3) and use an id it returns; do not guess ids.",
+            ), 0
+    expected = layer["expected_tokens"]
+    left, budget, enforce = _budget_left(case, usage)
+    if enforce == "block" and expected > left:
+        return _spent(case, budget - left, budget, expected), 0
+    return Decision(code="allow"), expected
+
+
+def _judge_context(case: _Case, usage: dict[str, int]) -> tuple[Decision, int]:
+    ctx = case.policy.data["mem_context"]
+    code = "allow"
+    if not ctx["allow"]:
+        armed = [n for n in case.ledger.armed(case.session, case.seq, case.turn) if n in ctx["unlocked_by"]]
+        if not armed:
+            return Decision(
+                ev.DENY,
+                "mem_context_locked",
+                "memory-governor: mem_context is off outside post-compaction recovery, a resumed session, or an "
+                "explicit request to recall everything. Use mem_search with a topic prefix (limit<=3) instead.",
+            ), 0
+        case.ledger.consume(case.session, armed[0])
+        code = f"unlocked_by:{armed[0]}"
+    expected = ctx["expected_tokens"]
+    left, budget, enforce = _budget_left(case, usage)
+    if enforce == "block" and left <= 0:
+        return _spent(case, budget - left, budget, expected), 0
+    return Decision(code=code), min(expected, max(left, 0)) if enforce == "block" else expected
+
+
+def _save_type(case: _Case) -> str | None:
+    spec = _spec(case) or {}
+    if spec.get("role") == "summary":
+        return "session_summary"
+    param = spec.get("type_param")
+    value = case.event.tool_input.get(param) if param else None
+    if value is None:
+        return spec.get("default_type")
+    return str(value)
+
+
+def _judge_save(case: _Case, spec: dict[str, Any]) -> Decision:
+    from governor import saves
+
+    save = case.policy.data["save"]
+    kind = _save_type(case)
+    if spec["role"] == "save" and kind is not None and kind not in save["allowed_types"]:
+        return Decision(
+            ev.DENY,
+            "save_type",
+            f"memory-governor: a save of type '{kind}' is not allowed. Save only deltas, with type one of: "
+            f"{', '.join(save['allowed_types'])}.",
+        )
+    content_param = spec.get("content_param")
+    content = case.event.tool_input.get(content_param) if content_param else None
+    warnings: list[str] = []
+    if isinstance(content, str):
+        for rule in saves.violations(content):
+            enforce = save["never_save"][rule]
+            if enforce == "block":
+                return Decision(ev.DENY, f"never_save:{rule}", f"memory-governor: this save {saves.REASONS[rule]}.")
+            if enforce == "warn":
+                warnings.append(f"memory-governor: a save {saves.REASONS[rule]}.")
+    title_param = spec.get("title_param")
+    title = case.event.tool_input.get(title_param) if title_param else None
+    topic_param = spec.get("topic_key_param")
+    topic = case.event.tool_input.get(topic_param) if topic_param else None
+    duplicate = save["never_save"]["duplicate"]
+    if (
+        isinstance(title, str)
+        and not topic
+        and duplicate != "off"
+        and case.ledger.saved_before(case.session, saves.title_digest(title))
+    ):
+        if duplicate == "block":
+            return Decision(
+                ev.DENY, "never_save:duplicate", f"memory-governor: this save {saves.REASONS['duplicate']}."
+            )
+        warnings.append(f"memory-governor: a save {saves.REASONS['duplicate']}.")
+    cap, enforce = _limit(case, "max_save_calls_per_turn")
+    saves_so_far = sum(
+        count for role, count in case.ledger.usage(case.session, case.turn, case.world.now).items()
+        if role in ("save", "summary")
+    )  # fmt: skip
+    if enforce != "off" and saves_so_far >= cap:
+        if enforce == "block":
+            return Decision(
+                ev.DENY,
+                "max_save_calls_per_turn",
+                f"memory-governor: this turn already saved {cap} time(s) (max_save_calls_per_turn={cap}). Save the "
+                "rest next turn, or fold it into one memory with topic_key.",
+            )
+        decision = Decision(ev.CONTEXT, "save_over_limit", context=STATIC_CONTEXT["save_over_limit"])
+        decision.tell_user(f"memory-governor: save {saves_so_far + 1} this turn is over max_save_calls_per_turn={cap}.")
+        for line in warnings:
+            decision.tell_user(line)
+        return decision
+    decision = Decision(code="warn" if warnings else "allow")
+    for line in warnings:
+        decision.tell_user(line)
+    return decision
+
+
+# -- after a tool call -------------------------------------------------------------------
+
+
+def _post_tool(case: _Case) -> Decision:
+    spec = _spec(case)
+    if spec is None:
+        return Decision()
+    role = spec["role"]
+    case.enter_turn()
+    ledger, event, now = case.ledger, case.event, case.world.now
+    call_id = key(event.call_id) if event.call_id else None
+    prior = ledger.call(case.session, call_id) if call_id else None
+    if role in ("save", "summary"):
+        if prior is None:
+            ledger.add_committed(case.session, case.turn, call_id or f"anon:{now}", role, event.tool or "", case.agent,
+                                 0, now)  # fmt: skip
+        else:
+            ledger.commit(case.session, call_id or "", 0, now)
+        decision = Decision(code="saved")
+        case.record(decision, role)
+        return decision
+    return _count_and_trim(case, spec, call_id, prior)
+
+
+def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prior: Any) -> Decision:
+    from governor import results
+    from governor.packer import select
+    from governor.tokens import counter
+
+    role, event, ledger, now = spec["role"], case.event, case.ledger, case.world.now
+    count = counter(case.policy.unit).count
+    text = event.tool_result or ""
+    parsed = results.parse(text, role, spec.get("format", "auto"))
+    total = count(text)
+    usage = ledger.usage(case.session, case.turn, now)
+    own = 0
+    if prior is not None and prior[2] == case.turn:
+        own = prior[4] if prior[0] == "committed" else prior[3] if prior[0] == "pending" else 0
+    budget, enforce = _limit(case, "max_memory_tokens_injected")
+    left = max(0, budget - (usage["tokens"] - own))
+    max_entries = case.policy.ladder["L1"].get("max_limit") if role == "search" else None
+    too_many = max_entries is not None and len(parsed.entries) > max_entries
+    over = total > left
+    decision = Decision(code="counted")
+    delivered, kept_all = total, set(range(len(parsed.entries)))
+    if (over and enforce == "block") or too_many:
+        trim = case.policy.data["trimming"]
+        order = parsed.ranked()
+        costs = [count(entry.text) for entry in parsed.entries]
+        room = left if enforce == "block" else None
+        note_room = count(_note(case, len(parsed.entries), len(parsed.entries), left, budget))
+        chosen = select(costs, order, None if room is None else max(0, room - note_room), limit=max_entries,
+                        over_budget=trim["over_budget"], fill=trim["fill"])  # fmt: skip
+        kept = list(chosen.kept)
+        if chosen.truncated is not None:
+            _truncate(parsed, chosen.truncated, chosen.truncate_to, count)
+        rendered, delivered = _render_within(case, parsed, kept, left if room is not None else None, budget, count)
+        kept_all = set(kept)
+        decision = Decision(ev.REPLACE, "trimmed" if over else "l1_max_results", updated_output=rendered)
+    elif over and enforce == "warn":
+        decision = Decision(code="token_budget_warn").tell_user(
+            f"memory-governor: this turn's memory reached {budget - left + total} of {budget} "
+            f"{case.policy.unit} tokens (over budget; warn only)."
+        )
+    if case.policy.mode == "monitor":
+        delivered, kept_all = total, set(range(len(parsed.entries)))  # the model got the whole result
+    if call_id and prior is not None:
+        ledger.commit(case.session, call_id, delivered, now)
+    else:
+        ledger.add_committed(case.session, case.turn, call_id or f"anon:{now}", role, event.tool or "", case.agent,
+                             delivered, now)  # fmt: skip
+    if role in ("search", "timeline"):
+        ledger.surface(case.session, case.turn, results.surfaced(parsed, kept_all))
+    case.record(decision, role, counted=total, delivered=delivered, saved=max(0, total - delivered))
+    return decision
+
+
+def _note(case: _Case, held: int, total: int, left: int, budget: int) -> str:
+    return (
+        f"[memory-governor] {held} of {total} entries held back: this turn's memory budget is {budget} "
+        f"{case.policy.unit} tokens. Narrow the query, or ask again next turn."
+    )
+
+
+def _render_within(
+    case: _Case, parsed: Any, kept: list[int], left: int | None, budget: int, count: Any
+) -> tuple[str, int]:
+    """Render the kept entries plus the note; drop the lowest-ranked until the exact count fits."""
+    from governor.results import render
+
+    kept = list(kept)
+    while True:
+        held = len(parsed.entries) - len(kept)
+        note = _note(case, held, len(parsed.entries), left or 0, budget) if held else ""
+        text = render(parsed, set(kept), note)
+        tokens = count(text)
+        if left is None or tokens <= left:
+            return text, tokens
+        if kept:
+            kept.pop()
+            continue
+        short = f"[memory-governor: {held} entries held back, memory budget spent]"
+        tokens = count(short)
+        return (short, tokens) if tokens <= left else ("", 0)
+
+
+def _truncate(parsed: Any, index: int, tokens: int, count: Any) -> None:
+    """Cut one entry to about `tokens` (over_budget: truncate), marking the cut."""
+    from governor.packer import TRUNCATION_MARKER
+
+    entry = parsed.entries[index]
+    text = entry.text
+    keep = len(text)
+    while keep > 0 and count(text[:keep] + TRUNCATION_MARKER) > tokens:
+        keep = keep * 3 // 4
+    cut = text[:keep] + TRUNCATION_MARKER + ("\n" if text.endswith("\n") else "")
+    for segment in parsed.segments:
+        if segment.entry == index:
+            segment.text = cut
+    entry.text = cut
+
+
+def _tool_failed(case: _Case) -> Decision:
+    spec = _spec(case)
+    if spec is None:
+        return Decision()
+    case.enter_turn()
+    if case.event.call_id:
+        case.ledger.release(case.session, key(case.event.call_id), case.world.now)
+    decision = Decision(code="released")
+    case.record(decision, spec["role"])
+    return decision
+
+
+_HANDLERS = {
+    ev.PROMPT: _prompt,
+    ev.SESSION_START: _session_start,
+    ev.PRE_TOOL: _pre_tool,
+    ev.POST_TOOL: _post_tool,
+    ev.TOOL_FAILED: _tool_failed,
+    ev.PRE_COMPACT: _observe,
+    ev.SUBAGENT_START: _observe,
+    ev.SUBAGENT_STOP: _observe,
+    ev.STOP: _observe,
+}

@@ -1,0 +1,270 @@
+"""Memory-server results as entries: parse them, and render a result with some held back.
+
+A result is a sequence of segments in their original order: structure (headers, section
+headings, footers) and entries (one search hit, one timeline line, one context bullet, one
+observation, one graph entity). Rendering keeps the structure, the kept entries, and the
+governor's one-line note, so the model sees the server's own format with fewer entries.
+
+Formats: Engram v1 (plain text) and v2 (the same text inside a JSON envelope, with a
+`results` array), Engram v2 compact search, a knowledge graph (`entities`/`relations`, as
+@modelcontextprotocol/server-memory returns), and anything else as one entry.
+
+Hot path (PostToolUse): standard library only; `re` is already loaded by `json`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+_SEARCH_HIT = re.compile(r"^\[\d+\] #(\d+) \(", re.M)
+_SEARCH_FOOTER = re.compile(r"^---\nResults above are previews|\n\n⚠️ No mem_save", re.M)
+_TIMELINE_LINE = re.compile(r"^(?:  #(\d+) \[|>>> #(\d+) \[)", re.M)
+_TIMELINE_HEADING = re.compile(r"^─── (?:Before|After) ───\n", re.M)
+_OBSERVATION = re.compile(r"\A#(\d+) \[")
+_CONTEXT_HEADING = re.compile(r"^#{2,3} .*\n", re.M)
+_CONTEXT_BULLET = re.compile(r"^- ", re.M)
+_CONTEXT_TAIL = re.compile(r"^\n?---\nMemory stats:", re.M)
+_HASH_ID = re.compile(r"#(\d+)")
+
+
+class Segment:
+    __slots__ = ("entry", "group", "text")
+
+    def __init__(self, text: str, entry: int | None = None, group: int = 0) -> None:
+        self.text = text
+        self.entry = entry  # index into Parsed.entries, or None for structure
+        self.group = group  # a section: its heading is dropped when all its entries are
+
+
+class Entry:
+    __slots__ = ("idents", "item", "priority", "text")
+
+    def __init__(self, text: str, idents: list[str], priority: int = 0, item: Any = None) -> None:
+        self.text = text
+        self.idents = idents  # the ids this entry shows the model (what L3 may then fetch)
+        self.priority = priority  # lower is kept first
+        self.item = item  # a structured item (v2 results[] element, graph node) kept alongside
+
+
+class Parsed:
+    def __init__(self, kind: str, segments: list[Segment], entries: list[Entry]) -> None:
+        self.kind = kind
+        self.segments = segments
+        self.entries = entries
+        self.envelope: dict[str, Any] | None = None  # Engram v2: everything but "result"
+        self.graph: dict[str, Any] | None = None  # knowledge graph: the parsed JSON
+
+    def ranked(self) -> list[int]:
+        """Entry indexes, most important first (server order, then priority)."""
+        return sorted(range(len(self.entries)), key=lambda i: (self.entries[i].priority, i))
+
+
+def parse(text: str, role: str, fmt: str = "auto") -> Parsed:
+    """Split a result into entries. Never fails: an unknown shape is one entry."""
+    stripped = text.lstrip()
+    if stripped.startswith("{") and fmt in ("auto", "engram", "knowledge_graph"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            if isinstance(data.get("result"), str) and fmt != "knowledge_graph":
+                return _engram_v2(data, role)
+            if isinstance(data.get("entities"), list) or isinstance(data.get("relations"), list):
+                return _graph(data)
+    if fmt != "text" and fmt != "knowledge_graph":
+        parsed = _engram_text(text, role)
+        if parsed is not None:
+            return parsed
+    return _whole(text)
+
+
+def _whole(text: str) -> Parsed:
+    idents = _HASH_ID.findall(text[:200])[:1]
+    return Parsed("text", [Segment(text, 0)], [Entry(text, idents)])
+
+
+def _engram_text(text: str, role: str) -> Parsed | None:
+    if role == "search":
+        return _search(text)
+    if role == "timeline":
+        return _timeline(text)
+    if role == "fetch":
+        match = _OBSERVATION.match(text)
+        if match:
+            return Parsed("engram_observation", [Segment(text, 0)], [Entry(text, [match.group(1)])])
+        return None
+    if role == "context":
+        return _context(text)
+    return None
+
+
+def _split(text: str, starts: list[int], end: int) -> list[tuple[int, int]]:
+    bounds = [*starts, end]
+    return [(bounds[i], bounds[i + 1]) for i in range(len(starts))]
+
+
+def _search(text: str) -> Parsed | None:
+    hits = list(_SEARCH_HIT.finditer(text))
+    if not hits:
+        return None
+    footer = _SEARCH_FOOTER.search(text, hits[-1].start())
+    end = footer.start() if footer else len(text)
+    segments = [Segment(text[: hits[0].start()])]
+    entries: list[Entry] = []
+    for (start, stop), hit in zip(_split(text, [h.start() for h in hits], end), hits, strict=True):
+        segments.append(Segment(text[start:stop], len(entries)))
+        entries.append(Entry(text[start:stop], [hit.group(1)]))
+    segments.append(Segment(text[end:]))
+    return Parsed("engram_search", segments, entries)
+
+
+def _timeline(text: str) -> Parsed | None:
+    lines = list(_TIMELINE_LINE.finditer(text))
+    if not lines:
+        return None
+    focus = next((i for i, m in enumerate(lines) if m.group(2)), 0)
+    cuts = sorted(
+        [(m.start(), i, m) for i, m in enumerate(lines)]
+        + [(h.start(), -1, h) for h in _TIMELINE_HEADING.finditer(text)],
+        key=lambda c: c[0],
+    )
+    segments = [Segment(text[: cuts[0][0]])]  # the session header
+    entries: list[Entry] = []
+    group = 0
+    for k, (start, position, match) in enumerate(cuts):
+        stop = cuts[k + 1][0] if k + 1 < len(cuts) else len(text)
+        if position < 0:  # ─── Before ─── / ─── After ───
+            group += 1
+            segments.append(Segment(text[start:stop], None, group))
+            continue
+        is_focus = match.group(2) is not None
+        # The focus first, then its neighbours by distance.
+        entries.append(Entry(text[start:stop], [match.group(1) or match.group(2)], priority=abs(position - focus)))
+        segments.append(Segment(text[start:stop], len(entries) - 1, 0 if is_focus else group))
+    return Parsed("engram_timeline", segments, entries)
+
+
+def _context(text: str) -> Parsed | None:
+    bullets = list(_CONTEXT_BULLET.finditer(text))
+    if not bullets or not text.startswith("#"):
+        return None
+    tail = _CONTEXT_TAIL.search(text, bullets[-1].start())
+    end = tail.start() if tail else len(text)
+    headings = [m for m in _CONTEXT_HEADING.finditer(text, 0, end)]
+    cuts = sorted({m.start() for m in bullets} | {m.start() for m in headings})
+    heading_ends = {m.start(): m.end() for m in headings}
+    segments = [Segment(text[: cuts[0]])] if cuts[0] > 0 else []
+    entries: list[Entry] = []
+    group = 0
+    for index, start in enumerate(cuts):
+        stop = cuts[index + 1] if index + 1 < len(cuts) else end
+        if start in heading_ends:
+            group += 1
+            segments.append(Segment(text[start:stop], None, group))
+            continue
+        chunk = text[start:stop]
+        segments.append(Segment(chunk, len(entries), group))
+        entries.append(Entry(chunk, _HASH_ID.findall(chunk)[:1]))
+    segments.append(Segment(text[end:]))
+    return Parsed("engram_context", segments, entries)
+
+
+def _engram_v2(data: dict[str, Any], role: str) -> Parsed:
+    inner = data["result"]
+    items = data.get("results") if isinstance(data.get("results"), list) else None
+    parsed = _engram_text(inner, role)
+    if parsed is None and items and role == "search":
+        # Compact search: the text is one line, the hits are the items.
+        entries = [Entry(json.dumps(item, ensure_ascii=False), [str(item.get("id"))], item=item) for item in items]
+        parsed = Parsed("engram_v2_compact", [Segment(inner)], entries)
+    elif parsed is None:
+        parsed = _whole(inner)
+    elif items:
+        by_id = {str(item.get("id")): item for item in items if isinstance(item, dict)}
+        for entry in parsed.entries:
+            entry.item = by_id.get(entry.idents[0]) if entry.idents else None
+    parsed.kind = "v2:" + parsed.kind
+    parsed.envelope = {k: v for k, v in data.items() if k not in ("result", "results")}
+    if items is not None:
+        parsed.envelope["results"] = items
+    return parsed
+
+
+def _graph(data: dict[str, Any]) -> Parsed:
+    entries: list[Entry] = []
+    for item in data.get("entities") or []:
+        name = item.get("name") if isinstance(item, dict) else None
+        entries.append(Entry(json.dumps(item, ensure_ascii=False), [str(name)] if name else [], item=item))
+    for item in data.get("relations") or []:
+        entries.append(Entry(json.dumps(item, ensure_ascii=False), [], priority=1, item=item))
+    parsed = Parsed("knowledge_graph", [], entries)
+    parsed.graph = data
+    return parsed
+
+
+def render(parsed: Parsed, kept: set[int], note: str) -> str:
+    """The result with only `kept` entries, and `note` (the governor's line) at the end."""
+    if parsed.graph is not None:
+        kept_items = [parsed.entries[i].item for i in sorted(kept)]
+        graph = {k: v for k, v in parsed.graph.items() if k not in ("entities", "relations")}
+        graph["entities"] = [item for item in kept_items if "name" in item or item.get("type") == "entity"]
+        graph["relations"] = [item for item in kept_items if item not in graph["entities"]]
+        body = json.dumps(graph, indent=2, ensure_ascii=False)
+        return f"{body}\n{note}" if note else body
+    live_groups = {s.group for s in parsed.segments if s.entry is not None and s.entry in kept}
+    has_entries = {s.group for s in parsed.segments if s.entry is not None}
+    out = []
+    for segment in parsed.segments:
+        if segment.entry is not None:
+            if segment.entry in kept:
+                out.append(segment.text)
+        elif segment.group == 0 or segment.group in live_groups or segment.group not in has_entries:
+            out.append(segment.text)
+    text = "".join(out)
+    if note:
+        text = f"{text.rstrip()}\n{note}\n" if text.strip() else f"{note}\n"
+    if parsed.envelope is None:
+        return text
+    envelope = dict(parsed.envelope)
+    envelope["result"] = text
+    if isinstance(envelope.get("results"), list):
+        kept_items = [parsed.entries[i].item for i in sorted(kept) if parsed.entries[i].item is not None]
+        if parsed.kind.endswith("compact"):
+            envelope["results"] = kept_items
+        else:
+            keep_ids = {id(item) for item in kept_items}
+            envelope["results"] = [item for item in envelope["results"] if id(item) in keep_ids]
+    return json.dumps(envelope, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def surfaced(parsed: Parsed, kept: set[int]) -> list[str]:
+    """The ids the model was shown: what an L2 timeline or L3 fetch may use this turn."""
+    out: list[str] = []
+    for index in sorted(kept):
+        for ident in parsed.entries[index].idents:
+            if ident not in out:
+                out.append(ident)
+    return out
+
+
+def result_text(response: Any) -> str:
+    """The text a tool result carries, whatever shape the harness sent it in."""
+    if isinstance(response, str):
+        return response
+    if isinstance(response, list):
+        parts = [part.get("text", "") for part in response if isinstance(part, dict) and part.get("type") == "text"]
+        if parts or not response:
+            return "\n".join(parts)
+    if isinstance(response, dict):
+        content = response.get("content")
+        if isinstance(content, list):
+            return result_text(content)
+        if isinstance(response.get("text"), str):
+            return str(response["text"])
+    return json.dumps(response, ensure_ascii=False)

@@ -1,0 +1,247 @@
+"""One hook invocation, decided in this process: raw harness bytes in, answer bytes out.
+
+The same function serves the hook process and the warm server, so both decide alike.
+It never raises and never prints a traceback. When the governor itself cannot decide (a
+locked or unusable ledger, no valid policy, an internal error), a governed memory call
+gets what the policy's on_error says (open: through; closed: denied), and the failure is
+visible: on stderr, in the state directory's error log, and once per session to the user.
+Other tools are never blocked by the governor's own failures.
+
+Hot path: standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from governor import events as ev
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from types import ModuleType
+    from typing import Any
+
+    from governor.compiled import CompiledPolicy
+    from governor.events import Event
+
+ADAPTERS = {"claude-code": "hooks.claude_code"}
+MAX_INPUT = 64 * 1024 * 1024  # a payload larger than this is not read whole
+
+
+class Outcome:
+    __slots__ = ("answer", "errors")
+
+    def __init__(self) -> None:
+        self.answer: dict[str, Any] | None = None
+        self.errors: list[str] = []
+
+    def stdout(self) -> bytes:
+        if self.answer is None:
+            return b""
+        return (json.dumps(self.answer, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
+
+    def stderr(self) -> bytes:
+        return "".join(f"{line}\n" for line in self.errors).encode("utf-8", "backslashreplace")
+
+
+def adapter_for(name: str) -> ModuleType:
+    import importlib
+
+    module = ADAPTERS.get(name)
+    if module is None:
+        raise KeyError(f"no adapter for harness {name!r}: known are {', '.join(sorted(ADAPTERS))}")
+    return importlib.import_module(module)
+
+
+def respond(harness: str, raw: bytes, env: Mapping[str, str]) -> Outcome:
+    """Decide one hook event. Never raises."""
+    out = Outcome()
+    try:
+        adapter = adapter_for(harness)
+    except KeyError as err:
+        out.errors.append(f"memory-governor: {err.args[0]}")
+        return out
+    name: str | None = None
+    event: Event | None = None
+    policy: CompiledPolicy | None = None
+    try:
+        try:
+            payload = json.loads(raw)
+        except ValueError as err:
+            raise adapter.BadPayload(f"the hook input is not valid JSON ({err})") from None
+        name = adapter.event_name(payload)
+        event = adapter.parse(payload)
+        if event is None:
+            return out  # an event this adapter does not govern
+        policy, notices = _policy(env, event)
+        _sync_warm_server_switch(env, policy)
+        if not _concerns(event, policy):
+            return out
+        decision = _decide(event, policy, env)
+        out.answer = adapter.render(name or "", decision)
+        _notify(out, event, env, notices)
+    except Exception as err:  # the governor's own failure: on_error decides, visibly
+        _on_error(out, adapter, name, event, policy, env, err)
+    return out
+
+
+def _policy(env: Mapping[str, str], event: Event) -> tuple[CompiledPolicy, list[str]]:
+    from governor import compiled
+    from governor.state import state_dir
+
+    return compiled.load(env, event.cwd, state_dir(env))
+
+
+def _sync_warm_server_switch(env: Mapping[str, str], policy: CompiledPolicy) -> None:
+    """The thin client never reads the policy; a marker file tells it runtime.warm_server is off."""
+    from governor.client import DISABLED_NAME, run_dir
+
+    marker = os.path.join(run_dir(env), DISABLED_NAME)
+    wanted = policy.data["runtime"]["warm_server"] == "off"
+    if wanted == os.path.exists(marker):
+        return
+    try:
+        if wanted:
+            from governor.state import ensure_dir
+
+            ensure_dir(os.path.dirname(marker))
+            with open(marker, "w"):
+                pass
+        else:
+            os.unlink(marker)
+    except OSError:
+        pass
+
+
+def _concerns(event: Event, policy: CompiledPolicy) -> bool:
+    """Does this event need the ledger? A tool event only for a governed tool."""
+    if event.kind not in (ev.PRE_TOOL, ev.POST_TOOL, ev.TOOL_FAILED):
+        return True
+    return event.server is not None and event.tool is not None and policy.tool(event.server, event.tool) is not None
+
+
+def _decide(event: Event, policy: CompiledPolicy, env: Mapping[str, str]) -> Any:
+    from governor.compiled import project_root
+    from governor.engine import World, decide
+    from governor.ledger import LedgerCorrupt, open_ledger
+    from governor.state import state_dir
+
+    ledger = open_ledger(state_dir(env), policy.data["ledger"]["busy_timeout_ms"])
+    try:
+        world = World(time.time(), project_root(env, event.cwd), env.get("HOME"))
+        try:
+            decision = decide(event, policy, ledger, world)
+        except LedgerCorrupt as err:
+            ledger.recover(err)
+            decision = decide(event, policy, ledger, world)
+        if ledger.notices:
+            _once_per_session(ledger, event, list(ledger.notices), decision)
+        return decision
+    finally:
+        ledger.close()
+
+
+def _once_per_session(ledger: Any, event: Event, notices: list[str], decision: Any) -> None:
+    from governor.ledger import key
+
+    for notice in notices:
+        code = f"n{len(notice)}"
+        try:
+            with ledger.write():
+                first = ledger.notice_once(key(event.session_id), code)
+        except Exception:
+            first = True
+        if first:
+            decision.tell_user(notice)
+
+
+def _notify(out: Outcome, event: Event, env: Mapping[str, str], notices: list[str]) -> None:
+    """Policy notices (a broken policy file): on stderr always, to the user once per session."""
+    for notice in notices:
+        out.errors.append(notice)
+        if _first_time(env, event.session_id, notice):
+            answer = out.answer or {}
+            message = answer.get("systemMessage")
+            answer["systemMessage"] = f"{message}\n{notice}" if message else notice
+            out.answer = answer
+
+
+def _first_time(env: Mapping[str, str], session_id: object, notice: str) -> bool:
+    """One message per session per notice, remembered in the state directory (not the ledger,
+    which may be the thing that failed). True when the mark cannot be written: better twice
+    than never."""
+    from zlib import crc32
+
+    from governor.state import ensure_dir, state_dir
+
+    try:
+        folder = ensure_dir(os.path.join(state_dir(env), "notices"))
+        session = crc32(repr(session_id).encode("utf-8", "backslashreplace"))
+        mark = f"{session:08x}-{crc32(notice.encode('utf-8', 'backslashreplace')):08x}"
+        fd = os.open(os.path.join(folder, mark), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:
+        return True
+
+
+def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None, policy: CompiledPolicy | None,
+              env: Mapping[str, str], err: Exception) -> None:  # fmt: skip
+    """The governor could not decide. on_error decides for a governed memory call; say so."""
+    from governor.compiled import PolicyUnavailable
+
+    bad_input = isinstance(err, adapter.BadPayload)
+    what = f"the hook input was rejected: {err}" if bad_input else f"{type(err).__name__}: {err}"
+    if isinstance(err, PolicyUnavailable):
+        what = f"no valid policy: {err}"
+    on_error = policy.on_error if policy is not None else "open"  # no policy at all: nothing says closed
+    governed = _governed(event, policy)
+    closed = on_error == "closed" and (governed or (event is None and name == "PreToolUse"))
+    verdict = "denied (on_error: closed)" if closed else "let through (on_error: open)"
+    message = f"memory-governor could not decide ({what}); memory calls are {verdict}."
+    out.errors.append(message)
+    _log_error(env, message)
+    if closed:
+        out.answer = adapter.refusal(
+            name,
+            f"memory-governor could not check this memory call ({type(err).__name__}), and policy on_error=closed "
+            "refuses memory calls until it can. Continue without memory; the user has been told.",
+        )
+    else:
+        out.answer = None
+    session = event.session_id if event is not None else "(unknown session)"
+    if _first_time(env, session, f"error:{type(err).__name__}:{on_error}"):
+        answer = out.answer or {}
+        answer["systemMessage"] = message
+        out.answer = answer
+
+
+def _governed(event: Event | None, policy: CompiledPolicy | None) -> bool:
+    if event is None or event.kind not in (ev.PRE_TOOL, ev.POST_TOOL):
+        return False
+    if policy is not None and event.server is not None and event.tool is not None:
+        return policy.tool(event.server, event.tool) is not None
+    return event.server is not None  # no policy to ask: an MCP tool reached a memory hook's matcher
+
+
+def _log_error(env: Mapping[str, str], message: str) -> None:
+    from governor.state import ensure_dir, state_dir
+
+    try:
+        folder = ensure_dir(state_dir(env))
+        path = os.path.join(folder, "errors.log")
+        line = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + " " + message.replace("\n", " ") + "\n"
+        with open(path, "a", encoding="utf-8", errors="backslashreplace") as handle:
+            handle.write(line[:2000])
+        if os.path.getsize(path) > 1_000_000:  # bounded: keep the newest half
+            with open(path, "rb") as handle:
+                tail = handle.read()[-500_000:]
+            with open(path, "wb") as handle:
+                handle.write(tail)
+    except OSError:
+        pass
