@@ -210,7 +210,7 @@ def _store(path: str, blob: dict[str, Any]) -> None:
     if not path:
         return
     try:
-        write_atomic(path, json.dumps(blob, sort_keys=True).encode())
+        write_atomic(path, json.dumps(blob).encode())  # policy order kept: matchers and precedence follow it
     except OSError:
         pass
 

@@ -68,9 +68,13 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str]) -> Outcome:
     event: Event | None = None
     policy: CompiledPolicy | None = None
     try:
+        if len(raw) > MAX_INPUT:
+            name = adapter.sniff_event(raw[:4096])
+            raise adapter.BadPayload(f"the hook input is larger than {MAX_INPUT} bytes")
         try:
             payload = json.loads(raw)
         except ValueError as err:
+            name = adapter.sniff_event(raw[:4096])
             raise adapter.BadPayload(f"the hook input is not valid JSON ({err})") from None
         name = adapter.event_name(payload)
         event = adapter.parse(payload)
@@ -199,6 +203,8 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
     what = f"the hook input was rejected: {err}" if bad_input else f"{type(err).__name__}: {err}"
     if isinstance(err, PolicyUnavailable):
         what = f"no valid policy: {err}"
+    if policy is None:
+        policy = _policy_for_errors(env, event)
     on_error = policy.on_error if policy is not None else "open"  # no policy at all: nothing says closed
     governed = _governed(event, policy)
     closed = on_error == "closed" and (governed or (event is None and name == "PreToolUse"))
@@ -219,6 +225,17 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
         answer = out.answer or {}
         answer["systemMessage"] = message
         out.answer = answer
+
+
+def _policy_for_errors(env: Mapping[str, str], event: Event | None) -> CompiledPolicy | None:
+    """The policy, to learn on_error, when the failure came before it was loaded (bad input)."""
+    from governor import compiled
+    from governor.state import state_dir
+
+    try:
+        return compiled.load(env, event.cwd if event is not None else None, state_dir(env))[0]
+    except Exception:
+        return None
 
 
 def _governed(event: Event | None, policy: CompiledPolicy | None) -> bool:

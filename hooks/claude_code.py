@@ -72,6 +72,15 @@ def _text(payload: dict[str, Any], field: str, required: bool = False) -> str | 
     return value
 
 
+def sniff_event(raw: bytes) -> str | None:
+    """The event name of input that is not valid JSON, if it names one (to fail closed correctly)."""
+    import re
+
+    match = re.search(rb'"hook_event_name"\s*:\s*"(\w+)"', raw)
+    name = match.group(1).decode() if match else None
+    return name if name in EVENTS else None
+
+
 def event_name(payload: Any) -> str | None:
     name = payload.get("hook_event_name") if isinstance(payload, dict) else None
     return name if isinstance(name, str) else None

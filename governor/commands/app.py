@@ -14,9 +14,11 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from governor.commands import ledger, policy, serve
+    from governor.commands import install, ledger, policy, serve
 
     cli.add_command(policy.group)
+    cli.add_command(install.install)
+    cli.add_command(install.uninstall)
     cli.add_command(serve.command)
     cli.add_command(ledger.status)
     cli.add_command(ledger.gc)
