@@ -35,15 +35,19 @@ CACHE_FORMAT = 1
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def shipped_policy_path() -> str:
-    """The default policy: packaged under governor/rules, or rules/ beside a source checkout."""
+def shipped_file(folder: str, name: str) -> str:
+    """A shipped data file: packaged under governor/<folder>, or <folder>/ beside a source checkout."""
     for candidate in (
-        os.path.join(_HERE, "rules", SHIPPED_NAME),
-        os.path.join(os.path.dirname(_HERE), "rules", SHIPPED_NAME),
+        os.path.join(_HERE, folder, name),
+        os.path.join(os.path.dirname(_HERE), folder, name),
     ):
         if os.path.isfile(candidate):
             return candidate
-    raise FileNotFoundError(f"the shipped policy {SHIPPED_NAME} is missing from this installation")
+    raise FileNotFoundError(f"{folder}/{name} is missing from this installation")
+
+
+def shipped_policy_path() -> str:
+    return shipped_file("rules", SHIPPED_NAME)
 
 
 def project_root(env: Mapping[str, str], cwd: str | None) -> str:

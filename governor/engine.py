@@ -19,6 +19,8 @@ Hot path: standard library only; the token counter and classifier load only when
 
 from __future__ import annotations
 
+import re
+
 from governor import events as ev
 from governor.events import Decision, Event
 from governor.ledger import key
@@ -479,6 +481,14 @@ def _judge_save(case: _Case, spec: dict[str, Any]) -> Decision:
                 ev.DENY, "never_save:duplicate", f"memory-governor: this save {saves.REASONS['duplicate']}."
             )
         warnings.append(f"memory-governor: a save {saves.REASONS['duplicate']}.")
+    if isinstance(topic, str) and topic and save["topic_keys"] != "off":
+        namespaces = case.policy.blob["index"]["topic_namespaces"]
+        if not any(re.fullmatch(n["pattern"], topic) for n in namespaces):
+            examples = ", ".join(n["example"] for n in namespaces[:4])
+            text = f"memory-governor: topic_key '{topic}' is outside the namespace contract (e.g. {examples})."
+            if save["topic_keys"] == "block":
+                return Decision(ev.DENY, "topic_key", text + " Choose a key in one of those namespaces.")
+            warnings.append(text)
     cap, enforce = _limit(case, "max_save_calls_per_turn")
     saves_so_far = sum(
         count for role, count in case.ledger.usage(case.session, case.turn, case.world.now).items()

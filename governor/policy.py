@@ -6,9 +6,10 @@ form that `governor.compiled` builds from it (see `governor.policy_files`).
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 ROLES = ("search", "timeline", "fetch", "context", "save", "summary")
 Role = Literal["search", "timeline", "fetch", "context", "save", "summary"]
@@ -28,6 +29,17 @@ MAX_TOKENS = 10_000_000
 Count = Annotated[int, Field(ge=0, le=MAX_CALLS)]
 Tokens = Annotated[int, Field(ge=0, le=MAX_TOKENS)]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def _regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as err:
+        raise ValueError(f"not a valid regular expression: {err}") from None
+    return value
+
+
+Pattern = Annotated[str, Field(min_length=1, max_length=2000), AfterValidator(_regex)]
 
 
 class Strict(BaseModel):
@@ -116,7 +128,10 @@ class MemoryNeed(Strict):
     action: Name = Field(description="The recommended action, in words.")
     advice: str = Field("", max_length=400, description="The one line the agent is told; empty = none.")
     namespaces: list[Name] = Field(default_factory=list, description="Topic prefixes L1 should search.")
-    patterns: list[Name] = Field(default_factory=list, description="Case-insensitive regexes that match it.")
+    patterns: list[Pattern] = Field(
+        default_factory=list,
+        description="Case-insensitive regexes, matched against the prompt lower-cased without accents.",
+    )
 
 
 class MemoryNeeds(Strict):

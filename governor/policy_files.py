@@ -179,6 +179,14 @@ def _describe(error: Any) -> tuple[tuple[Any, ...], bool, str]:
         expected = error.get("ctx", {}).get("expected", "")
         words = [w.strip(" '") for w in expected.replace(" or ", ",").split(",") if w.strip(" '")]
         return loc, False, f"{value!r} is not allowed here: expected {expected}{_suggest(str(value), words)}"
+    if kind in ("string_too_long", "string_too_short"):
+        limit = error.get("ctx", {}).get("max_length" if kind == "string_too_long" else "min_length")
+        bound = "at most" if kind == "string_too_long" else "at least"
+        return (
+            loc,
+            False,
+            f"{str(value)[:40]!r}… is too {'long' if bound == 'at most' else 'short'}: {bound} {limit} characters",
+        )
     if kind in (
         "greater_than_equal",
         "less_than_equal",
@@ -312,10 +320,22 @@ def text_tokens(policy: dict[str, Any]) -> dict[str, int]:
     return {name: count(text) for name, text in texts.items()}
 
 
+def topic_namespaces() -> list[dict[str, str]]:
+    """The namespace contract (schemas/memory-topics.yaml) that topic keys are checked against."""
+    import yaml
+
+    from governor.compiled import shipped_file
+
+    with open(shipped_file("schemas", "memory-topics.yaml"), encoding="utf-8") as handle:
+        contract = yaml.safe_load(handle)
+    return [{"name": n["name"], "pattern": n["pattern"], "example": n["example"]} for n in contract["namespaces"]]
+
+
 def compiled_blob(eff: Effective) -> dict[str, Any]:
     policy = eff.dumped()
     lookups = index(policy)
     lookups["text_tokens"] = text_tokens(policy)
+    lookups["topic_namespaces"] = topic_namespaces()
     return {
         "format": CACHE_FORMAT,
         "version": __version__,

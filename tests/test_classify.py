@@ -1,0 +1,105 @@
+"""Memory-need classification: the CLI, the hook's use of it, topic keys, and the evaluation gate."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, Env, Session
+
+
+@pytest.mark.parametrize(
+    ("prompt", "need"),
+    [
+        ("fix the typo in README.md", "none"),
+        ("remember to run the tests before you commit", "none"),
+        ("add a continue statement when the row is empty", "none"),
+        ("where did we leave off with the importer?", "recent_session"),
+        ("¿En qué quedamos con la migración de pagos?", "recent_session"),
+        ("the checkout test is flaky again, we had this before", "similar_issue"),
+        ("otra vez el mismo error de certificados en CI", "similar_issue"),
+        ("design a rate limiter for the public API", "architecture_decision"),
+        ("¿deberíamos migrar de Redis a Valkey?", "architecture_decision"),
+        ("remember when we picked the queue library?", "explicit_user_recall"),
+        ("¿qué sabes del pipeline de despliegue?", "explicit_user_recall"),
+    ],
+)
+def test_classify_command(env: Env, prompt: str, need: str) -> None:
+    data = env.cli_json("classify", prompt, "--format", "json")
+    assert data["memory_need"] == need, data
+
+
+def test_explain_names_the_rule_that_matched(env: Env) -> None:
+    data = env.cli_json("classify", "where did we leave off?", "--format", "json", "--explain")
+    assert data["rule"]["matched"] == "where did we leave"
+    assert "where" in data["rule"]["pattern"]
+    default = env.cli_json("classify", "rename foo to bar", "--format", "json", "--explain")
+    assert default["rule"]["pattern"] is None and "default" in default["rule"]["default"]
+
+
+def test_text_output_gives_class_action_and_namespaces(env: Env) -> None:
+    out = env.cli("classify", "what did we decide about the cache?", check=True).stdout
+    assert "memory_need: recent_session" in out and "namespaces: session/, state/wave/" in out
+
+
+def test_recall_phrases_are_reported_as_unlocking_mem_context(env: Env) -> None:
+    assert env.cli_json("classify", "recordar todo del proyecto", "--format", "json")["unlocks_mem_context"]
+    assert not env.cli_json("classify", "remember when we chose JWT?", "--format", "json")["unlocks_mem_context"]
+
+
+def test_the_hook_advises_the_recommended_namespaces(session: Session) -> None:
+    answer = session.prompt("¿en qué quedamos ayer con el importador?")
+    assert answer.context == "memory_need=recent_session: one mem_search (limit<=3) on session/ or state/wave/."
+
+
+def test_policy_can_deny_retrieval_for_a_turn_that_needs_no_memory(env: Env, session: Session) -> None:
+    env.write(".memory-governor/policy.yaml", "memory_needs:\n  on_none: deny\n")
+    session.prompt("fix the typo in the README")
+    answer = session.pre("mem_search", query="readme", limit=3)
+    assert answer.denied and "memory_need=none" in answer.reason
+    assert not session.pre("mem_save", title="t", content="Use X because Y.", type="decision").denied
+    session.prompt("what did we decide about the cache?")
+    assert not session.pre("mem_search", query="cache", limit=3).denied
+
+
+def test_topic_keys_outside_the_namespace_contract_warn(session: Session) -> None:
+    session.prompt("save it")
+    good = session.pre(
+        "mem_save", title="a", content="Use X because Y.", type="decision", topic_key="billing/invoices/decision"
+    )
+    assert not good.denied and good.silent
+    bad = session.pre("mem_save", title="b", content="Use X because Y.", type="decision", topic_key="Misc Stuff!!")
+    assert not bad.denied and "outside the namespace contract" in bad.message
+
+
+def test_topic_keys_can_be_enforced(env: Env, session: Session) -> None:
+    env.write(".memory-governor/policy.yaml", "save:\n  topic_keys: block\n")
+    session.prompt("save it")
+    bad = session.pre("mem_save", title="b", content="Use X because Y.", type="decision", topic_key="stuff")
+    assert bad.denied and "state/wave/add-jwt-auth/2" in bad.reason
+
+
+def _evaluate(env: Env, *args: str, policy: str | None = None) -> subprocess.CompletedProcess[str]:
+    extra = {"MEMORY_GOVERNOR_POLICY": policy} if policy else {}
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "eval_memory_needs.py"), *args],
+        capture_output=True, text=True, env={**env.vars, **extra}, cwd=str(env.project), timeout=120,
+    )  # fmt: skip
+
+
+def test_the_classifier_meets_its_target_on_the_labelled_sets(env: Env) -> None:
+    out = _evaluate(env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "memory_needs.jsonl" in out.stdout
+
+
+def test_the_evaluation_fails_below_the_target(env: Env) -> None:
+    classes = "".join(
+        f"    {name}:\n      patterns: []\n"
+        for name in ("recent_session", "similar_issue", "architecture_decision", "explicit_user_recall")
+    )
+    policy = env.write("weak.yaml", "memory_needs:\n  classes:\n" + classes)
+    out = _evaluate(env, policy=str(policy))
+    assert out.returncode == 1 and "below 0.9" in out.stderr
