@@ -210,6 +210,8 @@ def _spec(case: _Case) -> dict[str, Any] | None:
 def _pre_tool(case: _Case) -> Decision:
     spec = _spec(case)
     if spec is None:
+        if case.event.tool_name in case.policy.data["briefing"]["dispatch_tools"]:
+            return _dispatch(case)
         return Decision()
     role = spec["role"]
     case.enter_turn()
@@ -229,6 +231,64 @@ def _pre_tool(case: _Case) -> Decision:
         ledger.reserve(case.session, case.turn, call_id, role, event.tool or "", case.agent, expected, now, ttl)
     extra = _add_context(case, ["static:save_over_limit"]) if decision.code == "save_over_limit" else 0
     case.record(decision, role, counted=expected, delivered=extra)
+    return decision
+
+
+# A pasted mem_get_observation body: its header line and its metadata trailer.
+_RAW_OBSERVATION = re.compile(
+    r"(?m)^#\d+ \[[^\]\n]+\] .+$[\s\S]*?^Session: .+$[\s\S]*?^(?:Duplicates|Revisions|Created): "
+)
+RAW_LINES = 3  # lines of an earlier full fetch found verbatim in a dispatch prompt
+
+
+def line_digests(text: str) -> list[str]:
+    """Fingerprints of the substantial lines of a text (to recognise it later; not its content)."""
+    from zlib import crc32
+
+    out = []
+    for line in text.splitlines():
+        line = " ".join(line.split())
+        if len(line) >= 40:
+            out.append(f"{crc32(line.encode('utf-8', 'surrogatepass')):08x}{len(line):04x}")
+    return out[:400]
+
+
+def _dispatch(case: _Case) -> Decision:
+    """A subagent dispatch: memory cards within the briefing budget, and no raw L3 body."""
+    from governor.briefing import card_blocks
+    from governor.tokens import counter
+
+    case.enter_turn()
+    prompt = case.event.tool_input.get("prompt")
+    text = prompt if isinstance(prompt, str) else ""
+    briefing = case.policy.data["briefing"]
+    count = counter(case.policy.unit).count
+    tokens = sum(count(block) for block in card_blocks(text))
+    limit = briefing["max_tokens"]
+    raw = (
+        bool(_RAW_OBSERVATION.search(text)) or case.ledger.fetched_among(case.session, line_digests(text)) >= RAW_LINES
+    )
+    decision = Decision(code="dispatch")
+    if raw and briefing["raw_l3_body"] != "off":
+        why = (
+            "memory-governor: this dispatch pastes a raw mem_get_observation body. Summarize it into a memory card "
+            "(one line: id, type, the decision) instead of passing the raw body across waves."
+        )
+        if briefing["raw_l3_body"] == "block":
+            decision = Decision(ev.DENY, "raw_l3_body", why)
+        else:
+            decision = Decision(ev.CONTEXT, "raw_l3_body", context=why).tell_user(why)
+    if decision.kind != ev.DENY and tokens > limit["value"] and limit["enforce"] != "off":
+        why = (
+            f"memory-governor: the memory cards in this dispatch are {tokens} {case.policy.unit} tokens, over the "
+            f"briefing budget of {limit['value']}. Pack them with `memory-governor brief --budget {limit['value']}`."
+        )
+        if limit["enforce"] == "block":
+            decision = Decision(ev.DENY, "briefing_budget", why)
+        else:
+            decision.code = "briefing_budget" if decision.code == "dispatch" else decision.code
+            decision.tell_user(why)
+    case.record(decision, "dispatch", counted=tokens)
     return decision
 
 
@@ -586,6 +646,9 @@ def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prio
                              delivered, now)  # fmt: skip
     if role in ("search", "timeline"):
         ledger.surface(case.session, case.turn, results.surfaced(parsed, kept_all))
+    if role == "fetch" and kept_all:
+        delivered_text = decision.updated_output if decision.kind == ev.REPLACE and decision.updated_output else text
+        ledger.remember_fetched(case.session, line_digests(delivered_text))
     case.record(decision, role, counted=total, delivered=delivered, saved=max(0, total - delivered))
     return decision
 

@@ -26,7 +26,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 added `fetched`; tables are only ever added, so an older file upgrades in place
 DB_NAME = "ledger.db"
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
 
@@ -106,6 +106,11 @@ CREATE TABLE IF NOT EXISTS saves (
     digest TEXT NOT NULL,
     PRIMARY KEY (session, digest)
 );
+CREATE TABLE IF NOT EXISTS fetched (
+    session TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (session, digest)
+);
 CREATE TABLE IF NOT EXISTS usage (
     memory TEXT PRIMARY KEY,
     last_used REAL NOT NULL,
@@ -114,7 +119,7 @@ CREATE TABLE IF NOT EXISTS usage (
 """
 
 # Rows a session owns, for isolation checks and pruning.
-SESSION_TABLES = ("calls", "turns", "surfaced", "triggers", "saves", "decisions")
+SESSION_TABLES = ("calls", "turns", "surfaced", "triggers", "saves", "decisions", "fetched")
 
 
 class LedgerError(Exception):
@@ -429,6 +434,22 @@ class Ledger:
             return True
         self.q("INSERT INTO saves (session, digest) VALUES (?, ?)", session, digest)
         return False
+
+    # -- full fetches, remembered as line digests (never their text) ----------------------
+
+    def remember_fetched(self, session: str, digests: list[str]) -> None:
+        for digest in digests:
+            self.q("INSERT OR IGNORE INTO fetched (session, digest) VALUES (?, ?)", session, digest)
+
+    def fetched_among(self, session: str, digests: list[str]) -> int:
+        """How many of `digests` are lines of a full fetch earlier in this session."""
+        found = 0
+        for start in range(0, len(digests), 500):
+            chunk = digests[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            row = self.one(f"SELECT COUNT(*) FROM fetched WHERE session=? AND digest IN ({marks})", session, *chunk)
+            found += row[0]
+        return found
 
     # -- the audit trail ----------------------------------------------------------------
 

@@ -185,7 +185,7 @@ class Subagents(Strict):
 
 
 class Briefing(Strict):
-    max_tokens: Tokens
+    max_tokens: TokenLimit = Field(description="Tokens of memory cards one dispatch may carry.")
     raw_l3_body: Enforce = Field(description="A raw L3 body pasted into a dispatch prompt.")
     dispatch_tools: list[Name] = Field(description="Harness tools that dispatch a subagent.")
 

@@ -22,6 +22,7 @@ _ORDERS: dict[Path, list[Any]] = {
     ("save", "never_save", "*"): ["block", "warn", "off"],
     ("save", "topic_keys"): ["block", "warn", "off"],
     ("briefing", "raw_l3_body"): ["block", "warn", "off"],
+    ("briefing", "max_tokens", "enforce"): ["block", "warn", "off"],
     ("memory_needs", "on_none"): ["deny", "advise"],
     ("trimming", "over_budget"): ["omit", "truncate", "keep-top"],
     ("trimming", "fill"): ["stop", "skip"],
@@ -39,7 +40,7 @@ _HIGHER_IS_LOOSER: list[Path] = [
     ("limits", "*", "value"),
     ("ladder", "*", "max_limit"),
     ("mem_context", "unlocked_by", "*", "uses"),
-    ("briefing", "max_tokens"),
+    ("briefing", "max_tokens", "value"),
     ("subagents", "tiers", "*", "max_search_calls"),
 ]
 _LOWER_IS_LOOSER: list[Path] = [("ladder", "*", "expected_tokens"), ("mem_context", "expected_tokens")]

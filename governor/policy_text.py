@@ -150,7 +150,8 @@ def render_markdown(policy: dict[str, Any], source_name: str) -> str:
     lines += [
         "## Dispatch briefings",
         "",
-        f"Memory cards in a briefing: at most {brief['max_tokens']} {unit}. A raw L3 body pasted into a "
+        f"Memory cards in a briefing: at most {brief['max_tokens']['value']} {unit} "
+        f"({brief['max_tokens']['enforce']}). A raw L3 body pasted into a "
         f"dispatch ({', '.join(brief['dispatch_tools'])}): {brief['raw_l3_body']}.",
         "",
         "## Ledger",
@@ -200,7 +201,13 @@ def explain_statements(policy: dict[str, Any]) -> list[tuple[str, str, tuple[str
     for agent, tier in sub["agents"].items():
         out.append(("Subagents", f"{agent} is {tier}", ("subagents", "agents", agent)))
     brief = policy["briefing"]
-    out.append(("Briefings", f"memory cards per dispatch: at most {brief['max_tokens']} {unit}", ("briefing",)))
+    limit = brief["max_tokens"]
+    out.append(
+        ("Briefings", f"memory cards per dispatch: at most {limit['value']} {unit} ({limit['enforce']})", ("briefing",))
+    )
+    out.append(
+        ("Briefings", f"a raw L3 body pasted into a dispatch: {brief['raw_l3_body']}", ("briefing", "raw_l3_body"))
+    )
     if policy["loosen_allowed"]:
         keys = ", ".join(policy["loosen_allowed"])
         out.append(("Layering", f"a local override may loosen: {keys}", ("loosen_allowed",)))

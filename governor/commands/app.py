@@ -14,13 +14,15 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from governor.commands import classify, install, ledger, policy, serve
+    from governor.commands import classify, install, ledger, policy, serve, tokens
 
     cli.add_command(policy.group)
     cli.add_command(install.install)
     cli.add_command(install.uninstall)
     cli.add_command(serve.command)
     cli.add_command(classify.command)
+    cli.add_command(tokens.count)
+    cli.add_command(tokens.brief)
     cli.add_command(ledger.status)
     cli.add_command(ledger.gc)
 
