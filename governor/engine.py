@@ -623,13 +623,15 @@ def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prio
         order = parsed.ranked()
         costs = [count(entry.text) for entry in parsed.entries]
         room = left if enforce == "block" else None
-        note_room = count(_note(case, len(parsed.entries), len(parsed.entries), left, budget))
+        note_room = count(_note(case, len(parsed.entries), len(parsed.entries), left, budget, total))
         chosen = select(costs, order, None if room is None else max(0, room - note_room), limit=max_entries,
                         over_budget=trim["over_budget"], fill=trim["fill"])  # fmt: skip
         kept = list(chosen.kept)
         if chosen.truncated is not None:
             _truncate(parsed, chosen.truncated, chosen.truncate_to, count)
-        rendered, delivered = _render_within(case, parsed, kept, left if room is not None else None, budget, count)
+        rendered, delivered = _render_within(
+            case, parsed, kept, left if room is not None else None, budget, count, total
+        )
         kept_all = set(kept)
         decision = Decision(ev.REPLACE, "trimmed" if over else "l1_max_results", updated_output=rendered)
     elif over and enforce == "warn":
@@ -653,15 +655,21 @@ def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prio
     return decision
 
 
-def _note(case: _Case, held: int, total: int, left: int, budget: int) -> str:
+def _note(case: _Case, held: int, total: int, left: int, budget: int, size: int = 0) -> str:
+    unit = case.policy.unit
+    if case.event.tool and (_spec(case) or {}).get("role") == "fetch" and held == total:
+        return (
+            f"[memory-governor] this observation (~{size} {unit} tokens) is held back: {left} of this turn's "
+            f"{budget}-token memory budget are left. Work from the search preview, or fetch it next turn."
+        )
     return (
         f"[memory-governor] {held} of {total} entries held back: this turn's memory budget is {budget} "
-        f"{case.policy.unit} tokens. Narrow the query, or ask again next turn."
+        f"{unit} tokens. Narrow the query, or ask again next turn."
     )
 
 
 def _render_within(
-    case: _Case, parsed: Any, kept: list[int], left: int | None, budget: int, count: Any
+    case: _Case, parsed: Any, kept: list[int], left: int | None, budget: int, count: Any, size: int
 ) -> tuple[str, int]:
     """Render the kept entries plus the note; drop the lowest-ranked until the exact count fits."""
     from governor.results import render
@@ -669,7 +677,7 @@ def _render_within(
     kept = list(kept)
     while True:
         held = len(parsed.entries) - len(kept)
-        note = _note(case, held, len(parsed.entries), left or 0, budget) if held else ""
+        note = _note(case, held, len(parsed.entries), left or 0, budget, size) if held else ""
         text = render(parsed, set(kept), note)
         tokens = count(text)
         if left is None or tokens <= left:

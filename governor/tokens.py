@@ -46,11 +46,12 @@ def counter(unit: str) -> Counter:
     """The counter for `unit`, built once per process."""
     found = _counters.get(unit)
     if found is None:
-        found = _counters[unit] = _build(unit)
+        found = _counters[unit] = build(unit)
     return found
 
 
-def _build(unit: str) -> Counter:
+def build(unit: str) -> Counter:
+    """A new counter for `unit` (loads its vocabulary again; `counter` caches)."""
     if unit == "chars":
         return Counter(unit, len)
     if unit == "chars_div4":

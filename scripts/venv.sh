@@ -10,11 +10,12 @@ fi
 extras="${1:-}"
 spec="$ROOT"
 [ -n "$extras" ] && spec="$ROOT[$extras]"
-# Reinstall only when the project's metadata changed since the last install.
-stamp="$VENV/.installed-$(cat "$ROOT/pyproject.toml" | cksum | cut -d' ' -f1)-${extras:-none}"
+# Reinstall only when the project's metadata changed since the last install with these extras.
+hash="$(cksum < "$ROOT/pyproject.toml" | cut -d' ' -f1)"
+stamp="$VENV/.installed-$hash-${extras:-none}"
 if [ ! -f "$stamp" ]; then
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$spec"
-  rm -f "$VENV"/.installed-*
+  find "$VENV" -maxdepth 1 -name '.installed-*' ! -name ".installed-$hash-*" -delete
   touch "$stamp"
 fi
 export PATH="$VENV/bin:$PATH"

@@ -14,7 +14,7 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from governor.commands import classify, install, ledger, policy, serve, tokens
+    from governor.commands import classify, demo, doctor, install, ledger, policy, serve, tokens
 
     cli.add_command(policy.group)
     cli.add_command(install.install)
@@ -23,6 +23,8 @@ def _register() -> None:
     cli.add_command(classify.command)
     cli.add_command(tokens.count)
     cli.add_command(tokens.brief)
+    cli.add_command(demo.command)
+    cli.add_command(doctor.command)
     cli.add_command(ledger.status)
     cli.add_command(ledger.gc)
 
