@@ -187,8 +187,8 @@ def test_org_wide_first_then_usage(env: Env) -> None:
         memory(3, 5, scope="project", created_at="2026-01-02", use_count=9, last_used_at="2026-11-01"),
     ]
     path = write_candidates(env, rows)
-    assert [s["id"] for s in brief(env, path, "--rank", "scope")["selected"]][0] == "2"
-    assert [s["id"] for s in brief(env, path, "--rank", "usage", "--no-record-usage")["selected"]][0] == "3"
+    assert next(s["id"] for s in brief(env, path, "--rank", "scope")["selected"]) == "2"
+    assert next(s["id"] for s in brief(env, path, "--rank", "usage", "--no-record-usage")["selected"]) == "3"
 
 
 def test_usage_is_bumped_only_for_injected_memories_and_the_source_is_untouched(env: Env) -> None:

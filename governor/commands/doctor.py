@@ -136,10 +136,10 @@ def command(fmt: str) -> int:
             BAD, "ledger", f"{state}: {err}", "make the state directory writable, or set MEMORY_GOVERNOR_STATE_DIR"
         )
     try:
-        from governor.tokens import build
+        from governor.tokens import build as fresh_counter
 
         started = time.perf_counter()
-        build(policy.unit).count("doctor")  # a fresh load, not the one this process may have cached
+        fresh_counter(policy.unit).count("doctor")  # a fresh load, not the one this process may have cached
         report.add(OK, "tokenizer", f"{policy.unit} loads offline in {(time.perf_counter() - started) * 1000:.0f} ms")
     except Exception as err:
         report.add(BAD, "tokenizer", str(err), "see the message; or set token_counter: chars in the policy")
