@@ -21,7 +21,8 @@ LIMIT_ROLES = {
 
 def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session: str | None = None,
           since: float | None = None) -> dict[str, Any]:  # fmt: skip
-    where, args = ["1=1"], []
+    where: list[str] = ["1=1"]
+    args: list[Any] = []
     if session is not None:
         where.append("d.session=?")
         args.append(session)
@@ -29,8 +30,8 @@ def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session:
         where.append("d.ts>=?")
         args.append(since)
     rows = ledger.q(
-        "SELECT d.ts, d.session, d.turn, d.agent_type, d.event, d.tool, d.role, d.decision, d.code, d.mode, "
-        "d.tokens_counted, d.tokens_delivered, d.tokens_saved, COALESCE(t.seq, 0) FROM decisions d "
+        "SELECT d.ts, d.session, d.turn, d.agent_type, d.event, d.role, d.decision, d.code, d.mode, "
+        "d.tokens_delivered, d.tokens_saved, COALESCE(t.seq, 0) FROM decisions d "
         "LEFT JOIN turns t ON t.session=d.session AND t.turn=d.turn "
         f"WHERE {' AND '.join(where)} ORDER BY d.ts, d.id",
         *args,
@@ -40,7 +41,7 @@ def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session:
     would: Counter[str] = Counter()
     by_session: Counter[str] = Counter()
     by_agent: Counter[str] = Counter()
-    for ts, sess, turn, agent_type, event, tool, role, decision, code, mode, counted, delivered, saved, seq in rows:
+    for ts, sess, turn, agent_type, event, role, decision, code, mode, delivered, saved, seq in rows:
         entry = turns.setdefault((sess, turn), {
             "session": sess, "turn": turn, "turn_number": seq, "started": ts, "calls": Counter(), "tokens": 0,
             "denied": 0, "would_deny": 0, "trimmed": 0, "tokens_saved": 0, "mode": mode,

@@ -121,7 +121,7 @@ def _scenario(doc: Document, out: ScenarioFile, bad: Any, index: int, item: Any)
 
 
 def run(file: ScenarioFile) -> list[Result]:
-    results = []
+    results: list[Result] = []
     for scenario in file.scenarios:
         result = Result(scenario, file.path)
         started = time.perf_counter()
