@@ -95,8 +95,29 @@ class _Case:
                 "tokens_counted": tokens.get("counted", 0),
                 "tokens_delivered": tokens.get("delivered", 0),
                 "tokens_saved": tokens.get("saved", 0),
+                "detail": self.detail(),
             }
         )
+
+    def detail(self) -> str:
+        """What the event carried, as a size and a fingerprint; the text itself only if the policy opts in."""
+        event = self.event
+        if event.kind == ev.PROMPT:
+            text = event.prompt or ""
+        elif event.kind == ev.POST_TOOL:
+            text = event.tool_result or ""
+        elif event.kind == ev.PRE_TOOL:
+            import json
+
+            text = json.dumps(event.tool_input, ensure_ascii=False, sort_keys=True)
+        else:
+            return ""
+        if self.policy.data["ledger"]["record_contents"]:
+            return text[:65536]
+        from zlib import crc32
+
+        raw = text.encode("utf-8", "surrogatepass")
+        return f"{len(raw)} bytes crc32:{crc32(raw):08x}"
 
     def text_tokens(self, name: str) -> int:
         return int(self.policy.blob["index"]["text_tokens"].get(name, 0))

@@ -265,3 +265,18 @@ def test_replay_under_a_monitor_policy_denies_nothing(env: Env) -> None:
     )
     assert "deny" not in _decisions(data) and data["totals"]["denied"] == 0
     assert data["totals"]["tokens_saved"] <= 0, "monitor mode delivers everything (plus its advice)"
+
+
+def test_the_audit_trail_records_sizes_and_fingerprints_or_contents_when_asked(env: Env) -> None:
+    from governor.ledger import open_ledger
+
+    first = Session(env, "audit-default")
+    first.prompt("what did we decide about ORCA-1?")
+    rows = [r[0] for r in open_ledger(str(env.state)).q("SELECT detail FROM decisions WHERE event='prompt'")]
+    assert rows and rows[0].startswith("32 bytes crc32:")
+    env.write(".memory-governor/policy.yaml", "ledger:\n  record_contents: true\n  reservation_ttl_seconds: 300\n"
+              "  busy_timeout_ms: 2000\n  retention_days: 14\n")  # fmt: skip
+    second = Session(env, "audit-opt-in")
+    second.prompt("what did we decide about ORCA-2?")
+    rows = [r[0] for r in open_ledger(str(env.state)).q("SELECT detail FROM decisions WHERE event='prompt'")]
+    assert "what did we decide about ORCA-2?" in rows
