@@ -59,7 +59,7 @@ class World:
 class _Case:
     """One event being decided: its ids as ledger keys, and the turn it belongs to."""
 
-    __slots__ = ("agent", "event", "ledger", "policy", "seq", "session", "turn", "world")
+    __slots__ = ("agent", "event", "ledger", "policy", "prepared", "seq", "session", "turn", "world")
 
     def __init__(self, event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -> None:
         self.event = event
@@ -70,6 +70,7 @@ class _Case:
         self.agent = (key(event.agent_id) if event.agent_id else "", event.agent_type or "")
         self.turn = ""
         self.seq = 0
+        self.prepared: dict[str, Any] = {}  # work done before the transaction (see _prepare)
 
     def enter_turn(self, new: bool = False) -> None:
         turn_id = key(self.event.turn_id) if self.event.turn_id else None
@@ -128,11 +129,45 @@ def decide(event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -
     if handler is None:
         return Decision()
     case = _Case(event, policy, ledger, world)
+    _prepare(case)
     with ledger.write():
         decision = handler(case)
     if policy.mode == "monitor":
         return _as_monitor(decision)
     return decision
+
+
+def _prepare(case: _Case) -> None:
+    """The slow parts of a decision, done before the write lock is taken: loading the token
+    counter, counting and parsing a result, classifying a prompt. Inside the transaction only
+    reads, arithmetic and writes remain, so concurrent hooks wait microseconds, not seconds."""
+    event = case.event
+    if event.kind == ev.PROMPT:
+        from governor.classify import classify, recall_phrase
+
+        case.prepared["verdict"] = classify(event.prompt or "", case.policy.data["memory_needs"])
+        case.prepared["recall"] = recall_phrase(event.prompt or "", case.policy.recall_phrases)
+    elif event.kind == ev.POST_TOOL:
+        spec = _spec(case)
+        if spec is not None and spec["role"] not in ("save", "summary"):
+            from governor import results
+            from governor.tokens import counter
+
+            count = counter(case.policy.unit).count
+            text = event.tool_result or ""
+            case.prepared["count"] = count
+            case.prepared["parsed"] = results.parse(text, spec["role"], spec.get("format", "auto"))
+            case.prepared["total"] = count(text)
+    elif event.kind == ev.PRE_TOOL and _spec(case) is None:
+        if event.tool_name in case.policy.data["briefing"]["dispatch_tools"]:
+            from governor.briefing import card_blocks
+            from governor.tokens import counter
+
+            prompt = event.tool_input.get("prompt")
+            text = prompt if isinstance(prompt, str) else ""
+            count = counter(case.policy.unit).count
+            case.prepared["text"] = text
+            case.prepared["card_tokens"] = sum(count(block) for block in card_blocks(text))
 
 
 def _as_monitor(decision: Decision) -> Decision:
@@ -150,17 +185,15 @@ def _as_monitor(decision: Decision) -> Decision:
 
 
 def _prompt(case: _Case) -> Decision:
-    from governor.classify import classify, recall_phrase
-
     case.enter_turn(new=True)
-    policy, event = case.policy, case.event
+    policy = case.policy
     needs = policy.data["memory_needs"]
-    verdict = classify(event.prompt or "", needs)
+    verdict = case.prepared["verdict"]
     case.ledger.set_memory_need(case.session, case.turn, verdict.need)
     lines: list[str] = []
     names: list[str] = []
     recall = policy.data["mem_context"]["unlocked_by"].get("explicit_user_recall")
-    if recall and recall_phrase(event.prompt or "", policy.recall_phrases) and _may_arm(case):
+    if recall and case.prepared["recall"] and _may_arm(case):
         case.ledger.arm(case.session, "explicit_user_recall", recall["scope"], recall["uses"], case.seq, case.turn,
                         case.world.now)  # fmt: skip
         lines.append(STATIC_CONTEXT["recall_armed"])
@@ -276,15 +309,10 @@ def line_digests(text: str) -> list[str]:
 
 def _dispatch(case: _Case) -> Decision:
     """A subagent dispatch: memory cards within the briefing budget, and no raw L3 body."""
-    from governor.briefing import card_blocks
-    from governor.tokens import counter
-
     case.enter_turn()
-    prompt = case.event.tool_input.get("prompt")
-    text = prompt if isinstance(prompt, str) else ""
+    text = case.prepared["text"]
     briefing = case.policy.data["briefing"]
-    count = counter(case.policy.unit).count
-    tokens = sum(count(block) for block in card_blocks(text))
+    tokens = case.prepared["card_tokens"]
     limit = briefing["max_tokens"]
     raw = (
         bool(_RAW_OBSERVATION.search(text)) or case.ledger.fetched_among(case.session, line_digests(text)) >= RAW_LINES
@@ -621,13 +649,12 @@ def _post_tool(case: _Case) -> Decision:
 def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prior: Any) -> Decision:
     from governor import results
     from governor.packer import select
-    from governor.tokens import counter
 
     role, event, ledger, now = spec["role"], case.event, case.ledger, case.world.now
-    count = counter(case.policy.unit).count
+    count = case.prepared["count"]
     text = event.tool_result or ""
-    parsed = results.parse(text, role, spec.get("format", "auto"))
-    total = count(text)
+    parsed = case.prepared["parsed"]
+    total = case.prepared["total"]
     usage = ledger.usage(case.session, case.turn, now)
     own = 0
     if prior is not None and prior[2] == case.turn:

@@ -76,6 +76,9 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str]) -> Outcome:
         except ValueError as err:
             name = adapter.sniff_event(raw[:4096])
             raise adapter.BadPayload(f"the hook input is not valid JSON ({err})") from None
+        except RecursionError:
+            name = adapter.sniff_event(raw[:4096])
+            raise adapter.BadPayload("the hook input is nested too deeply to read") from None
         name = adapter.event_name(payload)
         event = adapter.parse(payload)
         if event is None:
@@ -205,6 +208,8 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
     what = f"the hook input was rejected: {err}" if bad_input else f"{type(err).__name__}: {err}"
     if isinstance(err, PolicyUnavailable):
         what = f"no valid policy: {err}"
+    elif "I/O error" in str(err) or "disk is full" in str(err) or "readonly" in str(err) or "read-only" in str(err):
+        what += _disk_hint(env)
     if policy is None:
         policy = _policy_for_errors(env, event)
     on_error = policy.on_error if policy is not None else "open"  # no policy at all: nothing says closed
@@ -227,6 +232,20 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
         answer = out.answer or {}
         answer["systemMessage"] = message
         out.answer = answer
+
+
+def _disk_hint(env: Mapping[str, str]) -> str:
+    """Why a write failed, when the disk can tell: full, or mounted read-only."""
+    from governor.state import state_dir
+
+    try:
+        stats = os.statvfs(state_dir(env))
+    except OSError:
+        return ""
+    if stats.f_flag & os.ST_RDONLY:
+        return "; the state directory is on a read-only file system"
+    free = stats.f_bavail * stats.f_frsize
+    return f"; the state directory's disk is full ({free} bytes free)" if free < 1024 * 1024 else ""
 
 
 def _policy_for_errors(env: Mapping[str, str], event: Event | None) -> CompiledPolicy | None:

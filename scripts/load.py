@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Load: many hook calls across many sessions from concurrent processes, then exact checks.
+
+    python scripts/load.py [--calls 10000] [--sessions 200] [--procs 16] [--mode spawn|worker] [--json]
+
+Every turn of every session attempts three L1 searches (PreToolUse, then PostToolUse for the
+ones allowed) and one save; all calls of all turns are shuffled and run by --procs
+concurrent processes, so a turn's calls race each other. `spawn` starts one hook process
+per call (what Claude Code does); `worker` runs --procs long-lived processes that each call
+the same decision function in a loop (more calls per second, the same SQLite contention).
+
+Checks afterwards, from the ledger: in every turn exactly 2 searches were allowed and 1 denied
+(no lost or double count), every allowed search committed exactly its result's tokens, no
+hook printed an error, and after `gc --days 0` the state directory is small again.
+Exit 1 if any check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ENTRY = ROOT / "governor" / "entry.py"
+RESULT = (
+    "Found 1 memories:\n\n[1] #7 (decision) — Load test memory\n    **What**: a short memory body for load.\n"
+    "    2026-01-01 10:00:00 | project: load | scope: project\n\n"
+)
+WORKER = """
+import json, os, sys
+sys.path.insert(0, {root!r})
+from governor.runner import respond
+env = dict(os.environ)
+errors = 0
+for line in sys.stdin:
+    task = json.loads(line)
+    for payload in task:
+        out = respond("claude-code", json.dumps(payload).encode(), env)
+        errors += bool(out.errors)
+        if payload["hook_event_name"] == "PreToolUse" and out.answer and "permissionDecision" in str(out.answer):
+            break  # denied: Claude Code would not run the tool, so no PostToolUse
+print(errors)
+"""
+
+
+def calls(sessions: int, turns: int, project: str) -> list[list[dict]]:
+    """Each task: one call's PreToolUse and PostToolUse (a search) or a save's, in order."""
+    out = []
+    for s in range(sessions):
+        for t in range(turns):
+            base = {"session_id": f"load-{s}", "prompt_id": f"load-{s}-turn-{t}", "cwd": project,
+                    "transcript_path": "/dev/null", "permission_mode": "default"}  # fmt: skip
+            for c in range(3):
+                call = {**base, "tool_name": "mcp__engram__mem_search", "tool_input": {"query": f"q{c}", "limit": 3},
+                        "tool_use_id": f"toolu-{s}-{t}-{c}"}  # fmt: skip
+                out.append([{**call, "hook_event_name": "PreToolUse"},
+                            {**call, "hook_event_name": "PostToolUse", "tool_response": RESULT}])  # fmt: skip
+            save = {**base, "tool_name": "mcp__engram__mem_save", "tool_use_id": f"toolu-{s}-{t}-save",
+                    "tool_input": {"title": f"t{s}-{t}", "content": "Use X because Y.", "type": "decision",
+                                   "topic_key": "load/test/decision"}}  # fmt: skip
+            out.append([{**save, "hook_event_name": "PreToolUse"}, {**save, "hook_event_name": "PostToolUse",
+                                                                     "tool_response": "Memory saved"}])  # fmt: skip
+    return out
+
+
+def run_spawn(tasks: list[list[dict]], procs: int, env: dict[str, str]) -> int:
+    def one(task: list[dict]) -> int:
+        errors = 0
+        for payload in task:
+            proc = subprocess.run([sys.executable, "-S", str(ENTRY), "claude-code"], input=json.dumps(payload).encode(),
+                                  capture_output=True, env=env, timeout=60)  # fmt: skip
+            errors += proc.returncode != 0 or b"could not decide" in proc.stderr or b"Traceback" in proc.stderr
+            if payload["hook_event_name"] == "PreToolUse" and b'"deny"' in proc.stdout:
+                break
+        return errors
+
+    with ThreadPoolExecutor(max_workers=procs) as pool:
+        return sum(pool.map(one, tasks))
+
+
+def run_workers(tasks: list[list[dict]], procs: int, env: dict[str, str]) -> int:
+    script = WORKER.format(root=str(ROOT))
+    workers = [subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                text=True) for _ in range(procs)]  # fmt: skip
+    for index, task in enumerate(tasks):
+        assert workers[index % procs].stdin is not None
+        workers[index % procs].stdin.write(json.dumps(task) + "\n")  # type: ignore[union-attr]
+    return sum(int(w.communicate(timeout=3600)[0].strip() or 0) for w in workers)
+
+
+def size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=10000, help="Hook calls in all (PreToolUse + PostToolUse).")
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--procs", type=int, default=16)
+    parser.add_argument("--mode", choices=["spawn", "worker"], default="spawn")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--warm", action="store_true", help="Let hooks use the warm server (the default install).")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    per_turn = 3 * 2 - 1 + 2  # three searches (one denied: no PostToolUse) and a save
+    turns = max(1, round(args.calls / per_turn / args.sessions))
+    scratch = Path(tempfile.mkdtemp(prefix="memory-governor-load-"))
+    state = scratch / "state"
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(scratch / "home"), "MEMORY_GOVERNOR_STATE_DIR": str(state),
+           "MEMORY_GOVERNOR_WARM_SERVER": "auto" if args.warm else "off",
+           "XDG_CONFIG_HOME": str(scratch / "home" / ".config")}  # fmt: skip
+    tasks = calls(args.sessions, turns, str(scratch))
+    random.Random(args.seed).shuffle(tasks)
+    started = time.perf_counter()
+    errors = (run_spawn if args.mode == "spawn" else run_workers)(tasks, args.procs, env)
+    elapsed = time.perf_counter() - started
+    if args.warm:
+        subprocess.run([sys.executable, "-m", "governor", "serve", "--stop"], capture_output=True,
+                       env={**env, "PYTHONPATH": str(ROOT)}, cwd=scratch)  # fmt: skip
+    db = sqlite3.connect(state / "ledger.db")
+    per_turn_rows = db.execute(
+        "SELECT session, turn, SUM(role='search' AND state IN ('pending','committed')), "
+        "SUM(role='search' AND state='denied'), SUM(role='search' AND state='committed'), SUM(tokens) "
+        "FROM calls WHERE role IN ('search', 'save') GROUP BY session, turn"
+    ).fetchall()
+    hook_calls = db.execute("SELECT COUNT(*) FROM decisions WHERE event IN ('pre_tool', 'post_tool')").fetchone()[0]
+    db.close()
+    from governor.tokens import counter
+
+    result_tokens = counter("o200k_base").count(RESULT)
+    bad_turns = [r for r in per_turn_rows if (r[2], r[3], r[4], r[5]) != (2, 1, 2, 2 * result_tokens)]
+    before_gc = size(state)
+    gc = subprocess.run([sys.executable, "-m", "governor", "gc", "--days", "0"], capture_output=True, text=True,
+                        env={**env, "PYTHONPATH": str(ROOT)}, cwd=scratch)  # fmt: skip
+    after_gc = size(state)
+    report = {
+        "mode": args.mode + (" (warm server)" if args.warm else ""), "procs": args.procs, "sessions": args.sessions, "turns": len(per_turn_rows),
+        "hook_calls": hook_calls, "seconds": round(elapsed, 1), "calls_per_second": round(hook_calls / elapsed, 1),
+        "hook_errors": errors, "turns_with_wrong_counts": len(bad_turns),
+        "expected_turns": args.sessions * turns, "state_bytes_before_gc": before_gc, "state_bytes_after_gc": after_gc,
+        "gc": gc.stdout.strip(),
+    }  # fmt: skip
+    print(json.dumps(report, indent=2) if args.json else "\n".join(f"{k}: {v}" for k, v in report.items()))
+    ok = not errors and not bad_turns and len(per_turn_rows) == args.sessions * turns and gc.returncode == 0
+    ok = ok and after_gc < 256 * 1024
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
