@@ -158,16 +158,19 @@ def _prepare(case: _Case) -> None:
             case.prepared["count"] = count
             case.prepared["parsed"] = results.parse(text, spec["role"], spec.get("format", "auto"))
             case.prepared["total"] = count(text)
-    elif event.kind == ev.PRE_TOOL and _spec(case) is None:
-        if event.tool_name in case.policy.data["briefing"]["dispatch_tools"]:
-            from governor.briefing import card_blocks
-            from governor.tokens import counter
+    elif (
+        event.kind == ev.PRE_TOOL
+        and _spec(case) is None
+        and event.tool_name in case.policy.data["briefing"]["dispatch_tools"]
+    ):
+        from governor.briefing import card_blocks
+        from governor.tokens import counter
 
-            prompt = event.tool_input.get("prompt")
-            text = prompt if isinstance(prompt, str) else ""
-            count = counter(case.policy.unit).count
-            case.prepared["text"] = text
-            case.prepared["card_tokens"] = sum(count(block) for block in card_blocks(text))
+        prompt = event.tool_input.get("prompt")
+        text = prompt if isinstance(prompt, str) else ""
+        count = counter(case.policy.unit).count
+        case.prepared["text"] = text
+        case.prepared["card_tokens"] = sum(count(block) for block in card_blocks(text))
 
 
 def _as_monitor(decision: Decision) -> Decision:
