@@ -227,10 +227,16 @@ _SOURCE_TRIGGERS = {"compact": "post_compact", "resume": "session_resume"}
 
 
 def _session_start(case: _Case) -> Decision:
+    seen = case.ledger.one("SELECT seen FROM sessions WHERE session=?", case.session)
     case.enter_turn()
     policy = case.policy
     trigger_name = _SOURCE_TRIGGERS.get(case.event.source or "")
     trigger = policy.data["mem_context"]["unlocked_by"].get(trigger_name or "")
+    idle = trigger.get("min_idle_minutes", 0) if trigger else 0
+    if trigger and idle and seen is not None and case.world.now - seen[0] < idle * 60:
+        decision = Decision(code=f"not_armed:{trigger_name}:idle_under_{idle}m")
+        case.record(decision)
+        return decision
     if case.event.source in ("startup", None):
         case.ledger.prune(policy.data["ledger"]["retention_days"], case.world.now, max_sessions=20)
     if not trigger_name or not trigger or not _may_arm(case):
@@ -526,22 +532,32 @@ def _judge_by_id(case: _Case, spec: dict[str, Any], usage: dict[str, int]) -> tu
 def _judge_context(case: _Case, usage: dict[str, int]) -> tuple[Decision, int]:
     ctx = case.policy.data["mem_context"]
     code = "allow"
+    armed: list[str] = []
     if not ctx["allow"]:
         armed = [n for n in case.ledger.armed(case.session, case.seq, case.turn) if n in ctx["unlocked_by"]]
         if not armed:
+            search = _tool_for_role(case, "search")
             return Decision(
                 ev.DENY,
                 "mem_context_locked",
-                "memory-governor: mem_context is off outside post-compaction recovery, a resumed session, or an "
-                "explicit request to recall everything. Use mem_search with a topic prefix (limit<=3) instead.",
+                f"memory-governor: {case.event.tool} (the whole-memory dump) is off outside post-compaction recovery, "
+                f"a resumed session, or an explicit request to recall everything. Use {search} with a topic prefix "
+                f"(limit<={case.policy.ladder['L1'].get('max_limit') or 3}) instead.",
             ), 0
-        case.ledger.consume(case.session, armed[0])
-        code = f"unlocked_by:{armed[0]}"
     expected = ctx["expected_tokens"]
     left, budget, enforce = _budget_left(case, usage)
-    if enforce == "block" and left <= 0:
-        return _spent(case, budget - left, budget, expected), 0
-    return Decision(code=code), min(expected, max(left, 0)) if enforce == "block" else expected
+    if enforce == "block" and expected > left:
+        return _spent(case, budget - left, budget, expected), 0  # refused before the trigger is spent
+    if armed:
+        case.ledger.consume(case.session, armed[0])
+        code = f"unlocked_by:{armed[0]}"
+    return Decision(code=code), expected
+
+
+def _tool_for_role(case: _Case, role: str) -> str:
+    """The tool of the same server that plays `role` (for advice that names real tools)."""
+    tools = case.policy.tools.get(case.event.server or "", {})
+    return next((name for name, spec in tools.items() if spec["role"] == role), "the search tool")
 
 
 def _save_type(case: _Case) -> str | None:
@@ -684,7 +700,8 @@ def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prio
             case, parsed, kept, left if room is not None else None, budget, count, total
         )
         kept_all = set(kept)
-        decision = Decision(ev.REPLACE, "trimmed" if over else "l1_max_results", updated_output=rendered)
+        decision = Decision(ev.REPLACE, "trimmed" if over and enforce == "block" else "l1_max_results",
+                            updated_output=rendered)  # fmt: skip
     elif over and enforce == "warn":
         decision = Decision(code="token_budget_warn").tell_user(
             f"memory-governor: this turn's memory reached {budget - left + total} of {budget} "
@@ -708,6 +725,12 @@ def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prio
 
 def _note(case: _Case, held: int, total: int, left: int, budget: int, size: int = 0) -> str:
     unit = case.policy.unit
+    max_limit = case.policy.ladder["L1"].get("max_limit")
+    if (_spec(case) or {}).get("role") == "search" and max_limit is not None and size <= left and total > max_limit:
+        return (
+            f"[memory-governor] {held} of {total} entries held back: a search returns at most {max_limit} results "
+            "(the retrieval ladder). Narrow the query for others."
+        )
     if case.event.tool and (_spec(case) or {}).get("role") == "fetch" and held == total:
         return (
             f"[memory-governor] this observation (~{size} {unit} tokens) is held back: {left} of this turn's "

@@ -75,6 +75,7 @@ class Player:
             self.env["MEMORY_GOVERNOR_POLICY"] = os.path.abspath(policy)
         self.session_id = session_id
         self.prompt_id: str | None = None
+        self.now: float | None = None  # set by a replay to the recorded time of the next event
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -90,7 +91,7 @@ class Player:
                    "cwd": self.project, "hook_event_name": name, "permission_mode": "default", **fields}  # fmt: skip
         if self.prompt_id and "prompt_id" not in payload:
             payload["prompt_id"] = self.prompt_id
-        outcome = respond("claude-code", json.dumps(payload).encode(), self.env)
+        outcome = respond("claude-code", json.dumps(payload).encode(), self.env, self.now)
         return outcome.answer or {}
 
     def start(self, source: str) -> dict[str, Any]:

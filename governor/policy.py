@@ -105,6 +105,10 @@ class Trigger(Strict):
     scope: TriggerScope = Field(description="this_turn, next_turn (the rest of this turn and the next), once.")
     uses: Annotated[int, Field(ge=1, le=MAX_CALLS)] = 1
     phrases: list[Name] = Field(default_factory=list, description="Prompt phrases that arm it.")
+    min_idle_minutes: Annotated[int, Field(ge=0, le=100_000)] = Field(
+        0,
+        description="session_resume: arm only when the session was idle this long (a headless loop resumes every turn).",
+    )
 
 
 class Trimming(Strict):

@@ -43,7 +43,11 @@ _HIGHER_IS_LOOSER: list[Path] = [
     ("briefing", "max_tokens", "value"),
     ("subagents", "tiers", "*", "max_search_calls"),
 ]
-_LOWER_IS_LOOSER: list[Path] = [("ladder", "*", "expected_tokens"), ("mem_context", "expected_tokens")]
+_LOWER_IS_LOOSER: list[Path] = [
+    ("ladder", "*", "expected_tokens"),
+    ("mem_context", "expected_tokens"),
+    ("mem_context", "unlocked_by", "*", "min_idle_minutes"),
+]
 # Sets where an added member permits more.
 _ADDED_IS_LOOSER: list[Path] = [
     ("save", "allowed_types"),

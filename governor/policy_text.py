@@ -53,6 +53,8 @@ def layer_phrase(name: str, layer: dict[str, Any], policy: dict[str, Any]) -> st
 def trigger_phrase(name: str, trigger: dict[str, Any]) -> str:
     uses = f"{trigger['uses']} call" + ("s" if trigger["uses"] != 1 else "")
     text = f"{name}: unlocks {uses}, {_SCOPE_WORDS[trigger['scope']]}"
+    if trigger.get("min_idle_minutes"):
+        text += f"; only after {trigger['min_idle_minutes']} idle minutes"
     if trigger.get("phrases"):
         text += "; armed by a prompt containing " + ", ".join(f'"{p}"' for p in trigger["phrases"])
     return text

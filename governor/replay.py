@@ -81,19 +81,34 @@ def side_chains(path: str, records: list[dict[str, Any]]) -> dict[str, tuple[str
 
 
 class Step:
-    """One event to play: ("start", source) | ("prompt", text, id) | ("pre", Call) | ("post", call_id, text, error)."""
+    """One event to play: ("start", source) | ("prompt", text, id) | ("pre", Call) | ("post", call_id, text, error),
+    at the time the transcript recorded (None when it did not)."""
 
-    __slots__ = ("args", "kind")
+    __slots__ = ("args", "kind", "when")
 
-    def __init__(self, kind: str, *args: Any) -> None:
+    def __init__(self, kind: str, *args: Any, when: float | None = None) -> None:
         self.kind = kind
         self.args = args
+        self.when = when
+
+
+def _when(record: dict[str, Any]) -> float | None:
+    from datetime import datetime
+
+    value = record.get("timestamp")
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def steps(path: str) -> list[Step]:
     records = _records(path)
     chains = side_chains(path, records)
-    out = [Step("start", "startup")]
+    first = next((_when(r) for r in records if _when(r) is not None), None)
+    out = [Step("start", "startup", when=first)]
     _walk(records, chains, out, agent=None)
     return out
 
@@ -107,8 +122,9 @@ def _walk(
         if kind == "last-prompt":
             run_ended = True
             continue
+        when = _when(record)
         if kind == "system" and record.get("subtype") == "compact_boundary":
-            out.append(Step("start", "compact"))
+            out.append(Step("start", "compact", when=when))
             run_ended = False
             continue
         message = record.get("message")
@@ -121,9 +137,9 @@ def _walk(
                 and not record.get("isCompactSummary")
             ):
                 if run_ended:
-                    out.append(Step("start", "resume"))
+                    out.append(Step("start", "resume", when=when))
                     run_ended = False
-                out.append(Step("prompt", content, record.get("promptId") or record.get("uuid") or ""))
+                out.append(Step("prompt", content, record.get("promptId") or record.get("uuid") or "", when=when))
             continue
         if not isinstance(content, list):
             continue
@@ -134,7 +150,7 @@ def _walk(
                 arguments = block.get("input")
                 call = Call(str(block.get("name") or ""), arguments if isinstance(arguments, dict) else {},
                             str(block.get("id") or ""), agent=agent)  # fmt: skip
-                out.append(Step("pre", call))
+                out.append(Step("pre", call, when=when))
                 chain = chains.get(call.call_id)
                 if chain and call.tool_name in DISPATCH_TOOLS:
                     agent_type, chain_records = chain
@@ -146,6 +162,7 @@ def _walk(
                         str(block.get("tool_use_id") or ""),
                         _text(block.get("content")),
                         bool(block.get("is_error")),
+                        when=when,
                     )
                 )
 
@@ -187,6 +204,7 @@ def replay(path: str, policy: str | None = None) -> dict[str, Any]:
         turns: list[Turn] = [Turn(0, "")]
         open_calls: dict[str, Outcome] = {}
         for step in plan:
+            player.now = step.when
             if step.kind == "start":
                 player.start(step.args[0])
             elif step.kind == "prompt":

@@ -26,8 +26,15 @@ _SEARCH_FOOTER = re.compile(r"^---\nResults above are previews|\n\n⚠️ No mem
 _TIMELINE_LINE = re.compile(r"^(?:  #(\d+) \[|>>> #(\d+) \[)", re.M)
 _TIMELINE_HEADING = re.compile(r"^─── (?:Before|After) ───\n", re.M)
 _OBSERVATION = re.compile(r"\A#(\d+) \[")
-_CONTEXT_HEADING = re.compile(r"^#{2,3} .*\n", re.M)
-_CONTEXT_BULLET = re.compile(r"^- ", re.M)
+# mem_context: only Engram's own headings and bullet shapes start a section or an entry, so a
+# preview that itself contains "## Goal" or "- item" lines stays inside its entry.
+_CONTEXT_HEADING = re.compile(
+    r"^(?:## Memory from Previous Sessions|### (?:Recent Sessions|Recent User Prompts|Recent Observations|Pinned))[ \t]*\n",
+    re.M,
+)
+_CONTEXT_BULLET = re.compile(
+    r"^- (?:\*\*[^*\n]+\*\* \(\d{4}-\d\d-\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d: |\[[^\]\n]+\] \*\*)", re.M
+)
 _CONTEXT_TAIL = re.compile(r"^\n?---\nMemory stats:", re.M)
 _HASH_ID = re.compile(r"#(\d+)")
 
@@ -58,6 +65,7 @@ class Parsed:
         self.entries = entries
         self.envelope: dict[str, Any] | None = None  # Engram v2: everything but "result"
         self.graph: dict[str, Any] | None = None  # knowledge graph: the parsed JSON
+        self.indent: int | None = None  # how the graph JSON was laid out, so a trim keeps its size down
 
     def ranked(self) -> list[int]:
         """Entry indexes, most important first (server order, then priority)."""
@@ -76,7 +84,9 @@ def parse(text: str, role: str, fmt: str = "auto") -> Parsed:
             if isinstance(data.get("result"), str) and fmt != "knowledge_graph":
                 return _engram_v2(data, role)
             if isinstance(data.get("entities"), list) or isinstance(data.get("relations"), list):
-                return _graph(data)
+                graph = _graph(data)
+                graph.indent = 2 if "\n  " in text[:200] else None
+                return graph
     if fmt != "text" and fmt != "knowledge_graph":
         parsed = _engram_text(text, role)
         if parsed is not None:
@@ -152,7 +162,7 @@ def _timeline(text: str) -> Parsed | None:
 
 def _context(text: str) -> Parsed | None:
     bullets = list(_CONTEXT_BULLET.finditer(text))
-    if not bullets or not text.startswith("#"):
+    if not bullets or not text.startswith("## Memory from Previous Sessions"):
         return None
     tail = _CONTEXT_TAIL.search(text, bullets[-1].start())
     end = tail.start() if tail else len(text)
@@ -215,7 +225,10 @@ def render(parsed: Parsed, kept: set[int], note: str) -> str:
         graph = {k: v for k, v in parsed.graph.items() if k not in ("entities", "relations")}
         graph["entities"] = [item for item in kept_items if "name" in item or item.get("type") == "entity"]
         graph["relations"] = [item for item in kept_items if item not in graph["entities"]]
-        body = json.dumps(graph, indent=2, ensure_ascii=False)
+        if parsed.indent is None:
+            body = json.dumps(graph, ensure_ascii=False, separators=(",", ":"))
+        else:
+            body = json.dumps(graph, indent=parsed.indent, ensure_ascii=False)
         return f"{body}\n{note}" if note else body
     live_groups = {s.group for s in parsed.segments if s.entry is not None and s.entry in kept}
     has_entries = {s.group for s in parsed.segments if s.entry is not None}

@@ -56,8 +56,8 @@ def adapter_for(name: str) -> ModuleType:
     return importlib.import_module(module)
 
 
-def respond(harness: str, raw: bytes, env: Mapping[str, str]) -> Outcome:
-    """Decide one hook event. Never raises."""
+def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None = None) -> Outcome:
+    """Decide one hook event. Never raises. `now` replaces the clock (replay plays recorded time)."""
     out = Outcome()
     try:
         adapter = adapter_for(harness)
@@ -87,7 +87,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str]) -> Outcome:
         _sync_warm_server_switch(env, policy)
         if not _concerns(event, policy):
             return out
-        decision = _decide(event, policy, env)
+        decision = _decide(event, policy, env, now)
         out.answer = adapter.render(name or "", decision)
         _notify(out, event, env, notices)
     except Exception as err:  # the governor's own failure: on_error decides, visibly
@@ -132,7 +132,7 @@ def _concerns(event: Event, policy: CompiledPolicy) -> bool:
     return event.server is not None and event.tool is not None and policy.tool(event.server, event.tool) is not None
 
 
-def _decide(event: Event, policy: CompiledPolicy, env: Mapping[str, str]) -> Any:
+def _decide(event: Event, policy: CompiledPolicy, env: Mapping[str, str], now: float | None = None) -> Any:
     from governor.compiled import project_root
     from governor.engine import World, decide
     from governor.ledger import LedgerCorrupt, open_ledger
@@ -140,7 +140,7 @@ def _decide(event: Event, policy: CompiledPolicy, env: Mapping[str, str]) -> Any
 
     ledger = open_ledger(state_dir(env), policy.data["ledger"]["busy_timeout_ms"])
     try:
-        world = World(time.time(), project_root(env, event.cwd), env.get("HOME"))
+        world = World(time.time() if now is None else now, project_root(env, event.cwd), env.get("HOME"))
         try:
             decision = decide(event, policy, ledger, world)
         except LedgerCorrupt as err:

@@ -148,13 +148,30 @@ def test_mem_context_after_compaction_is_allowed_once(session: Session) -> None:
     assert session.pre("mem_context").denied, "one use"
 
 
-def test_mem_context_after_resume_is_allowed(session: Session) -> None:
+def _idle(env: Env, session: Session, seconds: float) -> None:
+    """As if the session had been quiet for `seconds` (its ledger row was last seen that long ago)."""
+    ledger = open_ledger(str(env.state))
+    with ledger.write():
+        ledger.q("UPDATE sessions SET seen = seen - ? WHERE session = ?", seconds, f"s:{session.id}")
+    ledger.close()
+
+
+def test_mem_context_after_a_resume_following_a_break_is_allowed(env: Env, session: Session) -> None:
     session.prompt("work on the parser")
+    _idle(env, session, 2 * 3600)
     session.start("resume")
     session.prompt("where were we?")
     assert not session.pre("mem_context").denied
     session.prompt("next thing")
     assert session.pre("mem_context").denied, "the resume trigger lasts for the next turn only"
+
+
+def test_a_resume_right_away_does_not_unlock_mem_context(session: Session) -> None:
+    """`claude -p --resume` in a loop fires SessionStart resume every turn: that is not a break."""
+    session.prompt("work on the parser")
+    session.start("resume")
+    session.prompt("next step")
+    assert session.pre("mem_context").denied
 
 
 @pytest.mark.parametrize("prompt", ["Give me all context you have on the billing service", "recordar todo lo del proyecto",

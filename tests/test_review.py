@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -174,7 +175,26 @@ def test_replay_reports_turns_and_totals(env: Env) -> None:
     assert data["totals"]["calls"] == 6
     assert data["totals"]["tokens_saved"] == data["totals"]["tokens_before"] - data["totals"]["tokens_after"]
     turn2 = [d["tool"].split("__")[-1] + ":" + d["decision"] for d in data["turns"][1]["decisions"]]
-    assert turn2[0] in ("mem_context:allow", "mem_context:trim"), "--resume armed session_resume"
+    assert turn2[0] == "mem_context:deny", "the recorded resume came seconds later: not a break"
+
+
+def test_replay_uses_the_transcripts_own_clock(env: Env) -> None:
+    """The same session with its second run two hours later: the resume now unlocks mem_context."""
+    from datetime import datetime, timedelta
+
+    lines = (TRANSCRIPTS / "ungoverned-session.jsonl").read_text().splitlines()
+    shifted, later = [], False
+    for line in lines:
+        record = json.loads(line)
+        if later and "timestamp" in record:
+            moment = datetime.fromisoformat(record["timestamp"].replace("Z", "+00:00")) + timedelta(hours=2)
+            record["timestamp"] = moment.isoformat().replace("+00:00", "Z")
+        later = later or record.get("type") == "last-prompt"
+        shifted.append(json.dumps(record))
+    path = env.write("later.jsonl", "\n".join(shifted) + "\n")
+    data = env.cli_json("replay", str(path), "--format", "json")
+    first = data["turns"][1]["decisions"][0]
+    assert first["tool"].endswith("mem_context") and first["decision"] in ("allow", "trim")
 
 
 def test_replay_follows_subagent_side_chains(env: Env) -> None:

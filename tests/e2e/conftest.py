@@ -1,0 +1,398 @@
+"""End-to-end fixtures: the real Claude Code binary, offline, against a scripted model.
+
+Each test gets a fresh project directory with memory-governor installed by its own installer
+(`python -m governor install claude-code --project DIR`), a throwaway HOME, its own ledger
+(MEMORY_GOVERNOR_STATE_DIR), an Engram-shaped MCP server (engram_mcp.py, server key
+"engram") and, on request, the real @modelcontextprotocol/server-memory (server key "memory").
+The model is fake_model.FakeModel on 127.0.0.1: it plays a script and records every request,
+so tests assert on what THE MODEL RECEIVED.
+
+The npm packages are installed once into .cache/e2e/ (gitignored) at the pinned versions
+below and reused across tests and runs. No node/npm, or a failed install: the e2e tests are
+skipped with the reason, except when CI=true, where they fail instead.
+
+BEHAVIOUR of the real binary (Claude Code 2.1.197, observed through fake_model.py with a
+probe hook that logged its stdin and printed chosen answers; re-checked by the tests here):
+
+- updatedInput WITHOUT any permissionDecision is applied: a PreToolUse answer of only
+  {"hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": {...}}} made the MCP
+  server receive the rewritten arguments (a 4-call batch asking limit 10 reached the server
+  as limit 2), and PostToolUse's tool_input showed the rewritten input.
+- updatedMCPToolOutput as a plain string is what the model gets: the tool_result block's
+  content was exactly that string (content as a bare string, not a list of blocks).
+- additionalContext: from SessionStart and UserPromptSubmit it arrives in a message with
+  role "system" placed right after the first user message, as
+  "SessionStart hook additional context: ..." / "UserPromptSubmit hook additional context: ..."
+  (in the same message as the agent and skill listings). From PreToolUse / PostToolUse it is
+  appended to the user message that carries the tool results, as separate text blocks
+  "<system-reminder>\nPreToolUse:<tool> hook additional context: ...\n</system-reminder>",
+  one per hook answer, after all the tool_result blocks of the batch.
+- parallel hooks: the hooks of one batch run concurrently only when the tools are
+  concurrency-safe, i.e. the MCP server marks them readOnlyHint: true (Engram does for its
+  read tools, and engram_mcp.py copies that). Four mem_search PreToolUse hooks that each slept
+  0.5 s all started within ~30 ms; their four PostToolUse hooks also overlapped. Without
+  readOnlyHint the same batch ran strictly one tool (Pre, call, Post) after the other.
+- MCP tool_response in PostToolUse is a LIST of content blocks
+  ([{"type": "text", "text": "..."}]) for a server that returns plain content (Engram), but a
+  STRING for a server that also returns structuredContent (@modelcontextprotocol/server-memory):
+  then both the hook and the model get JSON.stringify(structuredContent), compact, not the
+  pretty-printed text content the server sent.
+- A result with isError: true fires PostToolUseFailure (error = the text, is_interrupt false),
+  not PostToolUse; the model gets the text with is_error. A call a PreToolUse hook denied fires
+  neither; the model gets the deny reason verbatim as an is_error tool_result. PostToolBatch
+  fires once per batch with tool_calls[] (each call's tool_response as the model got it).
+- prompt_id: present on UserPromptSubmit (also the very first prompt), on every tool,
+  Subagent*, Stop and PreCompact event after it, and inside subagents (the parent's
+  prompt_id). Absent on SessionStart startup/resume (which fire before the prompt); present
+  on SessionStart compact (the /compact command's own prompt_id). "/compact" fires no
+  UserPromptSubmit.
+- subagents: SubagentStart, each tool event inside it, and SubagentStop carry agent_id (hex
+  like "a75dabaa98ccd1ee2") and agent_type (the .claude/agents/<name>.md name, e.g.
+  "validator"); the same session_id as the parent. The main agent's events have neither.
+  A subagent's model requests carry its own system prompt (the .md body; the billing header
+  says cc_is_subagent=true) and only the tools its front matter lists; its first user message
+  is the prompt given to the Agent tool. The Agent tool's result to the main agent is a list
+  of text blocks (the subagent's last text, then an "agentId: ..." usage block).
+- SessionStart sources: `claude -p X --resume ID` fires SessionStart source "resume" on
+  every such invocation; `claude -p "/compact" --resume ID` fires SessionStart "resume",
+  PreCompact (trigger "manual", custom_instructions null), a SubagentStop with agent_type ""
+  (the compaction runs as an internal agent), then SessionStart "compact". The compaction
+  request is a normal /v1/messages request WITH the main agent's tools whose last user message
+  asks to "create a detailed summary of the conversation" (fake_model answers it itself).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import seed  # noqa: E402
+from fake_model import FakeModel, Request, Step, ToolResult  # noqa: E402
+
+ROOT = HERE.parent.parent
+VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
+PYTHON = str(VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable))
+
+# The pins: change them here only.
+CLAUDE_CODE_VERSION = "2.1.197"
+SERVER_MEMORY_VERSION = "2026.8.31"
+NPM_PACKAGES = {
+    "@anthropic-ai/claude-code": CLAUDE_CODE_VERSION,
+    "@modelcontextprotocol/server-memory": SERVER_MEMORY_VERSION,
+}
+CACHE = ROOT / ".cache" / "e2e"
+NPM_DIR = CACHE / f"npm-claude-code-{CLAUDE_CODE_VERSION}-server-memory-{SERVER_MEMORY_VERSION}"
+
+ENGRAM_TOOLS = [f"mcp__engram__{t}" for t in ("mem_search", "mem_timeline", "mem_get_observation", "mem_context",
+                                               "mem_save", "mem_update", "mem_session_summary")]  # fmt: skip
+MEMORY_TOOLS = [f"mcp__memory__{t}" for t in ("search_nodes", "open_nodes", "read_graph", "create_entities")]
+RUN_TIMEOUT = 120
+
+
+# -- the npm install ---------------------------------------------------------------------
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"e2e prerequisites missing on CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+class Tools:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.claude = root / "node_modules" / ".bin" / "claude"
+        self.server_memory = root / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+        self.node = shutil.which("node") or "node"
+
+    def ready(self) -> bool:
+        if not (self.claude.exists() and self.server_memory.exists()):
+            return False
+        try:
+            out = subprocess.run([str(self.claude), "--version"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return out.returncode == 0 and out.stdout.startswith(CLAUDE_CODE_VERSION)
+
+
+def install_tools() -> Tools:
+    """The pinned npm packages under .cache/e2e/, installed once (file-locked), then reused."""
+    if shutil.which("node") is None:
+        _unavailable("node not found: the e2e tests need node (npm packages, @modelcontextprotocol/server-memory)")
+    tools = Tools(NPM_DIR)
+    if tools.ready():
+        return tools
+    if shutil.which("npm") is None:
+        _unavailable("npm not found: the e2e tests install the pinned Claude Code binary with npm")
+    NPM_DIR.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if tools.ready():
+            return tools
+        (NPM_DIR / "package.json").write_text(json.dumps(
+            {"name": "memory-governor-e2e", "private": True, "dependencies": NPM_PACKAGES}, indent=2) + "\n")  # fmt: skip
+        try:
+            proc = subprocess.run(
+                ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=NPM_DIR, capture_output=True, text=True, timeout=600,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as err:
+            _unavailable(f"npm install of {NPM_PACKAGES} failed: {err}")
+        if proc.returncode != 0 or not tools.ready():
+            _unavailable(f"npm install of {NPM_PACKAGES} failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
+    return tools
+
+
+@pytest.fixture(scope="session")
+def tools() -> Tools:
+    return install_tools()
+
+
+@pytest.fixture(scope="session")
+def model_server() -> Iterator[FakeModel]:
+    with FakeModel() as model:
+        yield model
+
+
+@pytest.fixture
+def model(model_server: FakeModel) -> Iterator[FakeModel]:
+    model_server.reset()
+    yield model_server
+    model_server.reset()
+
+
+# -- one project, one HOME, one ledger ---------------------------------------------------
+
+
+class Run:
+    """One `claude -p` invocation: its output, and what the model received during it."""
+
+    def __init__(self, proc: subprocess.CompletedProcess[str], requests: list[Request], seconds: float) -> None:
+        self.proc = proc
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.seconds = seconds
+        self.requests = requests
+        try:
+            self.output: dict[str, Any] = json.loads(proc.stdout)
+        except ValueError:
+            self.output = {}
+        self.session_id: str = self.output.get("session_id", "")
+
+    def lane(self, name: str = "main") -> list[Request]:
+        return [r for r in self.requests if r.lane == name]
+
+    def results(self, lane: str | None = None, prefix: str = "mcp__") -> list[ToolResult]:
+        """Every tool result the model received in this run (each once), in order."""
+        seen: dict[str, ToolResult] = {}
+        for request in self.requests:
+            if lane is not None and request.lane != lane:
+                continue
+            for result in request.tool_results():
+                if (result.name or "").startswith(prefix):
+                    seen.setdefault(result.tool_use_id, result)
+        return list(seen.values())
+
+    def results_of(self, tool: str, lane: str | None = None) -> list[ToolResult]:
+        return [r for r in self.results(lane) if (r.name or "").endswith("__" + tool)]
+
+    def describe(self) -> str:
+        lines = [f"exit {self.returncode} in {self.seconds:.1f}s", f"stdout: {self.stdout[-1500:]}",
+                 f"stderr: {self.stderr[-1500:]}"]  # fmt: skip
+        for r in self.results(prefix=""):
+            lines.append(f"  {r.name} is_error={r.is_error}: {r.text[:160]!r}")
+        return "\n".join(lines)
+
+
+class Harness:
+    """A project with memory-governor installed, and a way to run `claude -p` in it."""
+
+    def __init__(self, tmp: Path, tools: Tools, model: FakeModel, warm_server: bool = False) -> None:
+        self.tmp = tmp
+        self.tools = tools
+        self.model = model
+        self.home = tmp / "home"
+        self.project = tmp / "project"
+        self.state = tmp / "state"
+        for d in (self.home, self.project):
+            d.mkdir(parents=True, exist_ok=True)
+        self.seed = seed.write_engram_seed(tmp / "engram-seed.json")
+        self.store = tmp / "engram-store.json"
+        self.call_log = tmp / "engram-calls.jsonl"
+        self.graph_file = tmp / "memory-graph.jsonl"
+        self.mcp_config = tmp / "mcp.json"
+        self.memory_server = False
+        self.engram_env: dict[str, str] = {}
+        self.hooks = True
+        self.installed = False
+        self.warm_server = warm_server
+        self.runs: list[Run] = []
+        self.env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(self.home),
+            "XDG_CONFIG_HOME": str(self.home / ".config"),
+            "XDG_STATE_HOME": str(self.home / ".local" / "state"),
+            "XDG_CACHE_HOME": str(self.home / ".cache"),
+            "LANG": "C.UTF-8",
+            "ANTHROPIC_BASE_URL": model.url,
+            "ANTHROPIC_API_KEY": "sk-ant-e2e-fake",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "MEMORY_GOVERNOR_STATE_DIR": str(self.state),
+        }
+        if not warm_server:
+            self.env["MEMORY_GOVERNOR_WARM_SERVER"] = "off"
+
+    # setting up ---------------------------------------------------------------------------
+    def write(self, rel: str, text: str) -> Path:
+        path = self.project / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def team_policy(self, text: str) -> Path:
+        assert not self.installed, "write the team policy before the first run (the installer reads it)"
+        return self.write(".memory-governor/policy.yaml", text)
+
+    def agent(self, name: str, body: str, tools: Iterable[str] = (), front: dict[str, str] | None = None) -> Path:
+        lines = ["---", f"name: {name}", f"description: The {name} agent. Use it when asked to run {name}."]
+        if tools:
+            lines.append("tools: " + ", ".join(tools))
+        lines += [f"{k}: {v}" for k, v in (front or {}).items()]
+        lines += ["---", body, ""]
+        return self.write(f".claude/agents/{name}.md", "\n".join(lines))
+
+    def add_observation(self, **fields: Any) -> dict[str, Any]:
+        """Add one observation to this test's Engram seed (before the first run)."""
+        data = json.loads(self.seed.read_text())
+        obs = {"project": seed.PROJECT, "scope": "project", "topic_key": None, "duplicates": 1, "revisions": 1,
+               "id": max(o["id"] for o in data["observations"]) + 1, **fields}  # fmt: skip
+        data["observations"].append(obs)
+        self.seed.write_text(json.dumps(data, indent=1))
+        return obs
+
+    def use_memory_server(self) -> None:
+        """Add the real @modelcontextprotocol/server-memory under server key "memory"."""
+        seed.write_graph(self.graph_file)
+        self.memory_server = True
+
+    def governor(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([PYTHON, "-m", "governor", *args], cwd=self.project, env=self.env,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        if check and proc.returncode != 0:
+            raise AssertionError(f"governor {' '.join(args)}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def install(self) -> None:
+        """The project's own installer writes .claude/settings.json (no hand-written hooks)."""
+        self.governor("install", "claude-code", "--project", str(self.project))
+        settings = json.loads((self.project / ".claude" / "settings.json").read_text())
+        assert "PreToolUse" in settings["hooks"], settings
+        self.installed = True
+
+    def _write_mcp_config(self) -> None:
+        servers: dict[str, Any] = {
+            "engram": {
+                "command": PYTHON,
+                "args": [str(HERE / "engram_mcp.py")],
+                "env": {
+                    "ENGRAM_SEED": str(self.seed),
+                    "ENGRAM_STORE": str(self.store),
+                    "ENGRAM_CALL_LOG": str(self.call_log),
+                    **self.engram_env,
+                },
+            }
+        }
+        if self.memory_server:
+            servers["memory"] = {
+                "command": self.tools.node,
+                "args": [str(self.tools.server_memory)],
+                "env": {"MEMORY_FILE_PATH": str(self.graph_file)},
+            }
+        self.mcp_config.write_text(json.dumps({"mcpServers": servers}, indent=2))
+
+    # running ------------------------------------------------------------------------------
+    def run(
+        self,
+        prompt: str,
+        main: Iterable[Step] = (),
+        lanes: dict[str, Iterable[Step]] | None = None,
+        resume: str | None = None,
+        allowed: Iterable[str] | None = None,
+        check: bool = True,
+    ) -> Run:
+        if self.hooks and not self.installed:
+            self.install()
+        self._write_mcp_config()
+        self.model.script(main, lanes)
+        allowed_tools = list(allowed) if allowed is not None else [*ENGRAM_TOOLS, "Agent", "Task"]
+        if self.memory_server and allowed is None:
+            allowed_tools += MEMORY_TOOLS
+        args = [str(self.tools.claude), "-p", prompt, "--mcp-config", str(self.mcp_config), "--output-format", "json",
+                "--allowedTools", ",".join(allowed_tools)]  # fmt: skip
+        if resume:
+            args += ["--resume", resume]
+        mark = self.model.mark()
+        started = time.monotonic()
+        proc = subprocess.run(args, cwd=self.project, env=self.env, capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)  # fmt: skip
+        run = Run(proc, self.model.since(mark), time.monotonic() - started)
+        self.runs.append(run)
+        if check:
+            assert proc.returncode == 0 and run.session_id, run.describe()
+            assert not self.model.errors, f"script problems: {self.model.errors}\n{run.describe()}"
+            left = {lane: n for lane, n in self.model.remaining().items() if n}
+            assert not left, f"script steps never requested: {left}\n{run.describe()}"
+        return run
+
+    # looking at the outcome ---------------------------------------------------------------
+    def calls(self, tool: str | None = None) -> list[dict[str, Any]]:
+        """What the Engram server received (tools/call), in order."""
+        if not self.call_log.exists():
+            return []
+        rows = [json.loads(line) for line in self.call_log.read_text().splitlines() if line.strip()]
+        return [r for r in rows if tool is None or r["tool"] == tool]
+
+    def governor_errors(self) -> str:
+        path = self.state / "errors.log"
+        return path.read_text() if path.exists() else ""
+
+    def transcript(self, run: Run) -> Path:
+        """The session's transcript JSONL (Claude Code writes it under HOME/.claude/projects/)."""
+        found = list((self.home / ".claude" / "projects").glob(f"*/{run.session_id}.jsonl"))
+        assert found, f"no transcript for {run.session_id}"
+        return found[0]
+
+
+@pytest.fixture
+def cc(tmp_path: Path, tools: Tools, model: FakeModel) -> Iterator[Harness]:
+    harness = Harness(tmp_path, tools, model)
+    yield harness
+    assert not harness.governor_errors(), f"memory-governor logged errors:\n{harness.governor_errors()}"
+
+
+@pytest.fixture
+def cc_warm(tmp_path: Path, tools: Tools, model: FakeModel) -> Iterator[Harness]:
+    """Like cc, but with the warm server left on (the default); stopped afterwards."""
+    harness = Harness(tmp_path, tools, model, warm_server=True)
+    try:
+        yield harness
+    finally:
+        harness.governor("serve", "--stop", check=False)
+    assert not harness.governor_errors(), f"memory-governor logged errors:\n{harness.governor_errors()}"

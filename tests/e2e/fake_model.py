@@ -1,0 +1,459 @@
+"""A loopback stand-in for the Anthropic Messages API that plays a script.
+
+The real Claude Code binary is pointed at it with ANTHROPIC_BASE_URL. It answers
+
+- ``POST /v1/messages?beta=true`` with a streamed SSE reply (``message_start``, per content
+  block ``content_block_start`` / ``content_block_delta`` (``text_delta`` or
+  ``input_json_delta``) / ``content_block_stop``, then ``message_delta`` with the stop reason
+  and ``message_stop``), or a plain JSON message when the request has ``"stream": false``;
+- ``.../count_tokens`` with ``{"input_tokens": N}``;
+- requests that carry no ``tools`` (side queries: titles, summaries, topic checks) with a short
+  plain text, without touching the script.
+
+A SCRIPT is a list of replies, played in order, one per model request of one *lane*. A reply is
+``text("...")`` (stop_reason ``end_turn``), ``tool_uses(call("mem_search", {...}), ...)`` (one
+assistant message with several ``tool_use`` blocks, stop_reason ``tool_use``), or a callable
+``f(request) -> reply`` that looks at the request being answered (e.g. to fetch an id that the
+previous search surfaced). Every ``tool_use`` block gets a fresh ``toolu_<uuid>`` id: a resumed
+session that sees a reused id silently drops the new result (the model gets "(no content)").
+
+Lanes: the main agent and each subagent talk to the model separately. A subagent's requests
+carry the subagent's own system prompt (for a custom agent: the body of
+``.claude/agents/<name>.md``) and its first user message is the ``prompt`` the main agent passed
+to the ``Agent`` tool. A lane is chosen by a *marker string*: the first lane whose marker occurs
+in the request's system prompt or in its first user message serves the request; requests that
+match no marker go to the ``main`` lane. Tests put the marker in the agent's definition body
+and/or the dispatch prompt, so routing never depends on Claude Code's own prompt wording.
+
+Everything is recorded (``FakeModel.requests``): the path, the parsed body, the lane, and which
+script step answered it, so a test asserts on exactly what the model received.
+
+Request shapes seen from the real binary (Claude Code 2.1.197; the hook behaviour is written
+up in conftest.py's docstring and pinned by test_harness_facts.py):
+
+- Every model call is a streamed ``POST /v1/messages?beta=true`` with ``tools``; with
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 a ``-p`` run sent no side queries and no
+  count_tokens calls at all (both are still handled).
+- ``system`` is a list of text blocks; the main agent's starts with a billing header
+  ``cc_version=...; cc_entrypoint=sdk-cli;``, a subagent's adds ``cc_is_subagent=true;`` and
+  then carries the agent definition's body. A subagent only gets the tools its front matter
+  lists.
+- ``messages`` starts with the user's prompt (after a ``<system-reminder>`` text block with the
+  date), then a message with role ``system`` (agent and skill listings, and the
+  SessionStart/UserPromptSubmit hooks' additionalContext), then the assistant/user exchanges.
+  The results of one batch come back in one user message: all ``tool_result`` blocks first
+  (``content`` a string or a list of text blocks, ``is_error`` only when true), then one
+  ``<system-reminder>`` text block per PreToolUse/PostToolUse additionalContext.
+- A hook's deny reaches the model as ``{"type": "tool_result", "content": "<the reason>",
+  "is_error": true}``, the reason verbatim.
+- ``/compact`` sends one request with the main agent's tools whose last user message asks to
+  "create a detailed summary of the conversation"; answered here with a fixed summary.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Reply = dict[str, Any]
+# /compact's summary request (2.1.197): the last user message holds this instruction; it is answered
+# here, outside the script, so scripts never have to count it.
+COMPACT_MARKER = "create a detailed summary of the conversation"
+COMPACT_SUMMARY = (
+    "<analysis>The user searched project memory.</analysis>\n<summary>1. Primary Request: work on myapp with "
+    "memory from Engram.\n2. Pending Tasks: none.</summary>"
+)
+Step = Reply | Callable[["Request"], Reply]
+
+
+# -- building replies --------------------------------------------------------------------
+
+
+def text(body: str) -> Reply:
+    """An assistant reply that ends the turn with `body`."""
+    return {"kind": "text", "text": body}
+
+
+def call(name: str, tool_input: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One tool_use block (`name` as the model would write it, e.g. mcp__engram__mem_search)."""
+    return {"name": name, "input": dict(tool_input or {})}
+
+
+def tool_uses(*calls: dict[str, Any], preface: str = "") -> Reply:
+    """One assistant message with these tool_use blocks (run as one parallel batch)."""
+    return {"kind": "tool_use", "calls": list(calls), "text": preface}
+
+
+def engram(tool: str, **tool_input: Any) -> dict[str, Any]:
+    """A tool_use block for the Engram stand-in: engram("mem_search", query="jwt")."""
+    return call(f"mcp__engram__{tool}", tool_input)
+
+
+def dispatch(subagent_type: str, prompt: str, description: str = "Delegated task") -> Step:
+    """The main agent's reply that starts a subagent: the Agent tool (named Task in older builds)."""
+
+    def reply(request: Request) -> Reply:
+        name = "Agent" if "Agent" in request.tools or "Task" not in request.tools else "Task"
+        return tool_uses(call(name, {"description": description, "prompt": prompt, "subagent_type": subagent_type}))
+
+    return reply
+
+
+# -- what was received -------------------------------------------------------------------
+
+
+def _block_text(content: Any) -> str:
+    """The text of a message's or tool_result's content (a string or a list of blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, dict):
+                if block.get("type") == "text":
+                    parts.append(str(block.get("text", "")))
+                elif block.get("type") == "tool_result":
+                    parts.append(_block_text(block.get("content")))
+        return "\n".join(parts)
+    return ""
+
+
+class ToolResult:
+    """One tool_result block as the model received it."""
+
+    def __init__(self, block: dict[str, Any], name: str | None, tool_input: dict[str, Any] | None) -> None:
+        self.block = block
+        self.tool_use_id: str = block.get("tool_use_id", "")
+        self.is_error: bool = bool(block.get("is_error", False))
+        self.text: str = _block_text(block.get("content"))
+        self.name = name  # the tool_use it answers (looked up in the preceding assistant message)
+        self.input = tool_input
+
+    def __repr__(self) -> str:
+        return f"ToolResult({self.name!r}, is_error={self.is_error}, text={self.text[:80]!r})"
+
+
+class Request:
+    """One recorded request to /v1/messages."""
+
+    def __init__(self, index: int, path: str, body: dict[str, Any]) -> None:
+        self.index = index
+        self.path = path
+        self.body = body
+        self.lane: str | None = None  # None: a side query (no tools), answered outside the script
+        self.step: int | None = None  # which script step answered it
+        self.reply: Reply | None = None
+
+    # the parts of the request
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages") or [])
+
+    @property
+    def tools(self) -> list[str]:
+        return [t.get("name", "") for t in self.body.get("tools") or [] if isinstance(t, dict)]
+
+    @property
+    def system(self) -> str:
+        system = self.body.get("system")
+        return system if isinstance(system, str) else _block_text(system)
+
+    @property
+    def first_user_text(self) -> str:
+        for message in self.messages:
+            if message.get("role") == "user":
+                return _block_text(message.get("content"))
+        return ""
+
+    @property
+    def last_user(self) -> dict[str, Any]:
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                return message
+        return {}
+
+    def all_text(self) -> str:
+        """Every text the model was given in this request (system + all messages)."""
+        return self.system + "\n" + "\n".join(_block_text(m.get("content")) for m in self.messages)
+
+    def tool_uses_by_id(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for message in self.messages:
+            if message.get("role") == "assistant" and isinstance(message.get("content"), list):
+                for block in message["content"]:
+                    if isinstance(block, dict) and block.get("type") == "tool_use":
+                        out[block.get("id", "")] = block
+        return out
+
+    def tool_results(self) -> list[ToolResult]:
+        """The tool_result blocks of the last user message (the results of the last batch)."""
+        return self._results([self.last_user])
+
+    def all_tool_results(self) -> list[ToolResult]:
+        """Every tool_result in the conversation so far (earlier batches and turns too)."""
+        return self._results([m for m in self.messages if m.get("role") == "user"])
+
+    def _results(self, messages: list[dict[str, Any]]) -> list[ToolResult]:
+        uses = self.tool_uses_by_id()
+        out = []
+        for message in messages:
+            content = message.get("content")
+            for block in content if isinstance(content, list) else []:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    use = uses.get(block.get("tool_use_id", ""), {})
+                    out.append(ToolResult(block, use.get("name"), use.get("input")))
+        return out
+
+    def last_user_extra_text(self) -> str:
+        """Text blocks of the last user message that are not tool results (system reminders, hook context)."""
+        content = self.last_user.get("content")
+        if isinstance(content, str):
+            return content
+        return "\n".join(
+            str(b.get("text", "")) for b in content or [] if isinstance(b, dict) and b.get("type") == "text"
+        )
+
+    def __repr__(self) -> str:
+        return f"Request(#{self.index} lane={self.lane!r} step={self.step} messages={len(self.messages)})"
+
+
+# -- the server --------------------------------------------------------------------------
+
+
+class FakeModel:
+    """The stand-in. Use as a context manager, or start()/stop(). Thread-safe."""
+
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+        self.other: list[tuple[str, str, Any]] = []  # count_tokens and unknown paths
+        self.errors: list[str] = []  # script problems (exhausted lanes), asserted empty by tests
+        self._lanes: dict[str, list[Step]] = {"main": []}
+        self._markers: list[tuple[str, str]] = []  # (marker, lane), in priority order
+        self._served: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # script -----------------------------------------------------------------------------
+    def script(self, main: Iterable[Step], lanes: dict[str, Iterable[Step]] | None = None) -> FakeModel:
+        """Set the script for the next run(s): the main lane, and marker -> steps for subagents."""
+        with self._lock:
+            self._lanes = {"main": list(main)}
+            self._markers = []
+            for marker, steps in (lanes or {}).items():
+                self._lanes[marker] = list(steps)
+                self._markers.append((marker, marker))
+            self._served = {}
+        return self
+
+    def lane_of(self, request: Request) -> str:
+        haystacks = (request.system, request.first_user_text)
+        for marker, lane in self._markers:
+            if any(marker in h for h in haystacks):
+                return lane
+        return "main"
+
+    def reset(self) -> None:
+        """Forget the script and the errors (between tests); the recorded requests stay."""
+        with self._lock:
+            self._lanes = {"main": []}
+            self._markers = []
+            self._served = {}
+            self.errors = []
+
+    def remaining(self) -> dict[str, int]:
+        with self._lock:
+            return {lane: len(steps) - self._served.get(lane, 0) for lane, steps in self._lanes.items()}
+
+    # inspection -------------------------------------------------------------------------
+    def mark(self) -> int:
+        """The current request count; pass it to `since` to look at one run's requests."""
+        with self._lock:
+            return len(self.requests)
+
+    def since(self, mark: int = 0, lane: str | None = None) -> list[Request]:
+        with self._lock:
+            out = [r for r in self.requests[mark:] if r.lane is not None]
+        return [r for r in out if lane is None or r.lane == lane]
+
+    def results_since(self, mark: int = 0, lane: str | None = None) -> list[ToolResult]:
+        """Every tool_result the model received after `mark` (each once, by tool_use_id)."""
+        seen: dict[str, ToolResult] = {}
+        for request in self.since(mark, lane):
+            for result in request.tool_results():
+                seen.setdefault(result.tool_use_id, result)
+        return list(seen.values())
+
+    # serving ----------------------------------------------------------------------------
+    def _next_reply(self, request: Request) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            if not request.body.get("tools"):
+                request.lane = None
+                return text("OK.")
+            if COMPACT_MARKER in _block_text(request.last_user.get("content")):
+                # /compact: Claude Code asks the model (with the main agent's tools) for a summary.
+                request.lane = "compact"
+                return text(COMPACT_SUMMARY)
+            lane = self.lane_of(request)
+            request.lane = lane
+            steps = self._lanes.get(lane, [])
+            index = self._served.get(lane, 0)
+            self._served[lane] = index + 1
+            request.step = index
+        if index >= len(steps):
+            self.errors.append(f"lane {lane!r} exhausted at request #{request.index} (step {index})")
+            reply = text("(script exhausted)")
+        else:
+            step = steps[index]
+            reply = step(request) if callable(step) else step
+        request.reply = reply
+        return reply
+
+    def start(self) -> FakeModel:
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def _body(self) -> Any:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    return json.loads(raw or b"{}")
+                except ValueError:
+                    return {}
+
+            def _json(self, status: int, data: Any) -> None:
+                payload = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self) -> None:
+                model.other.append(("GET", self.path, None))
+                self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": "not here"}})
+
+            def do_HEAD(self) -> None:
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def do_POST(self) -> None:
+                body = self._body()
+                path = self.path.split("?", 1)[0]
+                if path.endswith("/count_tokens"):
+                    model.other.append(("POST", self.path, body))
+                    size = len(json.dumps(body)) // 4
+                    self._json(200, {"input_tokens": max(1, size)})
+                    return
+                if not path.endswith("/v1/messages"):
+                    model.other.append(("POST", self.path, body))
+                    self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
+                    return
+                request = Request(len(model.requests), self.path, body if isinstance(body, dict) else {})
+                reply = model._next_reply(request)
+                blocks = _blocks(reply)
+                stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+                model_name = request.body.get("model", "claude-fake")
+                message_id = f"msg_{uuid.uuid4().hex[:24]}"
+                usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0,
+                         "cache_read_input_tokens": 0}  # fmt: skip
+                if not request.body.get("stream"):
+                    self._json(200, {"id": message_id, "type": "message", "role": "assistant", "model": model_name,
+                                     "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage})  # fmt: skip
+                    return
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("connection", "close")
+                self.end_headers()
+                events = _sse(message_id, model_name, blocks, stop, usage)
+                self.wfile.write("".join(events).encode())
+                self.wfile.flush()
+                self.close_connection = True
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-model", daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeModel:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def _blocks(reply: Reply) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if reply.get("text"):
+        blocks.append({"type": "text", "text": reply["text"]})
+    for c in reply.get("calls", []):
+        blocks.append({"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex}", "name": c["name"], "input": c["input"]})
+    if not blocks:
+        blocks.append({"type": "text", "text": "Done."})
+    return blocks
+
+
+def _event(name: str, data: dict[str, Any]) -> str:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n"
+
+
+def _sse(message_id: str, model: str, blocks: list[dict[str, Any]], stop: str, usage: dict[str, int]) -> list[str]:
+    out = [
+        _event(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": usage,
+                },
+            },
+        ),
+    ]
+    for index, block in enumerate(blocks):
+        if block["type"] == "text":
+            out.append(_event("content_block_start", {"type": "content_block_start", "index": index,
+                                                      "content_block": {"type": "text", "text": ""}}))  # fmt: skip
+            out.append(_event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                      "delta": {"type": "text_delta", "text": block["text"]}}))  # fmt: skip
+        else:
+            out.append(_event("content_block_start", {"type": "content_block_start", "index": index,
+                                                      "content_block": {"type": "tool_use", "id": block["id"],
+                                                                        "name": block["name"], "input": {}}}))  # fmt: skip
+            out.append(_event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {
+                "type": "input_json_delta", "partial_json": json.dumps(block["input"])}}))  # fmt: skip
+        out.append(_event("content_block_stop", {"type": "content_block_stop", "index": index}))
+    out.append(_event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                                        "usage": {"output_tokens": usage["output_tokens"]}}))  # fmt: skip
+    out.append(_event("message_stop", {"type": "message_stop"}))
+    return out

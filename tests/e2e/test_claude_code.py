@@ -1,0 +1,496 @@
+"""memory-governor through the real Claude Code binary: what THE MODEL RECEIVED.
+
+Every test drives `claude -p` (pinned in conftest.py) in a fresh project where the project's
+own installer put the hooks, against fake_model.FakeModel, which plays the model's side from
+a script and records each request. Assertions read the tool_result blocks the model was sent
+(their text and is_error flag), the context Claude Code added, and what the Engram stand-in
+(engram_mcp.py) actually received.
+
+Run: .venv/bin/python -m pytest tests/e2e -m e2e -x -q
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from fake_model import Reply, Request, call, dispatch, engram, text, tool_uses
+
+from governor.tokens import counter
+
+pytestmark = pytest.mark.e2e
+
+NOTE = "[memory-governor]"
+ALLOWED_TYPES = "decision, bugfix, pattern, preference, constraint, session_summary"
+HIT = re.compile(r"^\[\d+\] #(\d+) \(", re.M)
+
+
+def o200k(text_: str) -> int:
+    return counter("o200k_base").count(text_)
+
+
+def inner(result_text: str) -> str:
+    """Engram's text: v1 is plain text; v2 wraps it in a JSON envelope's "result"."""
+    if result_text.startswith("{"):
+        return json.loads(result_text)["result"]
+    return result_text
+
+
+def hit_ids(result_text: str) -> list[int]:
+    return [int(i) for i in HIT.findall(inner(result_text))]
+
+
+def denied(result, *fragments: str) -> bool:
+    return result.is_error and result.text.startswith("memory-governor:") and all(f in result.text for f in fragments)
+
+
+def fetch_surfaced(tool: str = "mem_get_observation", pick: int = 0) -> callable:
+    """A reply that fetches an id the previous search surfaced (read from the request it answers)."""
+
+    def reply(request: Request) -> Reply:
+        ids = [i for r in request.tool_results() if not r.is_error for i in hit_ids(r.text)]
+        assert ids, f"the previous step surfaced no id: {request.tool_results()}"
+        return tool_uses(engram(tool, id=ids[pick]))
+
+    return reply
+
+
+# -- L1: the per-turn search cap, in one parallel batch -----------------------------------
+
+
+def _four_searches() -> Reply:
+    return tool_uses(*[engram("mem_search", query=q, limit=3) for q in ("jwt auth", "fts5 search", "repository errors",
+                                                                           "sqlite storage")])  # fmt: skip
+
+
+def _assert_two_of_four(run, cc) -> None:
+    results = run.results_of("mem_search")
+    assert len(results) == 4, run.describe()
+    real = [r for r in results if not r.is_error]
+    refused = [r for r in results if r.is_error]
+    assert len(real) == 2 and len(refused) == 2, run.describe()
+    for r in real:
+        assert r.text.startswith("Found ") and hit_ids(r.text), r.text
+    for r in refused:
+        assert denied(r, "max_search_calls"), r.text
+    # The two denied calls never reached the server.
+    assert len(cc.calls("mem_search")) == 2, cc.calls()
+
+
+def test_parallel_batch_of_four_searches_gets_two_results_and_two_denials(cc):
+    run = cc.run("What did we decide about auth, search, the repository layer and storage?",
+                 main=[_four_searches(), text("Summarised.")])  # fmt: skip
+    _assert_two_of_four(run, cc)
+
+
+def test_parallel_batch_with_the_warm_server(cc_warm):
+    # A first run starts the warm server in the background (the first hook spawns it) ...
+    cc_warm.run("hello", main=[text("Hi.")])
+    socket = cc_warm.state / "run" / "governor.sock"
+    deadline = time.monotonic() + 20
+    while not socket.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert socket.exists(), "the hooks did not start the warm server"
+    pid = _server_pid(cc_warm)
+    read_before = _bytes_read(pid)
+    # ... so the parallel batch of a new session is decided by the warm server.
+    run = cc_warm.run("What did we decide about auth, search, the repository layer and storage?",
+                      main=[_four_searches(), text("Summarised.")])  # fmt: skip
+    _assert_two_of_four(run, cc_warm)
+    assert _server_pid(cc_warm) == pid, "the warm server was replaced during the run"
+    if read_before is not None:  # Linux: the server itself read the hook payloads (not in-process decisions)
+        assert _bytes_read(pid) - read_before > 2000
+
+
+def _server_pid(cc) -> int:
+    status = cc.governor("serve", "--status", check=False)
+    found = re.search(r"running \(pid (\d+)\)", status.stdout)
+    assert status.returncode == 0 and found, status.stdout + status.stderr
+    return int(found.group(1))
+
+
+def _bytes_read(pid: int) -> int | None:
+    """Bytes the process has read through syscalls (socket requests, its ledger), from /proc."""
+    try:
+        with open(f"/proc/{pid}/io") as handle:
+            return next(int(line.split()[1]) for line in handle if line.startswith("rchar:"))
+    except OSError:
+        return None
+
+
+# -- L1: the limit clamp ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["v1", "v2"])
+def test_search_limit_10_is_clamped_to_3(cc, fmt):
+    cc.engram_env["ENGRAM_FORMAT"] = fmt
+    run = cc.run(
+        "What did we decide about auth?",
+        main=[
+            tool_uses(engram("mem_search", query="auth", limit=10), engram("mem_search", query="token")),
+            text("Done."),
+        ],
+    )
+    # updatedInput reached the server: limit 10 -> 3, and no limit (Engram's default 10) -> 3.
+    logged = sorted((c["arguments"] for c in cc.calls("mem_search")), key=lambda a: a["query"])
+    assert logged == [{"query": "auth", "limit": 3}, {"query": "token", "limit": 3}], logged
+    results = run.results_of("mem_search")
+    assert len(results) == 2 and not any(r.is_error for r in results), run.describe()
+    for result in results:
+        found = int(re.match(r"Found (\d+) memories:", inner(result.text)).group(1))
+        assert found == len(hit_ids(result.text)) == 3, result.text  # the seed has more than 3 of each
+        if fmt == "v2":
+            assert len(json.loads(result.text)["results"]) == 3
+
+
+# -- L3: a fetch needs an id a search surfaced in this turn --------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["v1", "v2"])
+def test_fetch_before_search_is_denied_then_allowed_for_a_surfaced_id(cc, fmt):
+    cc.engram_env["ENGRAM_FORMAT"] = fmt
+    run = cc.run(
+        "We hit this FTS5 crash before; how did we fix it? Show me the full sanitizeFTS memory.",
+        main=[
+            tool_uses(engram("mem_get_observation", id=58)),  # guessed: not surfaced yet
+            tool_uses(engram("mem_search", query="sanitizeFTS", limit=3)),
+            fetch_surfaced(),  # the id the search just returned
+            text("Here it is."),
+        ],
+    )
+    first, second = run.results_of("mem_get_observation")
+    assert denied(first, "not surfaced", "58"), first.text
+    [search] = run.results_of("mem_search")
+    assert 58 in hit_ids(search.text), search.text
+    assert not second.is_error, second.text
+    body = inner(second.text)
+    assert body.startswith("#58 [pattern] Search queries go through sanitizeFTS\n"), second.text
+    assert "\nSession: sess-search-0302\n" in body and NOTE not in body
+    assert [c["arguments"] for c in cc.calls("mem_get_observation")] == [{"id": 58}]
+
+
+# -- mem_context: locked, unlocked by /compact, by --resume, by a recall prompt -------------
+
+
+def _context_twice() -> list:
+    return [tool_uses(engram("mem_context", project="myapp")), tool_uses(engram("mem_context", project="myapp")),
+            text("Recovered.")]  # fmt: skip
+
+
+def _assert_allowed_once(run) -> None:
+    first, second = run.results_of("mem_context")
+    assert not first.is_error, first.text
+    assert first.text.startswith("## Memory from Previous Sessions"), first.text
+    assert denied(second, "is off outside post-compaction recovery"), second.text
+
+
+def test_mem_context_denied_then_allowed_once_after_compact(cc):
+    # Under `claude -p`, reaching the turn after /compact takes another --resume; the shipped
+    # policy arms session_resume only after 30 idle minutes, so only post_compact unlocks here.
+    first = cc.run(
+        "Continue with the auth work where we left off.",
+        main=[tool_uses(engram("mem_context", project="myapp")), text("Continuing without it.")],
+    )
+    [locked] = first.results_of("mem_context")
+    assert denied(locked, "is off outside post-compaction recovery"), locked.text
+    compact = cc.run("/compact", resume=first.session_id)
+    assert [r.lane for r in compact.requests] == ["compact"], compact.requests
+    after = cc.run("Where were we?", resume=first.session_id, main=_context_twice())
+    _assert_allowed_once(after)
+    assert len(cc.calls("mem_context")) == 1
+
+
+def test_a_resume_right_away_does_not_unlock_mem_context(cc):
+    # `claude -p --resume` in a loop fires SessionStart resume every turn; the shipped policy
+    # counts a resume only after 30 idle minutes.
+    first = cc.run(
+        "Where were we on the search endpoint?", main=[tool_uses(engram("mem_search", query="search")), text("OK.")]
+    )
+    again = cc.run(
+        "Pick up where we left off.", resume=first.session_id, main=[tool_uses(engram("mem_context")), text("OK.")]
+    )
+    [locked] = again.results_of("mem_context")
+    assert denied(locked, "is off outside post-compaction recovery"), locked.text
+
+
+def test_mem_context_allowed_once_after_resume(cc):
+    # A real break cannot be waited out here: a team policy sets the idle threshold to zero.
+    cc.team_policy(
+        "version: 1\nmem_context:\n  unlocked_by:\n    session_resume: {scope: next_turn, uses: 1, min_idle_minutes: 0}\n"
+    )
+    first = cc.run("Where were we on the search endpoint?", main=[tool_uses(engram("mem_context")), text("OK.")])
+    [locked] = first.results_of("mem_context")
+    assert denied(locked, "is off outside post-compaction recovery"), locked.text
+    resumed = cc.run("Pick up where we left off.", resume=first.session_id, main=_context_twice())
+    _assert_allowed_once(resumed)
+    assert len(cc.calls("mem_context")) == 1
+
+
+@pytest.mark.parametrize("prompt", ["recordar todo lo que sabes del proyecto", "give me all context"])
+def test_mem_context_allowed_once_after_recall_prompt(cc, prompt):
+    run = cc.run(prompt, main=_context_twice())
+    _assert_allowed_once(run)
+    # The UserPromptSubmit answer's additionalContext reached the model (in the "system" message).
+    assert "explicit recall requested; mem_context is allowed once this turn" in run.lane()[0].all_text()
+
+
+# -- the per-turn token ceiling -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["v1", "v2"])
+def test_token_ceiling_holds_for_everything_the_model_received(cc, fmt):
+    cc.engram_env["ENGRAM_FORMAT"] = fmt
+    run = cc.run(
+        "What did we decide about storage? Show the full SQLite memory.",
+        main=[
+            tool_uses(engram("mem_search", query="sqlite storage wal", limit=3)),
+            tool_uses(engram("mem_get_observation", id=62)),  # 4,000 characters: ~900 tokens
+            text("Done."),
+        ],
+    )
+    memory = run.results(prefix="mcp__engram__")
+    assert len(memory) == 2, run.describe()
+    received = sum(o200k(r.text) for r in memory)
+    assert received <= 1200, f"{received} tokens of memory reached the model\n{run.describe()}"
+    # The server returned the whole observation, which would have taken the turn over budget ...
+    [search, fetch] = memory
+    assert not search.is_error and 62 in hit_ids(search.text), search.text
+    assert [c["arguments"] for c in cc.calls("mem_get_observation")] == [{"id": 62}]
+    whole = _engram_output(cc, fmt, "mem_get_observation", {"id": 62})
+    assert o200k(search.text) + o200k(whole) > 1200
+    # ... so the model got the governor's replacement instead: the note, not a body cut mid-way.
+    assert not fetch.is_error, fetch.text
+    assert NOTE in inner(fetch.text), fetch.text
+    assert "Note 20 on sqlite storage" not in fetch.text
+
+
+def _engram_output(cc, fmt: str, tool: str, arguments: dict) -> str:
+    """What the Engram stand-in answers for this call on the test's seed (computed here, in-process)."""
+    import engram_mcp
+
+    return engram_mcp.TOOLS[tool][0](engram_mcp.Store(str(cc.seed), fmt=fmt), arguments)
+
+
+def test_context_dump_is_trimmed_to_whole_entries(cc):
+    run = cc.run("give me all context", main=[tool_uses(engram("mem_context")), text("OK.")])
+    [result] = run.results_of("mem_context")
+    assert not result.is_error, result.text
+    assert o200k(result.text) <= 1200 and NOTE in result.text, result.text
+    assert o200k(_engram_output(cc, "v1", "mem_context", {})) > 1200
+    kept = _assert_whole_entries(cc, result.text)
+    assert 0 < kept < 20  # 3 sessions, 3 prompts, 14 observations
+
+
+# Engram's mem_session_summary asks for exactly this shape; mem_context previews keep newlines.
+SESSION_SUMMARY = """## Goal
+Harden the search endpoint against FTS5 syntax errors
+
+## Instructions
+- Keep error codes like E-1021 searchable
+- Never pass raw user input to MATCH
+
+## Discoveries
+- FTS5 reads a hyphen as NOT
+- Quoting each term fixes it
+
+## Accomplished
+- [x] sanitizeFTS in internal/store/search.go
+"""
+
+
+def test_context_entries_with_markdown_previews_stay_whole(cc):
+    cc.add_observation(session_id="sess-search-0302", type="session_summary", title="Session summary: myapp",
+                       content=SESSION_SUMMARY, created_at="2025-03-05 10:00:00")  # fmt: skip
+    run = cc.run("give me all context", main=[tool_uses(engram("mem_context")), text("OK.")])
+    [result] = run.results_of("mem_context")
+    assert not result.is_error and NOTE in result.text, result.text
+    _assert_whole_entries(cc, result.text)
+
+
+def _assert_whole_entries(cc, received: str) -> int:
+    """The context the model got is the server's, minus whole entries, plus the note; returns entries kept."""
+    import engram_mcp
+
+    sections = engram_mcp.context_sections(engram_mcp.Store(str(cc.seed)))
+    entries = [entry for _, section in sections for entry in section]
+    body, _, note = received.partition(NOTE)
+    body = body.split("\n---\nMemory stats:")[0]
+    rest, kept = body, 0
+    for entry in entries:  # each entry is either there whole, or not at all
+        if entry in rest:
+            rest = rest.replace(entry, "", 1)
+            kept += 1
+    leftover = rest.replace("## Memory from Previous Sessions", "")
+    for heading, _ in sections:
+        leftover = leftover.replace(heading, "")
+    assert not leftover.strip(), f"text that is no whole entry reached the model: {leftover.strip()[:400]!r}"
+    held = re.match(r" (\d+) of (\d+) entries held back", note)
+    assert held, note
+    assert (int(held.group(1)), int(held.group(2))) == (len(entries) - kept, len(entries)), note
+    return kept
+
+
+# -- save discipline ------------------------------------------------------------------------
+
+
+def test_save_discipline(cc):
+    transcript = ("User: why does search crash on E-1021?\nAssistant: FTS5 reads the hyphen as an operator.\n"
+                  "User: fix it\nAssistant: I quoted each term before MATCH.")  # fmt: skip
+    run = cc.run(
+        "Save what we learned today.",
+        main=[
+            tool_uses(
+                engram("mem_save", title="Search crash notes", content="**What**: quoted FTS5 terms", type="manual")
+            ),
+            tool_uses(engram("mem_save", title="Search crash notes again", content="**What**: quoted FTS5 terms")),
+            tool_uses(engram("mem_save", title="Search crash conversation", content=transcript, type="bugfix")),
+            tool_uses(
+                engram(
+                    "mem_save",
+                    title="Quote FTS5 terms before MATCH",
+                    type="decision",
+                    project="myapp",
+                    content="**What**: every search term is quoted before MATCH\n**Why**: hyphens crashed "
+                    "FTS5\n**Where**: internal/store/search.go",
+                )
+            ),
+            text("Saved."),
+        ],
+    )
+    manual, untyped, pasted, good = run.results_of("mem_save")
+    assert denied(manual, "'manual'", ALLOWED_TYPES), manual.text
+    assert denied(untyped, "'manual'", ALLOWED_TYPES), untyped.text  # Engram's default type
+    assert denied(pasted, "raw transcript"), pasted.text
+    assert not good.is_error and good.text.startswith('Memory saved: "Quote FTS5 terms before MATCH" (decision)')
+    assert [c["arguments"]["title"] for c in cc.calls("mem_save")] == ["Quote FTS5 terms before MATCH"]
+
+
+# -- subagents ------------------------------------------------------------------------------
+
+
+def test_save_only_subagent_cannot_search_but_can_save(cc):
+    marker = "LANE-VALIDATOR"
+    cc.agent("validator", f"You are the validator. Check the change and record bugs. {marker}",
+             tools=["mcp__engram__mem_search", "mcp__engram__mem_save"])  # fmt: skip
+    run = cc.run(
+        "Validate the refresh-token change.",
+        main=[dispatch("validator", f"Validate the refresh-token change in src/auth/refresh.ts. {marker}"),
+              text("The validator recorded the bug.")],
+        lanes={marker: [
+            tool_uses(engram("mem_search", query="token refresh", limit=3)),
+            tool_uses(engram("mem_save", title="Refresh ran twice on slow networks", type="bugfix", project="myapp",
+                             content="**What**: a retry re-sent the refresh\n**Why**: no idempotency key\n"
+                                     "**Where**: src/auth/refresh.ts")),
+            text("Validation done; one bug saved."),
+        ]},
+    )  # fmt: skip
+    assert run.lane(marker), "the subagent never talked to the model"
+    [search] = run.results_of("mem_search", lane=marker)
+    assert denied(search, "save-only", "validator"), search.text
+    [save] = run.results_of("mem_save", lane=marker)
+    assert not save.is_error and save.text.startswith('Memory saved: "Refresh ran twice on slow networks" (bugfix)')
+    assert cc.calls("mem_search") == []
+    assert len(cc.calls("mem_save")) == 1
+    # The subagent's report reached the main agent.
+    [report] = [r for r in run.results(lane="main", prefix="") if r.name in ("Agent", "Task")]
+    assert "Validation done; one bug saved." in report.text
+
+
+def test_search_capable_subagent_shares_the_turn_search_budget(cc):
+    # A subagent's calls carry the parent's prompt_id: they count against the same turn.
+    marker = "LANE-RESEARCHER"
+    cc.agent("researcher", f"You research project history. {marker}", tools=["mcp__engram__mem_search"],
+             front={"engram_access_tier": "search-capable"})  # fmt: skip
+    run = cc.run(
+        "What did we decide about auth? Ask the researcher too.",
+        main=[tool_uses(engram("mem_search", query="auth", limit=3)),
+              dispatch("researcher", f"Find what we decided about search. {marker}"),
+              text("Combined.")],
+        lanes={marker: [tool_uses(engram("mem_search", query="search", limit=3)),
+                        tool_uses(engram("mem_search", query="fts5", limit=3)),
+                        text("Search decisions found.")]},
+    )  # fmt: skip
+    [main_search] = run.results_of("mem_search", lane="main")
+    allowed, refused = run.results_of("mem_search", lane=marker)
+    assert not main_search.is_error and not allowed.is_error, run.describe()
+    assert denied(refused, "max_search_calls"), refused.text
+    assert [c["arguments"]["query"] for c in cc.calls("mem_search")] == ["auth", "search"]
+
+
+# -- the budget resets each turn ------------------------------------------------------------
+
+
+def test_fresh_search_budget_next_turn(cc):
+    first = cc.run(
+        "What did we decide about auth and search?",
+        main=[tool_uses(engram("mem_search", query="auth", limit=3), engram("mem_search", query="search", limit=3)),
+              tool_uses(engram("mem_search", query="tokens", limit=3)),
+              text("Two searches were enough.")],
+    )  # fmt: skip
+    one, two, three = first.results_of("mem_search")
+    assert not one.is_error and not two.is_error, first.describe()
+    assert denied(three, "max_search_calls"), three.text
+    second = cc.run("What did we decide about the repository layer?", resume=first.session_id,
+                    main=[tool_uses(engram("mem_search", query="repository", limit=3)), text("Found it.")])  # fmt: skip
+    [again] = second.results_of("mem_search")
+    assert not again.is_error and again.text.startswith("Found "), again.text
+    assert [c["arguments"]["query"] for c in cc.calls("mem_search")][-1] == "repository"
+    assert len(cc.calls("mem_search")) == 3
+
+
+# -- (b) a real third-party MCP memory server, mapped by a team policy ---------------------
+
+AUTH_ENTITIES = ("AuthService", "AuthMiddleware", "TokenStore", "LoginRoute", "RefreshWorker", "AuditLog")
+GRAPH_POLICY = """\
+version: 1
+tools:
+  - servers: [memory]
+    format: knowledge_graph
+    map:
+      search_nodes: {role: search}
+      open_nodes: {role: fetch, id_param: names}
+      read_graph: {role: context}
+      create_entities: {role: save}
+"""
+
+
+def test_server_memory_mapped_by_team_policy(cc):
+    cc.team_policy(GRAPH_POLICY)
+    cc.use_memory_server()
+
+    def shown_names(request: Request) -> list[str]:
+        """The entity names the search_nodes result (as the model got it) showed."""
+        [search] = [r for r in request.all_tool_results() if r.name == "mcp__memory__search_nodes"]
+        return [e["name"] for e in json.loads(search.text.split(NOTE)[0])["entities"]]
+
+    def open_held_back(request: Request) -> Reply:
+        held = sorted(set(AUTH_ENTITIES) - set(shown_names(request)))
+        return tool_uses(call("mcp__memory__open_nodes", {"names": [held[0]]}))
+
+    def open_shown(request: Request) -> Reply:
+        return tool_uses(call("mcp__memory__open_nodes", {"names": [shown_names(request)[0]]}))
+
+    run = cc.run(
+        "What did we decide about the auth components?",
+        main=[
+            tool_uses(call("mcp__memory__open_nodes", {"names": ["AuthService"]}), call("mcp__memory__read_graph")),
+            tool_uses(call("mcp__memory__search_nodes", {"query": "auth"})),
+            open_held_back,
+            open_shown,
+            text("Done."),
+        ],
+    )
+    guessed, held_back, shown = run.results_of("open_nodes")
+    [graph] = run.results_of("read_graph")
+    [search] = run.results_of("search_nodes")
+    assert denied(guessed, "not surfaced", "AuthService"), guessed.text
+    assert denied(graph), graph.text  # a context-role tool, locked like mem_context
+    assert not search.is_error and NOTE in search.text, search.text
+    entities = json.loads(search.text.split(NOTE)[0])["entities"]
+    assert 1 <= len(entities) <= 3, search.text  # 6 entities match "auth"; L1 keeps at most 3
+    assert {e["name"] for e in entities} < set(AUTH_ENTITIES)
+    assert o200k(search.text) <= 1200
+    assert denied(held_back, "not surfaced"), held_back.text
+    assert not shown.is_error and json.loads(shown.text)["entities"][0]["name"] == entities[0]["name"], shown.text

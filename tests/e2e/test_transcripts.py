@@ -1,0 +1,76 @@
+"""The recorded transcripts in tests/fixtures/transcripts/ are current and well-formed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from record_transcripts import OUT, record_all
+
+pytestmark = pytest.mark.e2e
+
+
+def _records(name: str) -> list[dict]:
+    return [json.loads(line) for line in (OUT / name).read_text(encoding="utf-8").splitlines()]
+
+
+def _tool_uses(records: list[dict]) -> list[str]:
+    return [block["name"] for r in records if r.get("type") == "assistant"
+            for block in r["message"]["content"] if block.get("type") == "tool_use"]  # fmt: skip
+
+
+def test_recorded_transcripts_are_small_and_complete():
+    for path in OUT.glob("*.jsonl"):
+        assert path.stat().st_size < 200_000, path
+    ungoverned = _tool_uses(_records("ungoverned-session.jsonl"))
+    assert ungoverned.count("mcp__engram__mem_search") == 3
+    for tool in ("mem_get_observation", "mem_context", "mem_save"):
+        assert ungoverned.count(f"mcp__engram__{tool}") == 1, ungoverned
+    main = _records("subagent-session.jsonl")
+    agent = _records("subagent-session.agent-validator.jsonl")
+    assert "Agent" in _tool_uses(main) or "Task" in _tool_uses(main)
+    assert _tool_uses(agent) == ["mcp__engram__mem_search", "mcp__engram__mem_save"]
+    assert all(r.get("isSidechain") for r in agent if "isSidechain" in r)
+
+
+def test_recorded_transcripts_are_reproducible(tools, tmp_path):
+    fresh = {p.name: p.read_bytes() for p in record_all(tmp_path)}
+    kept = {p.name: p.read_bytes() for p in OUT.iterdir() if p.name != "README.md"}
+    assert sorted(fresh) == sorted(kept)
+    stale = [name for name in fresh if fresh[name] != kept[name]]
+    assert not stale, f"{stale} differ from a fresh recording: run tests/e2e/record_transcripts.py and review the diff"
+
+
+def _live_decisions(state) -> list[list[tuple[str, str]]]:
+    """Per turn, sorted (tool, decision) of every governed call, from the live hook's audit trail.
+
+    A PreToolUse deny is "deny", a rewrite "clamp", else "allow"; a PostToolUse that replaced a
+    result turns one of that tool's allowed calls into "trim" (as replay reports it)."""
+    import sqlite3
+
+    rows = sqlite3.connect(state / "ledger.db").execute(
+        "SELECT turn, event, tool, decision FROM decisions WHERE event IN ('pre_tool', 'post_tool') "
+        "AND role NOT IN ('', 'dispatch') ORDER BY id"
+    )
+    turns: dict[str, list[list[str]]] = {}
+    for turn, event, tool, decision in rows:
+        calls = turns.setdefault(turn, [])
+        name = tool.split("/")[-1]
+        if event == "pre_tool":
+            calls.append([name, {"deny": "deny", "rewrite": "clamp"}.get(decision, "allow")])
+        elif decision == "replace":
+            next(c for c in calls if c == [name, "allow"])[1] = "trim"
+    return [sorted((name, decision) for name, decision in calls) for calls in turns.values()]
+
+
+def test_replay_of_the_recording_decides_as_the_live_hook_did(cc):
+    """The recorded ungoverned session, run again governed through Claude Code: the live hook's
+    decisions equal what `memory-governor replay` says of the recording."""
+    from record_transcripts import play_memory_session
+
+    play_memory_session(cc)
+    live = _live_decisions(cc.state)
+    replayed = json.loads(cc.governor("replay", str(OUT / "ungoverned-session.jsonl"), "--format", "json").stdout)
+    expected = [sorted((d["tool"].split("__")[-1], d["decision"]) for d in t["decisions"]) for t in replayed["turns"]]
+    assert live == expected
+    assert any(decision != "allow" for turn in expected for _, decision in turn), "something was governed"
