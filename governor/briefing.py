@@ -230,13 +230,19 @@ def pack(
     (except pinned entries, which are never dropped, and keep-top, which keeps the top one)."""
     out = Briefing()
     out.unit, out.estimate, out.budget = unit, estimate, budget
-    cards = [card(c, count, card_max_tokens) for c in candidates]
+    cards: dict[int, str] = {}  # rendered (and counted) only when the selection reaches them
+
+    def card_of(index: int) -> str:
+        if index not in cards:
+            cards[index] = card(candidates[index], count, card_max_tokens)
+        return cards[index]
+
     frame = f"{OPEN_TAG.format(unit=unit, budget=budget if budget is not None else 'none')}\n{CLOSE_TAG}"
     frame_cost = count(frame)
-    costs = [count(text + "\n") for text in cards]
     room = None if budget is None else budget - frame_cost
     pinned = frozenset(i for i, c in enumerate(candidates) if c.pinned)
-    chosen = select(costs, order, room, limit=limit, over_budget=over_budget, fill=fill, pinned=pinned)
+    chosen = select(lambda i: count(card_of(i) + "\n"), order, room, limit=limit, over_budget=over_budget, fill=fill,
+                    pinned=pinned)  # fmt: skip
     kept = list(chosen.kept)
     truncated = chosen.truncated
     if truncated is not None:
@@ -263,7 +269,7 @@ def pack(
     return out
 
 
-def _block(cards: list[str], kept: Iterable[int], unit: str, budget: int | None) -> str:
+def _block(cards: dict[int, str], kept: Iterable[int], unit: str, budget: int | None) -> str:
     lines = [OPEN_TAG.format(unit=unit, budget=budget if budget is not None else "none")]
     lines += [cards[i] for i in kept]
     lines.append(CLOSE_TAG)

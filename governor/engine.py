@@ -691,7 +691,7 @@ def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prio
         costs = [count(entry.text) for entry in parsed.entries]
         room = left if enforce == "block" else None
         note_room = count(_note(case, len(parsed.entries), len(parsed.entries), left, budget, total))
-        chosen = select(costs, order, None if room is None else max(0, room - note_room), limit=max_entries,
+        chosen = select(costs.__getitem__, order, None if room is None else max(0, room - note_room), limit=max_entries,
                         over_budget=trim["over_budget"], fill=trim["fill"])  # fmt: skip
         kept = list(chosen.kept)
         if chosen.truncated is not None:

@@ -17,6 +17,10 @@ Hot path: standard library only.
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 OVER_BUDGET = ("omit", "truncate", "keep-top")
 FILL = ("stop", "skip")
 TRUNCATION_MARKER = "…[truncated]"
@@ -34,7 +38,7 @@ class Selection:
 
 
 def select(
-    costs: list[int],
+    cost: Callable[[int], int],
     order: list[int],
     budget: int | None,
     *,
@@ -43,12 +47,15 @@ def select(
     fill: str = "stop",
     pinned: frozenset[int] = frozenset(),
 ) -> Selection:
-    """Choose from entries `order` (ranked best first) given each entry's token cost."""
+    """Choose from entries `order` (ranked best first); `cost(i)` is entry i's tokens.
+
+    `cost` is called only for entries the selection reaches, so with the default stop rule a
+    large candidate set costs the count of a prefix, not of every entry."""
     out = Selection()
     for index in order:
         if index in pinned:
             out.kept.append(index)
-            out.tokens += costs[index]
+            out.tokens += cost(index)
     chosen = 0
     stopped = False
     for index in order:
@@ -58,9 +65,10 @@ def select(
             out.omitted.append(index)
             continue
         left = None if budget is None else budget - out.tokens
-        if left is None or costs[index] <= left:
+        size = cost(index)
+        if left is None or size <= left:
             out.kept.append(index)
-            out.tokens += costs[index]
+            out.tokens += size
             chosen += 1
             continue
         if over_budget == "truncate" and left is not None and left > 0:
@@ -72,7 +80,7 @@ def select(
             continue
         if over_budget == "keep-top" and chosen == 0:
             out.kept.append(index)
-            out.tokens += costs[index]
+            out.tokens += size
             chosen += 1
             continue
         out.omitted.append(index)
