@@ -174,6 +174,9 @@ def _read_json(path: str) -> Any:
         return None
 
 
+_memo: dict[str, tuple[list[list[Any]], CompiledPolicy]] = {}  # a long-lived process skips re-reading
+
+
 def load(env: Mapping[str, str], cwd: str | None, state: str) -> tuple[CompiledPolicy, list[str]]:
     """The effective policy for a project, and notices for the user (a broken policy file).
 
@@ -186,9 +189,14 @@ def load(env: Mapping[str, str], cwd: str | None, state: str) -> tuple[CompiledP
         good_path, broken_path = cache_paths(state, sources)
     except OSError:
         good_path = broken_path = ""  # no usable state directory: compile in memory every time
+    remembered = _memo.get(good_path) if good_path else None
+    if remembered is not None and remembered[0] == signature:
+        return remembered[1], []
     cached = _read_json(good_path) if good_path else None
     if isinstance(cached, dict) and cached.get("format") == CACHE_FORMAT and cached.get("signature") == signature:
-        return CompiledPolicy(cached), []
+        policy = CompiledPolicy(cached)
+        _memo[good_path] = (signature, policy)
+        return policy, []
     broken = _read_json(broken_path) if broken_path else None
     if isinstance(broken, dict) and broken.get("signature") == signature:
         return _fallback(cached, broken["problems"], sources)

@@ -159,6 +159,9 @@ def _read_all(conn: socket.socket) -> bytes:
 
 
 def serve(env: dict[str, str], idle_exit: float) -> int:
+    from governor.runner import keep_connections
+
+    keep_connections()
     server = Server(env, idle_exit)
     if not server.claim():
         return 0  # another server already answers for this state directory

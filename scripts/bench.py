@@ -50,7 +50,7 @@ UNITS = ("o200k_base", "cl100k_base", "chars", "chars_div4")
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 class Sandbox:
@@ -127,7 +127,7 @@ def time_hooks(runs: int, units: tuple[str, ...]) -> list[dict[str, Any]]:
                 cases = {k: v for k, v in cases.items() if k.startswith("PostToolUse")}
             samples: dict[str, list[float]] = {name: [] for name in cases}
             yardstick: list[float] = []
-            for name, make in cases.items():  # one warm-up each
+            for make in cases.values():  # one warm-up each
                 box.hook(make(box))
             for _ in range(runs):
                 yardstick.append(bare())
@@ -279,11 +279,14 @@ def time_transports(runs: int) -> list[dict[str, Any]]:
     `http` hook type), and an MCP tool over stdio (its `mcp_tool` type), from a warm client."""
     box = Sandbox("o200k_base", warm=True)
     box.start_server()
-    data = box.payload("PreToolUse", tool_name="mcp__engram__mem_search", tool_input={"query": "q", "limit": 10})
     env = box.env
 
+    def fresh() -> bytes:
+        """A new call each trip (a new session every two calls), so each decision does its full work."""
+        return box.payload("PreToolUse", tool_name="mcp__engram__mem_search", tool_input={"query": "q", "limit": 10})
+
     def socket_trip() -> None:
-        assert ask("claude-code", data, env) is not None
+        assert ask("claude-code", fresh(), env) is not None
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -297,14 +300,14 @@ def time_transports(runs: int) -> list[dict[str, Any]]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=http.serve_forever, daemon=True).start()
-    import http.client
+    web = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    from http.client import HTTPConnection
 
-    conn = http.client.HTTPConnection("127.0.0.1", http.server_address[1])
+    conn = HTTPConnection("127.0.0.1", web.server_address[1])
 
     def http_trip() -> None:
-        conn.request("POST", "/hook", body=data, headers={"Content-Type": "application/json"})
+        conn.request("POST", "/hook", body=fresh(), headers={"Content-Type": "application/json"})
         conn.getresponse().read()
 
     mcp = subprocess.Popen([PY, "-c", (
@@ -321,18 +324,18 @@ def time_transports(runs: int) -> list[dict[str, Any]]:
     def mcp_trip() -> None:
         assert mcp.stdin is not None and mcp.stdout is not None
         mcp.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                                    "params": {"name": "decide", "arguments": {"payload": data.decode()}}}) + "\n")  # fmt: skip
+                                    "params": {"name": "decide", "arguments": {"payload": fresh().decode()}}}) + "\n")  # fmt: skip
         mcp.stdin.flush()
         mcp.stdout.readline()
 
     def inprocess() -> None:
-        respond("claude-code", data, {**env, "MEMORY_GOVERNOR_WARM_SERVER": "off"})
+        respond("claude-code", fresh(), {**env, "MEMORY_GOVERNOR_WARM_SERVER": "off"})
 
     rows = []
     for name, trip in (("Unix socket to the warm server (what the command hook uses)", socket_trip),
                        ("HTTP endpoint (Claude Code `http` hook type)", http_trip),
                        ("MCP tool over stdio (Claude Code `mcp_tool` hook type)", mcp_trip),
-                       ("decision in a warm process, no transport", inprocess)):  # fmt: skip
+                       ("decision in a warm process, no transport (a new ledger connection each time)", inprocess)):  # fmt: skip
         for _ in range(5):
             trip()
         values = []
@@ -344,7 +347,7 @@ def time_transports(runs: int) -> list[dict[str, Any]]:
             {"transport": name, "median_ms": statistics.median(values) * 1000, "p95_ms": pct(values, 0.95) * 1000}
         )
     mcp.terminate()
-    http.shutdown()
+    web.shutdown()
     box.stop_server()
     return rows
 
@@ -457,7 +460,7 @@ def main() -> int:
          f"{result['race']['granted']} of limit 2 granted", result["race"]["all_answered_ms"] <= 1000 and result["race"]["granted"] == 2),
     ]  # fmt: skip
     command = (
-        "python scripts/bench.py"
+        "./scripts/bench.sh"
         + (" --quick" if args.quick else "")
         + (f" --write {args.write}" if args.write else "")
     )

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Run the benchmarks from a regular (non-editable) install, as users have it: an editable
+# install adds an import finder to every interpreter start, which would inflate the bare
+# interpreter we compare against. Arguments go to scripts/bench.py.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.cache/bench-venv"
+PY="${PYTHON:-python3}"
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$ROOT"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$ROOT"
+cd "$ROOT"
+exec "$VENV/bin/python" scripts/bench.py "$@"
