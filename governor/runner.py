@@ -38,6 +38,8 @@ def keep_connections() -> None:
     import threading
 
     _kept = threading.local()
+
+
 MAX_INPUT = 64 * 1024 * 1024  # a payload larger than this is not read whole
 
 

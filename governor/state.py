@@ -25,11 +25,26 @@ def state_dir(env: Mapping[str, str]) -> str:
 
 
 def ensure_dir(path: str) -> str:
-    """Create `path` (owner-only) if needed; it holds usage data other users must not read."""
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-    except FileExistsError:
-        raise OSError(f"{path} exists and is not a directory") from None
+    """Create `path` (owner-only) if needed; it holds usage data other users must not read.
+
+    Every level created here is 0700 (os.makedirs would give intermediate levels, such as the
+    state directory under state/policy, the default mode)."""
+    if os.path.isdir(path):
+        return path
+    missing = []
+    here = os.path.abspath(path)
+    while not os.path.isdir(here):
+        missing.append(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    for level in reversed(missing):
+        try:
+            os.mkdir(level, 0o700)
+        except FileExistsError:
+            if not os.path.isdir(level):
+                raise OSError(f"{level} exists and is not a directory") from None
     return path
 
 

@@ -460,9 +460,7 @@ def main() -> int:
          f"{result['race']['granted']} of limit 2 granted", result["race"]["all_answered_ms"] <= 1000 and result["race"]["granted"] == 2),
     ]  # fmt: skip
     command = (
-        "./scripts/bench.sh"
-        + (" --quick" if args.quick else "")
-        + (f" --write {args.write}" if args.write else "")
+        "./scripts/bench.sh" + (" --quick" if args.quick else "") + (f" --write {args.write}" if args.write else "")
     )
     text = markdown(result, command)
     if args.write:

@@ -108,8 +108,8 @@ def gc(days: float | None, vacuum: bool) -> int:
         removed = ledger.gc(keep, time.time())
         if vacuum:
             ledger.vacuum()
-        size = os.path.getsize(ledger.path)
     finally:
         ledger.close()
+    size = os.path.getsize(ledger.path)  # after close: the last checkpoint is what shrinks the file
     click.echo(f"removed {removed} session(s) older than {keep:g} day(s); ledger is {size} bytes")
     return 0

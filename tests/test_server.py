@@ -1,0 +1,154 @@
+"""The warm server: started by the first hook, used by the next, and never a reason to let a call
+through when it is down, stale, or built from other code."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, Env, run_hook
+
+SEARCH = {
+    "hook_event_name": "PreToolUse",
+    "tool_name": "mcp__engram__mem_search",
+    "tool_input": {"query": "q", "limit": 10},
+}
+
+
+@pytest.fixture
+def warm(env: Env) -> Iterator[Env]:
+    env.vars["MEMORY_GOVERNOR_WARM_SERVER"] = "auto"
+    yield env
+    env.cli("serve", "--stop")
+
+
+def _call(env: Env, n: int, session: str = "warm") -> dict:
+    answer = run_hook(env, {**SEARCH, "session_id": session, "prompt_id": f"{session}-p", "cwd": str(env.project),
+                            "tool_use_id": f"t{n}"})  # fmt: skip
+    assert "could not decide" not in answer.message, answer.message
+    return answer.data or {}
+
+
+def _wait_running(env: Env) -> int:
+    for _ in range(100):
+        out = env.cli("serve", "--status")
+        if out.returncode == 0:
+            return int(out.stdout.split("pid ")[1].rstrip(")\n"))
+        time.sleep(0.1)
+    raise AssertionError("no server started")
+
+
+def test_the_first_hook_starts_the_server_and_later_hooks_use_it(warm: Env) -> None:
+    first = _call(warm, 1)
+    assert first["hookSpecificOutput"]["updatedInput"]["limit"] == 3, "decided in-process while the server starts"
+    pid = _wait_running(warm)
+    for n in range(2, 6):
+        answer = _call(warm, n)
+        expected = "deny" if n > 2 else None
+        assert answer.get("hookSpecificOutput", {}).get("permissionDecision") == expected
+    assert _wait_running(warm) == pid, "the same server answered throughout"
+
+
+def test_a_stale_socket_falls_back_and_a_new_server_starts(warm: Env) -> None:
+    run = warm.state / "run"
+    run.mkdir(parents=True)
+    here = os.getcwd()
+    os.chdir(run)
+    try:
+        stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stale.bind("governor.sock")  # a socket file nobody listens on
+        stale.close()
+    finally:
+        os.chdir(here)
+    answer = _call(warm, 1)
+    assert answer["hookSpecificOutput"]["updatedInput"]["limit"] == 3
+    _wait_running(warm)
+    assert _call(warm, 2).get("hookSpecificOutput", {}).get("updatedInput", {}).get("limit") == 3
+
+
+def test_a_server_from_other_code_retires_and_the_hook_decides_itself(warm: Env) -> None:
+    _call(warm, 1)
+    pid = _wait_running(warm)
+    here = os.getcwd()
+    os.chdir(warm.state / "run")
+    try:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect("governor.sock")
+        body = json.dumps({**SEARCH, "session_id": "x", "tool_use_id": "t"}).encode()
+        conn.sendall(b"MG1 claude-code 0.0.0+1 0 %d\n" % len(body) + body)
+        conn.shutdown(socket.SHUT_WR)
+        reply = conn.recv(100)
+        conn.close()
+    finally:
+        os.chdir(here)
+    assert reply.startswith(b"RETRY code-changed")
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the old server kept running")
+    assert _call(warm, 2)["hookSpecificOutput"]["updatedInput"]["limit"] == 3
+
+
+def test_the_policy_can_turn_the_warm_server_off(warm: Env) -> None:
+    _call(warm, 1)
+    pid = _wait_running(warm)
+    warm.write(".memory-governor/policy.yaml", "runtime:\n  warm_server: 'off'\n")
+    _call(warm, 2)  # the server answers, sees the policy, and retires
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the server did not retire")
+    for n in range(3, 6):
+        _call(warm, n, session="after")
+    time.sleep(0.5)
+    assert warm.cli("serve", "--status").returncode == 1, "no server is started while the policy says off"
+
+
+def test_serve_refuses_a_second_server(warm: Env) -> None:
+    _call(warm, 1)
+    _wait_running(warm)
+    out = warm.cli("serve", "--idle-exit", "5")
+    assert out.returncode == 1 and "already running" in out.stderr
+
+
+def test_a_server_answers_concurrent_hooks_exactly(warm: Env) -> None:
+    _call(warm, 0, session="warm-up")
+    _wait_running(warm)
+    procs = [subprocess.Popen([sys.executable, "-S", str(ROOT / "governor" / "entry.py"), "claude-code"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=warm.vars) for _ in range(12)]  # fmt: skip
+    for n, proc in enumerate(procs):
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({**SEARCH, "session_id": "burst", "prompt_id": "burst-p", "cwd": str(warm.project),
+                                     "tool_use_id": f"b{n}"}).encode())  # fmt: skip
+        proc.stdin.close()
+    answers = []
+    for proc in procs:
+        assert proc.stdout is not None
+        answers.append(json.loads(proc.stdout.read() or b"{}"))
+        proc.wait(timeout=60)
+    denied = sum(a.get("hookSpecificOutput", {}).get("permissionDecision") == "deny" for a in answers)
+    assert denied == 10
+
+
+def test_the_server_socket_is_private(warm: Env) -> None:
+    _call(warm, 1)
+    _wait_running(warm)
+    sock = Path(warm.state / "run" / "governor.sock")
+    assert sock.stat().st_mode & 0o077 == 0
+    assert warm.state.stat().st_mode & 0o077 == 0
