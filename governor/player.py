@@ -58,21 +58,30 @@ class Call:
 
 
 class Player:
-    """A scratch ledger and a policy; feed it events in order."""
+    """A scratch ledger and a policy; feed it events in order.
 
-    def __init__(self, policy: str | None = None, session_id: str = "replay", project: str | None = None) -> None:
+    With `policy`, exactly that file over the shipped default (a scratch project and home, so no
+    other file joins in). Without, the effective policy of the current project and user, as the
+    hook would find it here."""
+
+    def __init__(self, policy: str | None = None, session_id: str = "replay") -> None:
         self.scratch = tempfile.mkdtemp(prefix="memory-governor-play-")
-        self.project = project or os.path.join(self.scratch, "project")
-        os.makedirs(self.project, exist_ok=True)
         self.env = {
-            "HOME": os.path.join(self.scratch, "home"),
-            "XDG_CONFIG_HOME": os.path.join(self.scratch, "home", ".config"),
             "MEMORY_GOVERNOR_STATE_DIR": os.path.join(self.scratch, "state"),
             "MEMORY_GOVERNOR_WARM_SERVER": "off",
             "PATH": os.environ.get("PATH", ""),
         }
         if policy:
+            self.project = os.path.join(self.scratch, "project")
+            os.makedirs(self.project)
+            self.env["HOME"] = os.path.join(self.scratch, "home")
+            self.env["XDG_CONFIG_HOME"] = os.path.join(self.scratch, "home", ".config")
             self.env["MEMORY_GOVERNOR_POLICY"] = os.path.abspath(policy)
+        else:
+            self.project = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+            for name in ("HOME", "XDG_CONFIG_HOME", "CLAUDE_PROJECT_DIR", "MEMORY_GOVERNOR_POLICY"):
+                if name in os.environ:
+                    self.env[name] = os.environ[name]
         self.session_id = session_id
         self.prompt_id: str | None = None
         self.now: float | None = None  # set by a replay to the recorded time of the next event

@@ -300,3 +300,18 @@ def test_the_audit_trail_records_sizes_and_fingerprints_or_contents_when_asked(e
     second.prompt("what did we decide about ORCA-2?")
     rows = [r[0] for r in open_ledger(str(env.state)).q("SELECT detail FROM decisions WHERE event='prompt'")]
     assert "what did we decide about ORCA-2?" in rows
+
+
+def test_replay_without_a_policy_uses_the_projects_effective_policy(env: Env) -> None:
+    transcript = str(TRANSCRIPTS / "ungoverned-session.jsonl")
+    default = env.cli_json("replay", transcript, "--format", "json")
+    env.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: {value: 1, enforce: block}\n")
+    team = env.cli_json("replay", transcript, "--format", "json")
+    first_turn = [(d["tool"].split("__")[-1], d["decision"]) for d in team["turns"][0]["decisions"]]
+    assert ("mem_search", "deny") in first_turn, "the team's limit of one search applies"
+    assert ("mem_search", "deny") not in [
+        (d["tool"].split("__")[-1], d["decision"]) for d in default["turns"][0]["decisions"]
+    ]
+    explicit = env.cli_json("replay", transcript, "--policy", str(env.project / ".memory-governor" / "policy.yaml"),
+                            "--format", "json")  # fmt: skip
+    assert explicit["totals"] == team["totals"]
