@@ -21,6 +21,7 @@ import os
 from typing import Any
 
 from governor.player import Call, Outcome, Player
+from governor.results import result_text
 
 DISPATCH_TOOLS = ("Agent", "Task")
 
@@ -46,16 +47,6 @@ def _records(path: str) -> list[dict[str, Any]]:
         if isinstance(record, dict):
             out.append(record)
     return out
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
-        )
-    return ""
 
 
 def side_chains(path: str, records: list[dict[str, Any]]) -> dict[str, tuple[str, list[dict[str, Any]]]]:
@@ -160,7 +151,7 @@ def _walk(
                     Step(
                         "post",
                         str(block.get("tool_use_id") or ""),
-                        _text(block.get("content")),
+                        result_text(block.get("content")),
                         bool(block.get("is_error")),
                         when=when,
                     )

@@ -37,6 +37,16 @@ def _call(env: Env, n: int, session: str = "warm") -> dict:
     return answer.data or {}
 
 
+def _wait_exit(pid: int) -> None:
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"process {pid} is still running")
+
+
 def _wait_running(env: Env) -> int:
     for _ in range(100):
         out = env.cli("serve", "--status")
@@ -90,14 +100,7 @@ def test_a_server_from_other_code_retires_and_the_hook_decides_itself(warm: Env)
     finally:
         os.chdir(here)
     assert reply.startswith(b"RETRY code-changed")
-    for _ in range(50):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        raise AssertionError("the old server kept running")
+    _wait_exit(pid)
     assert _call(warm, 2)["hookSpecificOutput"]["updatedInput"]["limit"] == 3
 
 
@@ -106,14 +109,7 @@ def test_the_policy_can_turn_the_warm_server_off(warm: Env) -> None:
     pid = _wait_running(warm)
     warm.write(".memory-governor/policy.yaml", "runtime:\n  warm_server: 'off'\n")
     _call(warm, 2)  # the server answers, sees the policy, and retires
-    for _ in range(50):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        raise AssertionError("the server did not retire")
+    _wait_exit(pid)
     for n in range(3, 6):
         _call(warm, n, session="after")
     time.sleep(0.5)

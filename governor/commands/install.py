@@ -166,16 +166,22 @@ def install(harness: str, scope: str, project: str | None, dry_run: bool) -> int
     for notice in notices:
         click.echo(notice, err=True)
     after = with_ours(before, our_hooks(policy.data, hook_command()))
+    tools = len(governed_tools(policy.data))
+    return _apply(path, before, after, dry_run, "already installed",
+                  f"installed hooks for {tools} memory tools and {len(SESSION_EVENTS)} session events")  # fmt: skip
+
+
+def _apply(path: str, before: dict[str, Any], after: dict[str, Any], dry_run: bool, same: str, done: str) -> int:
+    """Show, or write (atomically, with a backup of what it replaces), the new settings."""
     if after == before:
-        click.echo(f"{path}: already installed, nothing changed")
+        click.echo(f"{path}: {same}, nothing changed")
         return 0
     if dry_run:
         click.echo(f"{path} would become:")
         click.echo(json.dumps(after, indent=2))
         return 0
     backup = write_settings(path, before, after, os.path.exists(path))
-    tools = len(governed_tools(policy.data))
-    click.echo(f"{path}: installed hooks for {tools} memory tools and {len(SESSION_EVENTS)} session events")
+    click.echo(f"{path}: {done}")
     if backup:
         click.echo(f"previous settings saved as {backup}")
     return 0
@@ -190,14 +196,4 @@ def uninstall(harness: str, scope: str, project: str | None, dry_run: bool) -> i
     """Remove memory-governor's hooks from Claude Code's settings, keeping all others."""
     path = settings_path(scope, _project(project))
     before = read_settings(path)
-    after = without_ours(before)
-    if after == before:
-        click.echo(f"{path}: not installed, nothing changed")
-        return 0
-    if dry_run:
-        click.echo(f"{path} would become:")
-        click.echo(json.dumps(after, indent=2))
-        return 0
-    backup = write_settings(path, before, after, True)
-    click.echo(f"{path}: hooks removed (previous settings saved as {backup})")
-    return 0
+    return _apply(path, before, without_ours(before), dry_run, "not installed", "hooks removed")
