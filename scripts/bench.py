@@ -352,6 +352,45 @@ def time_transports(runs: int) -> list[dict[str, Any]]:
     return rows
 
 
+def time_policy(runs: int) -> list[dict[str, Any]]:
+    """Loading the compiled policy (what a hook does) against building it from the YAML files."""
+    box = Sandbox("o200k_base", warm=False)
+    env = {**box.env, "PYTHONPATH": str(ROOT)}
+    project = str(box.dir / "project")
+    compiled_load = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from governor import compiled; "
+                     f"compiled.load({{'MEMORY_GOVERNOR_STATE_DIR': {env['MEMORY_GOVERNOR_STATE_DIR']!r}}}, {project!r}, "
+                     f"{env['MEMORY_GOVERNOR_STATE_DIR']!r})")  # fmt: skip
+    yaml_build = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from governor import compiled, policy_files; "
+                  f"policy_files.build(compiled.Sources({{}}, {project!r}).layers()).dumped()")  # fmt: skip
+    subprocess.run([PY, "-S", "-c", compiled_load], env=env, check=True)  # compile once: the cache now holds it
+    samples: dict[str, list[float]] = {"bare": [], "compiled": [], "yaml": []}
+    for _ in range(runs):
+        for name, args in (("bare", [PY, "-c", "pass"]), ("compiled", [PY, "-S", "-c", compiled_load]),
+                           ("yaml", [PY, "-c", yaml_build])):  # fmt: skip
+            started = time.perf_counter()
+            subprocess.run(args, env=env, check=True)
+            samples[name].append(time.perf_counter() - started)
+    from governor import compiled, policy_files
+
+    state = env["MEMORY_GOVERNOR_STATE_DIR"]
+    inproc = {"compiled": [], "yaml": []}
+    for _ in range(runs):
+        compiled._memo.clear()
+        started = time.perf_counter()
+        compiled.load({"MEMORY_GOVERNOR_STATE_DIR": state}, project, state)
+        inproc["compiled"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        policy_files.build(compiled.Sources({}, project).layers()).dumped()
+        inproc["yaml"].append(time.perf_counter() - started)
+    base = statistics.median(samples["bare"])
+    return [
+        {"how": "compiled (the hook: stat the files, read one JSON file)", "process_ms": statistics.median(samples["compiled"]) * 1000,
+         "ratio": statistics.median(samples["compiled"]) / base, "in_process_ms": statistics.median(inproc["compiled"]) * 1000},
+        {"how": "from YAML (yaml + pydantic: read, layer, validate)", "process_ms": statistics.median(samples["yaml"]) * 1000,
+         "ratio": statistics.median(samples["yaml"]) / base, "in_process_ms": statistics.median(inproc["yaml"]) * 1000},
+    ]  # fmt: skip
+
+
 def machine() -> str:
     cpu = ""
     try:
@@ -389,6 +428,9 @@ def markdown(result: dict[str, Any], command: str) -> str:
     ]
     for name, measured, met in result["targets"]:
         lines.append(f"| {name} | {measured} | {'yes' if met else '**no**'} |")
+    lines += ["", "## Loading the policy", "", "| how | whole process | × bare | in a warm process |", "|---|---|---|---|"]
+    for r in result["policy"]:
+        lines.append(f"| {r['how']} | {r['process_ms']:.1f} ms | {r['ratio']:.2f} | {r['in_process_ms']:.2f} ms |")
     lines += ["", "## Ledger: reserve + commit per operation", "", "| processes | operations | median | p95 | operations/s |",
               "|---|---|---|---|---|"]  # fmt: skip
     for r in result["ledger"]:
@@ -439,6 +481,7 @@ def main() -> int:
     result["packer"] = time_packer()
     result["counting"] = time_counting()
     result["transports"] = time_transports(runs)
+    result["policy"] = time_policy(runs)
 
     def find(event: str, path: str = "warm server") -> dict[str, Any]:
         return next(
