@@ -428,7 +428,13 @@ def markdown(result: dict[str, Any], command: str) -> str:
     ]
     for name, measured, met in result["targets"]:
         lines.append(f"| {name} | {measured} | {'yes' if met else '**no**'} |")
-    lines += ["", "## Loading the policy", "", "| how | whole process | × bare | in a warm process |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "## Loading the policy",
+        "",
+        "| how | whole process | × bare | in a warm process |",
+        "|---|---|---|---|",
+    ]
     for r in result["policy"]:
         lines.append(f"| {r['how']} | {r['process_ms']:.1f} ms | {r['ratio']:.2f} | {r['in_process_ms']:.2f} ms |")
     lines += ["", "## Ledger: reserve + commit per operation", "", "| processes | operations | median | p95 | operations/s |",
