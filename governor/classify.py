@@ -45,12 +45,13 @@ def class_regex(patterns: list[str]) -> str:
 
 
 class Verdict:
-    __slots__ = ("matched", "need", "pattern")
+    __slots__ = ("matched", "need", "pattern", "via")
 
-    def __init__(self, need: str, pattern: str | None, matched: str | None) -> None:
+    def __init__(self, need: str, pattern: str | None, matched: str | None, via: str = "pattern") -> None:
         self.need = need
-        self.pattern = pattern  # the pattern that matched, None for the default
+        self.pattern = pattern  # the pattern that matched (or the cue words), None for the default
         self.matched = matched  # the text it matched
+        self.via = via if pattern is not None else "default"  # pattern | cues | default
 
 
 def classify(prompt: str, needs: dict[str, Any]) -> Verdict:
@@ -65,7 +66,26 @@ def classify(prompt: str, needs: dict[str, Any]) -> Verdict:
         if match:
             which = next((p for p in patterns if _pattern(class_regex([p])).search(text)), patterns[0])
             return Verdict(name, which, match.group(0))
-    return Verdict(needs["default"], None, None)
+    return _by_cues(text, needs) or Verdict(needs["default"], None, None)
+
+
+def _by_cues(text: str, needs: dict[str, Any]) -> Verdict | None:
+    """No pattern matched: the class with the most distinct cue words, if it reaches the threshold.
+
+    Ties go to the class earlier in precedence."""
+    words = set(re.findall(r"[a-z0-9_']+", text))
+    padded = f" {' '.join(re.findall(r'[a-z0-9_]+', text))} "
+    best: tuple[int, str, list[str]] | None = None
+    for name in needs["precedence"]:
+        if name in EVENT_DRIVEN:
+            continue
+        cues = needs["classes"][name].get("cues", [])
+        hits = [cue for cue in cues if (f" {cue} " in padded if " " in cue else cue in words)]
+        if hits and (best is None or len(hits) > best[0]):
+            best = (len(hits), name, hits)
+    if best is None or best[0] < needs.get("cue_threshold", 2):
+        return None
+    return Verdict(best[1], ", ".join(best[2]), " ".join(best[2]), via="cues")
 
 
 def recall_phrase(prompt: str, phrases: list[str]) -> str | None:

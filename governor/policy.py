@@ -136,11 +136,18 @@ class MemoryNeed(Strict):
         default_factory=list,
         description="Case-insensitive regexes, matched against the prompt lower-cased without accents.",
     )
+    cues: list[Name] = Field(
+        default_factory=list,
+        description="Words (or short phrases) that hint at the class when no pattern matches; written without accents.",
+    )
 
 
 class MemoryNeeds(Strict):
     precedence: list[NeedName] = Field(description="First matching class wins.")
     default: NeedName = Field(description="The class when no pattern matches.")
+    cue_threshold: Annotated[int, Field(ge=1, le=20)] = Field(
+        2, description="With no pattern match: the class with the most distinct cues wins if it has at least this many."
+    )
     on_none: Literal["advise", "deny"] = Field(
         "advise", description="For `none`: advise skipping memory, or deny retrieval for the turn."
     )

@@ -103,3 +103,12 @@ def test_the_evaluation_fails_below_the_target(env: Env) -> None:
     policy = env.write("weak.yaml", "memory_needs:\n  classes:\n" + classes)
     out = _evaluate(env, policy=str(policy))
     assert out.returncode == 1 and "below 0.9" in out.stderr
+
+
+def test_cue_words_classify_what_no_pattern_matches(env: Env) -> None:
+    prompt = "New day. Remind me where the PDF generator stands and what we were about to try."
+    data = env.cli_json("classify", prompt, "--format", "json", "--explain")
+    assert data["memory_need"] == "recent_session"
+    assert data["rule"]["via"] == "cues" and "remind me" in data["rule"]["cues"]
+    one_cue = env.cli_json("classify", "remind me how list comprehensions work", "--format", "json", "--explain")
+    assert one_cue["memory_need"] == "none" and one_cue["rule"]["via"] == "default", "one cue is below the threshold"

@@ -33,15 +33,18 @@ def command(prompt: str, fmt: str, explain: bool) -> int:
         "unlocks_mem_context": recall is not None,
     }
     if explain:
-        report["rule"] = (
-            {"pattern": verdict.pattern, "matched": verdict.matched}
-            if verdict.pattern
-            else {
+        if verdict.via == "pattern":
+            report["rule"] = {"via": "pattern", "pattern": verdict.pattern, "matched": verdict.matched}
+        elif verdict.via == "cues":
+            report["rule"] = {
+                "via": "cues",
                 "pattern": None,
-                "matched": None,
-                "default": f"no pattern matched: the default class ({needs['default']})",
+                "cues": verdict.pattern,
+                "threshold": needs["cue_threshold"],
             }
-        )
+        else:
+            report["rule"] = {"via": "default", "pattern": None, "matched": None,
+                              "default": f"no pattern matched and too few cue words: the default class ({needs['default']})"}  # fmt: skip
         report["precedence"] = needs["precedence"]
         report["recall_phrase"] = recall
     if fmt == "json":
@@ -54,8 +57,10 @@ def command(prompt: str, fmt: str, explain: bool) -> int:
     if recall:
         click.echo(f'unlocks mem_context: yes (explicit recall phrase "{recall}")')
     if explain:
-        if verdict.pattern:
+        if verdict.via == "pattern":
             click.echo(f"matched: {verdict.matched!r} by pattern {verdict.pattern}")
+        elif verdict.via == "cues":
+            click.echo(f"matched: no pattern; cue words {verdict.pattern} (at least {needs['cue_threshold']})")
         else:
             click.echo(f"matched: nothing; {verdict.need} is the policy's default")
         click.echo(f"precedence: {' > '.join(needs['precedence'])}")
