@@ -5,8 +5,8 @@ accents removed, so "qué" matches "que"); the first class in the policy's prece
 a matching pattern wins; no match gives the policy's default. `continuation` is never
 chosen here: it comes from events (compaction, resume), not from words.
 
-Runs on every UserPromptSubmit. The policy compiles all of a class's patterns into one
-regex, so a prompt costs one search per class.
+Runs on every UserPromptSubmit. Patterns are compiled when first reached, in precedence order,
+and the search stops at the first match (compiling all of them costs ~16 ms in a new process).
 """
 
 from __future__ import annotations
@@ -39,11 +39,6 @@ def _pattern(source: str) -> re.Pattern[str]:
     return found
 
 
-def class_regex(patterns: list[str]) -> str:
-    """One alternation for a class's patterns (compiled once per process)."""
-    return "|".join(f"(?:{strip_accents(p)})" for p in patterns)
-
-
 class Verdict:
     __slots__ = ("matched", "need", "pattern", "via")
 
@@ -59,13 +54,10 @@ def classify(prompt: str, needs: dict[str, Any]) -> Verdict:
     for name in needs["precedence"]:
         if name in EVENT_DRIVEN:
             continue
-        patterns = needs["classes"][name]["patterns"]
-        if not patterns:
-            continue
-        match = _pattern(class_regex(patterns)).search(text)
-        if match:
-            which = next((p for p in patterns if _pattern(class_regex([p])).search(text)), patterns[0])
-            return Verdict(name, which, match.group(0))
+        for pattern in needs["classes"][name]["patterns"]:
+            match = _pattern(strip_accents(pattern)).search(text)  # compiled on first use: stop early
+            if match:
+                return Verdict(name, pattern, match.group(0))
     return _by_cues(text, needs) or Verdict(needs["default"], None, None)
 
 
