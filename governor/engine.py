@@ -96,7 +96,7 @@ class _Case:
                 "tokens_counted": tokens.get("counted", 0),
                 "tokens_delivered": tokens.get("delivered", 0),
                 "tokens_saved": tokens.get("saved", 0),
-                "detail": self.detail(),
+                "detail": self.prepared.get("detail", ""),
             }
         )
 
@@ -142,6 +142,7 @@ def _prepare(case: _Case) -> None:
     counter, counting and parsing a result, classifying a prompt. Inside the transaction only
     reads, arithmetic and writes remain, so concurrent hooks wait microseconds, not seconds."""
     event = case.event
+    case.prepared["detail"] = case.detail()
     if event.kind == ev.PROMPT:
         from governor.classify import classify, recall_phrase
 
