@@ -36,8 +36,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     turn TEXT NOT NULL DEFAULT '',
     turn_seq INTEGER NOT NULL DEFAULT 0,
     created REAL NOT NULL,
-    seen REAL NOT NULL,
-    notices TEXT NOT NULL DEFAULT ''
+    seen REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS turns (
     session TEXT NOT NULL,
@@ -299,16 +298,6 @@ class Ledger:
     def memory_need(self, session: str, turn: str) -> str | None:
         row = self.one("SELECT memory_need FROM turns WHERE session=? AND turn=?", session, turn)
         return row[0] if row else None
-
-    def notice_once(self, session: str, code: str) -> bool:
-        """True the first time `code` is raised in this session (one message per session)."""
-        row = self.one("SELECT notices FROM sessions WHERE session=?", session)
-        seen = row[0].split(",") if row and row[0] else []
-        if code in seen:
-            return False
-        seen.append(code)
-        self.q("UPDATE sessions SET notices=? WHERE session=?", ",".join(seen), session)
-        return True
 
     # -- calls: reserve, commit, release ------------------------------------------------
 

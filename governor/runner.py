@@ -99,9 +99,9 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
         _sync_warm_server_switch(env, policy)
         if not _concerns(event, policy):
             return out
-        decision = _decide(event, policy, env, now)
+        decision, ledger_notices = _decide(event, policy, env, now)
         out.answer = adapter.render(name or "", decision)
-        _notify(out, event, env, notices)
+        _notify(out, event, env, notices + ledger_notices)
     except Exception as err:  # the governor's own failure: on_error decides, visibly
         _on_error(out, adapter, name, event, policy, env, err)
     return out
@@ -144,7 +144,10 @@ def _concerns(event: Event, policy: CompiledPolicy) -> bool:
     return event.server is not None and event.tool is not None and policy.tool(event.server, event.tool) is not None
 
 
-def _decide(event: Event, policy: CompiledPolicy, env: Mapping[str, str], now: float | None = None) -> Any:
+def _decide(
+    event: Event, policy: CompiledPolicy, env: Mapping[str, str], now: float | None = None
+) -> tuple[Any, list[str]]:
+    """The decision, and notices from the ledger (a corrupt file moved aside) for the user."""
     from governor.compiled import project_root
     from governor.engine import World, decide
     from governor.ledger import LedgerCorrupt, open_ledger
@@ -166,10 +169,9 @@ def _decide(event: Event, policy: CompiledPolicy, env: Mapping[str, str], now: f
         except LedgerCorrupt as err:
             ledger.recover(err)
             decision = decide(event, policy, ledger, world)
-        if ledger.notices:
-            _once_per_session(ledger, event, list(ledger.notices), decision)
-            ledger.notices.clear()
-        return decision
+        notices = list(ledger.notices)
+        ledger.notices.clear()
+        return decision, notices
     except Exception:
         if kept is not None:
             kept.pop(state, None)  # a failed connection is not reused
@@ -178,20 +180,6 @@ def _decide(event: Event, policy: CompiledPolicy, env: Mapping[str, str], now: f
     finally:
         if kept is None:
             ledger.close()
-
-
-def _once_per_session(ledger: Any, event: Event, notices: list[str], decision: Any) -> None:
-    from governor.ledger import key
-
-    for notice in notices:
-        code = f"n{len(notice)}"
-        try:
-            with ledger.write():
-                first = ledger.notice_once(key(event.session_id), code)
-        except Exception:
-            first = True
-        if first:
-            decision.tell_user(notice)
 
 
 def _notify(out: Outcome, event: Event, env: Mapping[str, str], notices: list[str]) -> None:

@@ -45,7 +45,7 @@ PAYLOADS = st.fixed_dictionaries(
 )  # fmt: skip
 
 
-def check_answer(raw: bytes, answer: bytes) -> None:
+def check_answer(answer: bytes) -> None:
     """One JSON object or nothing; a PreToolUse may be denied, nothing is ever `allow`."""
     if not answer:
         return
@@ -54,8 +54,7 @@ def check_answer(raw: bytes, answer: bytes) -> None:
     data = json.loads(text)
     assert isinstance(data, dict) and set(data) <= {"hookSpecificOutput", "systemMessage"}
     specific = data.get("hookSpecificOutput", {})
-    assert specific.get("permissionDecision") in (None, "deny")
-    assert "allow" not in json.dumps(specific.get("permissionDecision", ""))
+    assert specific.get("permissionDecision") in (None, "deny"), "never `allow`"
 
 
 def fuzz_env(tmp: Path) -> dict[str, str]:
@@ -72,7 +71,7 @@ def test_fuzzed_payloads_always_get_a_valid_answer(tmp_path: Path, payload: dict
     started = time.monotonic()
     out = respond("claude-code", raw, env)
     assert time.monotonic() - started < 10
-    check_answer(raw, out.stdout())
+    check_answer(out.stdout())
     outside = [p for p in tmp_path.iterdir() if p.name not in ("home", "state")]
     assert outside == [], "nothing written outside the state directory"
 
@@ -81,7 +80,7 @@ def test_fuzzed_payloads_always_get_a_valid_answer(tmp_path: Path, payload: dict
 @given(raw=st.binary(max_size=300) | st.text(max_size=300).map(lambda s: s.encode("utf-8", "surrogatepass")))
 def test_fuzzed_bytes_never_crash(tmp_path: Path, raw: bytes) -> None:
     out = respond("claude-code", raw, fuzz_env(tmp_path))
-    check_answer(raw, out.stdout())
+    check_answer(out.stdout())
 
 
 @pytest.mark.parametrize(
@@ -114,7 +113,7 @@ def test_hostile_inputs_through_the_real_process(env: Env, raw: bytes) -> None:
     started = time.monotonic()
     answer = run_hook(env, None, raw=raw)
     assert time.monotonic() - started < 30
-    check_answer(raw, answer.raw.encode())
+    check_answer(answer.raw.encode())
     outside = {p.name for p in env.tmp.iterdir()} - {"home", "state", "project"}
     assert not outside
 
