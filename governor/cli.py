@@ -12,7 +12,7 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) == 2 and args[0] == "hook":
-        from governor.entry import run
+        from governor.runtime.entry import run
 
         return int(run(args[1]))
     import click

@@ -6,7 +6,7 @@
 Every hook timing is a whole process (spawn, read stdin, decide, answer, exit), repeated
 --runs times, interleaved with `python -c pass` so the yardstick is measured in the same
 run under the same load; the table gives the median, the p95 and the ratio of medians.
-The hook command is the one `memory-governor install` writes (`python -S governor/entry.py
+The hook command is the one `memory-governor install` writes (`python -I -S governor/runtime/entry.py
 claude-code`), with the warm server up (the default) and with it off (every hook decides in
 its own process). Also: the ledger's reserve/commit under 1, 8 and 32 concurrent processes;
 the packer at 10 to 100k candidates; counting throughput against raw tiktoken; the warm
@@ -33,12 +33,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from governor.client import ask  # noqa: E402
-from governor.runner import respond  # noqa: E402
+from governor.runtime.client import ask  # noqa: E402
+from governor.runtime.runner import respond  # noqa: E402
 
 PY = sys.executable
-ENTRY = str(ROOT / "governor" / "entry.py")
-HOOK = [PY, "-S", ENTRY, "claude-code"]
+ENTRY = str(ROOT / "governor" / "runtime" / "entry.py")
+HOOK = [PY, "-I", "-S", ENTRY, "claude-code"]
 SEARCH = (ROOT / "tests" / "fixtures" / "engram" / "search_v1.txt").read_text()
 FETCH_50K = (
     "#42 [decision] A long decision\n"
@@ -146,7 +146,7 @@ def time_hooks(runs: int, units: tuple[str, ...]) -> list[dict[str, Any]]:
 LEDGER_WORKER = """
 import sys, time
 sys.path.insert(0, {root!r})
-from governor.ledger import open_ledger
+from governor.engine.ledger import open_ledger
 state, go, n, who = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 import os
 ledger = open_ledger(state, 10000)
@@ -171,7 +171,7 @@ def time_ledger(per_process: int) -> list[dict[str, Any]]:
     rows = []
     for procs in (1, 8, 32):
         state = Path(tempfile.mkdtemp(prefix="memory-governor-bench-ledger-"))
-        from governor.ledger import open_ledger
+        from governor.engine.ledger import open_ledger
 
         open_ledger(str(state)).close()
         go = state / "go"
@@ -198,7 +198,7 @@ def time_race() -> dict[str, Any]:
     script = f"""
 import os, sys, time
 sys.path.insert(0, {str(ROOT)!r})
-from governor.ledger import open_ledger
+from governor.engine.ledger import open_ledger
 ledger = open_ledger(sys.argv[1], 10000)
 while not os.path.exists(sys.argv[2]):
     time.sleep(0.0005)
@@ -210,7 +210,7 @@ with ledger.write():
         ledger.reserve("s:race", turn, sys.argv[3], "search", "t", ("", ""), 100, now, 300)
 print("granted" if ok else "refused", time.perf_counter())
 """
-    from governor.ledger import open_ledger
+    from governor.engine.ledger import open_ledger
 
     open_ledger(str(state)).close()
     go = state / "go"
@@ -227,8 +227,8 @@ print("granted" if ok else "refused", time.perf_counter())
 
 
 def time_packer() -> list[dict[str, Any]]:
-    from governor.briefing import Candidate, pack, rank
-    from governor.tokens import counter
+    from governor.engine.briefing import Candidate, pack, rank
+    from governor.engine.tokens import counter
 
     count = counter("o200k_base").count
     rows = []
@@ -247,7 +247,7 @@ def time_packer() -> list[dict[str, Any]]:
 
 
 def time_counting() -> list[dict[str, Any]]:
-    from governor.tokens import counter
+    from governor.engine.tokens import counter
 
     texts = [SEARCH, FETCH_50K[:5000], "a short memory about JWT auth and refresh tokens"] * 200
     rows = []
@@ -256,7 +256,7 @@ def time_counting() -> list[dict[str, Any]]:
         started = time.perf_counter()
         tokens = sum(ours.count(t) for t in texts)
         ours_s = time.perf_counter() - started
-        from governor.tokens import _encoding  # the same tiktoken encoder, called directly
+        from governor.engine.tokens import _encoding  # the same tiktoken encoder, called directly
 
         encoding = _encoding(unit)
         started = time.perf_counter()
@@ -266,7 +266,7 @@ def time_counting() -> list[dict[str, Any]]:
         rows.append({"unit": unit, "tokens": tokens, "ours_tokens_per_s": tokens / ours_s, "tiktoken_tokens_per_s": direct / raw_s,
                      "per_search_result_us": ours_s / len(texts) * 1e6})  # fmt: skip
     started = time.perf_counter()
-    from governor.tokens import build
+    from governor.engine.tokens import build
 
     build("o200k_base")
     load = time.perf_counter() - started
@@ -313,7 +313,7 @@ def time_transports(runs: int) -> list[dict[str, Any]]:
     mcp = subprocess.Popen([PY, "-c", (
         "import sys, json\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from governor.runner import respond\n"
+        "from governor.runtime.runner import respond\n"
         "import os\n"
         "for line in sys.stdin:\n"
         "    req = json.loads(line)\n"
@@ -357,11 +357,11 @@ def time_policy(runs: int) -> list[dict[str, Any]]:
     box = Sandbox("o200k_base", warm=False)
     env = {**box.env, "PYTHONPATH": str(ROOT)}
     project = str(box.dir / "project")
-    compiled_load = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from governor import compiled; "
+    compiled_load = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from governor.policy import compiled; "
                      f"compiled.load({{'MEMORY_GOVERNOR_STATE_DIR': {env['MEMORY_GOVERNOR_STATE_DIR']!r}}}, {project!r}, "
                      f"{env['MEMORY_GOVERNOR_STATE_DIR']!r})")  # fmt: skip
-    yaml_build = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from governor import compiled, policy_files; "
-                  f"policy_files.build(compiled.Sources({{}}, {project!r}).layers()).dumped()")  # fmt: skip
+    yaml_build = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from governor.policy import compiled, files as policy_files, sources; "
+                  f"policy_files.build(sources.Sources({{}}, {project!r}).layers()).dumped()")  # fmt: skip
     subprocess.run([PY, "-S", "-c", compiled_load], env=env, check=True)  # compile once: the cache now holds it
     samples: dict[str, list[float]] = {"bare": [], "compiled": [], "yaml": []}
     for _ in range(runs):
@@ -370,7 +370,8 @@ def time_policy(runs: int) -> list[dict[str, Any]]:
             started = time.perf_counter()
             subprocess.run(args, env=env, check=True)
             samples[name].append(time.perf_counter() - started)
-    from governor import compiled, policy_files
+    from governor.policy import compiled, sources
+    from governor.policy import files as policy_files
 
     state = env["MEMORY_GOVERNOR_STATE_DIR"]
     inproc = {"compiled": [], "yaml": []}
@@ -380,7 +381,7 @@ def time_policy(runs: int) -> list[dict[str, Any]]:
         compiled.load({"MEMORY_GOVERNOR_STATE_DIR": state}, project, state)
         inproc["compiled"].append(time.perf_counter() - started)
         started = time.perf_counter()
-        policy_files.build(compiled.Sources({}, project).layers()).dumped()
+        policy_files.build(sources.Sources({}, project).layers()).dumped()
         inproc["yaml"].append(time.perf_counter() - started)
     base = statistics.median(samples["bare"])
     return [
@@ -479,7 +480,7 @@ def main() -> int:
     args = parser.parse_args()
     runs = 5 if args.quick else args.runs
     units = ("o200k_base",) if args.quick else UNITS
-    subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "governor"), str(ROOT / "hooks")], check=True)
+    subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "governor")], check=True)
     result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "machine": machine()}
     result["hooks"] = time_hooks(runs, units)
     result["ledger"] = time_ledger(20 if args.quick else 100)

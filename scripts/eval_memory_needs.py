@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from governor import compiled  # noqa: E402
-from governor.classify import classify  # noqa: E402
+from governor.engine.classify import classify  # noqa: E402
+from governor.policy import compiled  # noqa: E402
 from governor.state import state_dir  # noqa: E402
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from governor.briefing import Candidate, pack, rank  # noqa: E402
-from governor.tokens import counter  # noqa: E402
+from governor.engine.briefing import Candidate, pack, rank  # noqa: E402
+from governor.engine.tokens import counter  # noqa: E402
 
 PEOPLE = ["Maria", "Jon", "Aiko", "Tomas", "Priya", "Lena", "Omar", "Sofia", "Kwame", "Ines", "Ravi", "Elif"]
 TOPICS = {

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ENTRY = ROOT / "governor" / "entry.py"
+ENTRY = ROOT / "governor" / "runtime" / "entry.py"
 RESULT = (
     "Found 1 memories:\n\n[1] #7 (decision) — Load test memory\n    **What**: a short memory body for load.\n"
     "    2026-01-01 10:00:00 | project: load | scope: project\n\n"
@@ -38,7 +38,7 @@ RESULT = (
 WORKER = """
 import json, os, sys
 sys.path.insert(0, {root!r})
-from governor.runner import respond
+from governor.runtime.runner import respond
 env = dict(os.environ)
 errors = 0
 for line in sys.stdin:
@@ -76,7 +76,7 @@ def run_spawn(tasks: list[list[dict]], procs: int, env: dict[str, str]) -> int:
     def one(task: list[dict]) -> int:
         errors = 0
         for payload in task:
-            proc = subprocess.run([sys.executable, "-S", str(ENTRY), "claude-code"], input=json.dumps(payload).encode(),
+            proc = subprocess.run([sys.executable, "-I", "-S", str(ENTRY), "claude-code"], input=json.dumps(payload).encode(),
                                   capture_output=True, env=env, timeout=60)  # fmt: skip
             errors += proc.returncode != 0 or b"could not decide" in proc.stderr or b"Traceback" in proc.stderr
             if payload["hook_event_name"] == "PreToolUse" and b'"deny"' in proc.stdout:
@@ -134,7 +134,7 @@ def main() -> int:
     ).fetchall()
     hook_calls = db.execute("SELECT COUNT(*) FROM decisions WHERE event IN ('pre_tool', 'post_tool')").fetchone()[0]
     db.close()
-    from governor.tokens import counter
+    from governor.engine.tokens import counter
 
     result_tokens = counter("o200k_base").count(RESULT)
     bad_turns = [r for r in per_turn_rows if (r[2], r[3], r[4], r[5]) != (2, 1, 2, 2 * result_tokens)]

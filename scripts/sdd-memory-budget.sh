@@ -5,4 +5,4 @@
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py="${MEMORY_GOVERNOR_PYTHON:-$root/.venv/bin/python}"
 [ -x "$py" ] || py="$(command -v python3)"
-exec "$py" -S "$root/governor/entry.py" claude-code
+exec "$py" -I -S "$root/governor/runtime/entry.py" claude-code

@@ -78,7 +78,7 @@ def env(tmp_path: Path) -> Env:
     return Env(tmp_path)
 
 
-HOOK = [sys.executable, "-S", str(ROOT / "governor" / "entry.py"), "claude-code"]
+HOOK = [sys.executable, "-I", "-S", str(ROOT / "governor" / "runtime" / "entry.py"), "claude-code"]
 FIXTURES = ROOT / "tests" / "fixtures"
 
 

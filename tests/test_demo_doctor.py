@@ -31,7 +31,7 @@ def test_doctor_says_what_to_fix_then_passes_after_install(env: Env) -> None:
     env.cli("install", "claude-code", check=True)
     after = env.cli("doctor")
     assert after.returncode == 0, after.stdout
-    assert re.search(r"ok\s+hook\s+the installed command answers \(clamped limit 10 -> 3\)", after.stdout)
+    assert re.search(r"ok\s+claude-code hook\s+the installed command answers \(clamped limit 10 -> 3\)", after.stdout)
     assert re.search(r"ok\s+tokenizer\s+o200k_base loads offline", after.stdout)
 
 

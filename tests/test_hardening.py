@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from governor.engine import World, decide
-from governor.events import PRE_TOOL, Event
-from governor.ledger import open_ledger
-from governor.runner import respond
+from governor.engine.decide import World, decide
+from governor.engine.events import PRE_TOOL, Event
+from governor.engine.ledger import open_ledger
+from governor.runtime.runner import respond
 from tests.conftest import HOOK, ROOT, Env, Session, fixture_text, run_hook
 
 EVENTS = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact",
@@ -241,7 +241,7 @@ def test_a_ledger_corrupted_mid_session_is_moved_aside(env: Env, session: Sessio
 def test_clock_skew_never_frees_a_slot_early(tmp_path: Path) -> None:
     """A clock that jumps back keeps pending reservations alive; a jump forward past the TTL frees
     only reservations that never reported back (the documented outcome)."""
-    from governor import compiled
+    from governor.policy import compiled
 
     policy, _ = compiled.load({"MEMORY_GOVERNOR_STATE_DIR": str(tmp_path)}, str(tmp_path), str(tmp_path))
     ledger = open_ledger(str(tmp_path))

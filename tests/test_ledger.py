@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from governor.ledger import LedgerBusy, key, open_ledger
+from governor.engine.ledger import LedgerBusy, key, open_ledger
 from tests.conftest import ROOT, Env, Session, fixture_text, run_hook
 
 # A worker process: waits for the start signal, then tries one reservation in one transaction.
 RESERVE = """
 import os, sys, time
 sys.path.insert(0, {root!r})
-from governor.ledger import open_ledger
+from governor.engine.ledger import open_ledger
 state, go, call = sys.argv[1], sys.argv[2], sys.argv[6]
 role_limit, tokens_limit, expected = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 ledger = open_ledger(state, 10000)
@@ -184,7 +184,7 @@ def test_missing_or_malformed_session_id_is_a_visible_error(env: Env, bad: objec
 WRITER = """
 import os, sys, random, time
 sys.path.insert(0, {root!r})
-from governor.ledger import open_ledger
+from governor.engine.ledger import open_ledger
 state, seed = sys.argv[1], int(sys.argv[2])
 rng = random.Random(seed)
 ledger = open_ledger(state, 30000)

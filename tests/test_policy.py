@@ -276,7 +276,7 @@ def test_installed_copy_finds_the_shipped_policy(tmp_path: Path) -> None:
         "HOME": str(tmp_path),
         "MEMORY_GOVERNOR_STATE_DIR": str(tmp_path / "state"),
     }
-    code = "import governor, governor.compiled as c; print(governor.__file__); print(c.shipped_policy_path())"
+    code = "import governor, governor.policy.sources as c; print(governor.__file__); print(c.shipped_policy_path())"
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path, check=True
     )

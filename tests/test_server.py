@@ -126,7 +126,7 @@ def test_serve_refuses_a_second_server(warm: Env) -> None:
 def test_a_server_answers_concurrent_hooks_exactly(warm: Env) -> None:
     _call(warm, 0, session="warm-up")
     _wait_running(warm)
-    procs = [subprocess.Popen([sys.executable, "-S", str(ROOT / "governor" / "entry.py"), "claude-code"],
+    procs = [subprocess.Popen([sys.executable, "-I", "-S", str(ROOT / "governor" / "runtime" / "entry.py"), "claude-code"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=warm.vars) for _ in range(12)]  # fmt: skip
     for n, proc in enumerate(procs):
         assert proc.stdin is not None

@@ -14,7 +14,7 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from governor.commands import classify, demo, doctor, install, ledger, policy, review, serve, tokens
+    from governor.commands import classify, demo, doctor, harnesses, install, ledger, policy, review, serve, tokens
 
     cli.add_command(policy.group)
     cli.add_command(install.install)
@@ -25,6 +25,7 @@ def _register() -> None:
     cli.add_command(tokens.brief)
     cli.add_command(demo.command)
     cli.add_command(doctor.command)
+    cli.add_command(harnesses.command)
     cli.add_command(review.report)
     cli.add_command(review.replay)
     cli.add_command(review.test)

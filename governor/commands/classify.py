@@ -7,8 +7,8 @@ import os
 
 import click
 
-from governor import compiled
-from governor.classify import classify, recall_phrase
+from governor.engine.classify import classify, recall_phrase
+from governor.policy import compiled
 from governor.state import state_dir
 
 

@@ -8,6 +8,6 @@ import click
 @click.command("demo")
 def command() -> int:
     """Play a short scripted Claude Code session through the real hook and show each decision."""
-    from governor.demo import main
+    from governor.review.demo import main
 
     return main(click.echo)

@@ -9,12 +9,13 @@ from typing import Any
 
 import click
 
-from governor import compiled
-from governor.ledger import Ledger, key, open_ledger
+from governor.engine.ledger import Ledger, key, open_ledger
+from governor.engine.rules import CompiledPolicy
+from governor.policy import compiled
 from governor.state import state_dir
 
 
-def _open() -> tuple[Ledger, compiled.CompiledPolicy]:
+def _open() -> tuple[Ledger, CompiledPolicy]:
     env = os.environ
     policy, notices = compiled.load(env, os.getcwd(), state_dir(env))
     for notice in notices:
@@ -22,7 +23,7 @@ def _open() -> tuple[Ledger, compiled.CompiledPolicy]:
     return open_ledger(state_dir(env), policy.data["ledger"]["busy_timeout_ms"]), policy
 
 
-def session_status(ledger: Ledger, policy: compiled.CompiledPolicy, session: str, now: float) -> dict[str, Any]:
+def session_status(ledger: Ledger, policy: CompiledPolicy, session: str, now: float) -> dict[str, Any]:
     """The current turn of `session` (a ledger key) against each limit."""
     row = ledger.one("SELECT turn, turn_seq, seen FROM sessions WHERE session=?", session)
     if row is None:

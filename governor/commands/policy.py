@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from governor.compiled import Sources, shipped_policy_path
-from governor.policy_diff import LOOSENED, TIGHTENED, compare
-from governor.policy_files import Effective, build, check_files, digest_of
+from governor.policy.diff import LOOSENED, TIGHTENED, compare
+from governor.policy.files import Effective, build, check_files, digest_of
+from governor.policy.sources import Sources, shipped_policy_path
 
 EXIT_INVALID = 1
 EXIT_LOOSENED = 3
@@ -72,7 +72,7 @@ def check(files: tuple[str, ...], fmt: str) -> int:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def explain(fmt: str) -> int:
     """The effective policy of this project in plain words, each value with the file it came from."""
-    from governor.policy_text import explain_statements
+    from governor.policy.text import explain_statements
 
     sources, eff = _current()
     if not eff.ok:
@@ -150,7 +150,7 @@ def diff(old: str, new: str, fmt: str) -> int:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 def render(file: str | None, output: str | None) -> int:
     """Render a policy (default: the shipped one) as the Markdown rule file."""
-    from governor.policy_text import render_markdown
+    from governor.policy.text import render_markdown
 
     path = file or shipped_policy_path()
     eff = check_files([path]) if file else build([("default", path)])
@@ -180,7 +180,7 @@ def schema(output: str | None) -> int:
 
 
 def schema_text() -> str:
-    from governor.policy import Policy
+    from governor.policy.model import Policy
 
     schema = Policy.model_json_schema(mode="validation")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from governor import compiled
+from governor.policy import compiled
 from governor.state import state_dir
 
 
@@ -21,8 +21,8 @@ from governor.state import state_dir
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 def report(session_id: str | None, since: str | None, fmt: str, output: str | None) -> int:
     """Per-turn usage against each limit, denials by reason, tokens trimmed and saved."""
-    from governor import report as reporting
-    from governor.ledger import key, open_ledger
+    from governor.engine.ledger import key, open_ledger
+    from governor.review import report as reporting
 
     policy, notices = compiled.load(os.environ, os.getcwd(), state_dir(os.environ))
     for notice in notices:
@@ -74,8 +74,8 @@ def _replay_table(result: dict[str, Any]) -> str:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 def replay(transcript: str, policy: str | None, compare: str | None, fmt: str) -> int:
     """What a policy would have denied, clamped or trimmed in a recorded Claude Code session."""
-    from governor.replay import TranscriptError
-    from governor.replay import replay as run
+    from governor.review.replay import TranscriptError
+    from governor.review.replay import replay as run
 
     try:
         results = [run(transcript, policy)] + ([run(transcript, compare)] if compare else [])
@@ -100,7 +100,7 @@ def replay(transcript: str, policy: str | None, compare: str | None, fmt: str) -
 @click.option("--junit", type=click.Path(dir_okay=False), help="Also write a JUnit XML report here.")
 def test(files: tuple[str, ...], junit: str | None) -> int:
     """Run policy scenario files; exit 1 on any mismatch, 2 on an invalid file."""
-    from governor import scenarios
+    from governor.review import scenarios
 
     loaded = [scenarios.load(path) for path in files]
     invalid = [problem for file in loaded for problem in file.problems]

@@ -8,8 +8,8 @@ import time
 
 import click
 
-from governor import compiled
-from governor.server import running_pid, serve
+from governor.policy import compiled
+from governor.runtime.server import running_pid, serve
 from governor.state import state_dir
 
 

@@ -10,14 +10,15 @@ from typing import Any
 
 import click
 
-from governor import compiled
-from governor.briefing import RANKINGS, CandidateError, pack, rank, read_candidates
-from governor.packer import FILL, OVER_BUDGET
+from governor.engine.briefing import RANKINGS, CandidateError, pack, rank, read_candidates
+from governor.engine.packer import FILL, OVER_BUDGET
+from governor.engine.rules import CompiledPolicy
+from governor.engine.tokens import UNITS, UnitUnavailable, counter
+from governor.policy import compiled
 from governor.state import state_dir
-from governor.tokens import UNITS, UnitUnavailable, counter
 
 
-def _policy() -> compiled.CompiledPolicy:
+def _policy() -> CompiledPolicy:
     policy, notices = compiled.load(os.environ, os.getcwd(), state_dir(os.environ))
     for notice in notices:
         click.echo(notice, err=True)
@@ -87,7 +88,7 @@ def brief(source: str, budget: int | None, unit: str | None, limit: int | None, 
     now = time.time()
     ledger = None
     if ranking == "usage" or record_usage:
-        from governor.ledger import open_ledger
+        from governor.engine.ledger import open_ledger
 
         ledger = open_ledger(state_dir(os.environ), policy.data["ledger"]["busy_timeout_ms"])
     if ranking == "usage" and ledger is not None:

@@ -18,7 +18,7 @@ import time
 import pytest
 from fake_model import Reply, Request, call, dispatch, engram, text, tool_uses
 
-from governor.tokens import counter
+from governor.engine.tokens import counter
 
 pytestmark = pytest.mark.e2e
 

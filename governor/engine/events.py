@@ -1,0 +1,111 @@
+"""What the engine takes in (Event) and gives back (Decision). No harness knows these shapes
+but its adapter; the engine knows no harness.
+
+Hot path: plain classes (importing `dataclasses` costs a hook ~12 ms).
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# Event kinds.
+SESSION_START = "session_start"
+PROMPT = "prompt"
+PRE_TOOL = "pre_tool"
+POST_TOOL = "post_tool"
+TOOL_FAILED = "tool_failed"
+PRE_COMPACT = "pre_compact"
+SUBAGENT_START = "subagent_start"
+SUBAGENT_STOP = "subagent_stop"
+STOP = "stop"
+KINDS = (SESSION_START, PROMPT, PRE_TOOL, POST_TOOL, TOOL_FAILED, PRE_COMPACT, SUBAGENT_START, SUBAGENT_STOP, STOP)
+
+
+class Event:
+    """One harness event, normalised.
+
+    `server`/`tool` are the MCP server and tool names the adapter parsed out of the
+    harness's tool name (`tool_name`); `turn_id` is the harness's own turn id when it has
+    one; `agent_id` is set only for a subagent's events; `project` is the folder the session
+    was started in, as the harness says (it may differ from `cwd`, which can move).
+    """
+
+    __slots__ = (
+        "agent_id",
+        "agent_type",
+        "call_id",
+        "cwd",
+        "kind",
+        "project",
+        "prompt",
+        "server",
+        "session_id",
+        "source",
+        "tool",
+        "tool_input",
+        "tool_name",
+        "tool_result",
+        "turn_id",
+    )
+
+    def __init__(self, kind: str, session_id: str, **fields: Any) -> None:
+        self.kind = kind
+        self.session_id = session_id
+        self.turn_id: str | None = fields.get("turn_id")
+        self.agent_id: str | None = fields.get("agent_id")
+        self.agent_type: str | None = fields.get("agent_type")
+        self.tool_name: str = fields.get("tool_name") or ""
+        self.server: str | None = fields.get("server")
+        self.tool: str | None = fields.get("tool")
+        self.tool_input: dict[str, Any] = fields.get("tool_input") or {}
+        self.tool_result: str | None = fields.get("tool_result")
+        self.call_id: str | None = fields.get("call_id")
+        self.source: str | None = fields.get("source")
+        self.prompt: str | None = fields.get("prompt")
+        self.cwd: str | None = fields.get("cwd")
+        self.project: str | None = fields.get("project") or self.cwd
+
+
+# Decision kinds, from "no objection" to "refuse".
+NONE = "none"
+CONTEXT = "context"  # add a line to the model's context
+REWRITE = "rewrite"  # run the call with changed arguments (a clamp)
+REPLACE = "replace"  # the model gets a replacement result (a trim)
+DENY = "deny"
+
+
+class Decision:
+    """What the harness should do.
+
+    `reason` is written to the model (a denial's tool result: what to do instead);
+    `user_message` is shown to the user; `context` is added to the model's context.
+    """
+
+    __slots__ = ("code", "context", "kind", "reason", "updated_input", "updated_output", "user_message")
+
+    def __init__(
+        self,
+        kind: str = NONE,
+        code: str = "",
+        reason: str = "",
+        updated_input: dict[str, Any] | None = None,
+        updated_output: str | None = None,
+        context: str = "",
+        user_message: str = "",
+    ) -> None:
+        self.kind = kind
+        self.code = code
+        self.reason = reason
+        self.updated_input = updated_input
+        self.updated_output = updated_output
+        self.context = context
+        self.user_message = user_message
+
+    def tell_user(self, message: str) -> Decision:
+        self.user_message = f"{self.user_message}\n{message}" if self.user_message else message
+        return self
+
+    def __repr__(self) -> str:
+        return f"Decision({self.kind!r}, code={self.code!r})"

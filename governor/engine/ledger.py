@@ -1,0 +1,540 @@
+"""The per-turn ledger: what each (session, turn) has used, exact across concurrent hooks.
+
+One SQLite file (WAL) in the state directory. Every decision runs inside one write
+transaction (`BEGIN IMMEDIATE`), so "count, compare, reserve" is atomic across processes:
+a parallel batch of tool calls cannot overshoot a limit. A deferred read-then-write
+transaction would not do: in WAL mode it can fail with SQLITE_BUSY at once, ignoring the
+busy timeout.
+
+Calls are reserved before they run (pending, holding their expected tokens), committed
+with their real token count after, and released when they fail or are denied. A pending
+reservation that never reports back stops counting after its time to live.
+
+Ids that come from outside (session, turn, agent) are stored as values, never used in a
+path; unusual ones are hashed, so none can collide with another or escape the directory.
+
+Hot path: standard library only, no `typing`.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+SCHEMA_VERSION = 2  # 2 added `fetched`; tables are only ever added, so an older file upgrades in place
+DB_NAME = "ledger.db"
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    session TEXT PRIMARY KEY,
+    turn TEXT NOT NULL DEFAULT '',
+    turn_seq INTEGER NOT NULL DEFAULT 0,
+    created REAL NOT NULL,
+    seen REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS turns (
+    session TEXT NOT NULL,
+    turn TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    started REAL NOT NULL,
+    memory_need TEXT,
+    PRIMARY KEY (session, turn)
+);
+CREATE TABLE IF NOT EXISTS calls (
+    session TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    turn TEXT NOT NULL,
+    role TEXT NOT NULL,
+    tool TEXT NOT NULL DEFAULT '',
+    agent_id TEXT NOT NULL DEFAULT '',
+    agent_type TEXT NOT NULL DEFAULT '',
+    state TEXT NOT NULL,
+    reserved INTEGER NOT NULL DEFAULT 0,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    created REAL NOT NULL,
+    expires REAL NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (session, call_id)
+);
+CREATE INDEX IF NOT EXISTS calls_by_turn ON calls (session, turn, state);
+CREATE TABLE IF NOT EXISTS surfaced (
+    session TEXT NOT NULL,
+    turn TEXT NOT NULL,
+    ident TEXT NOT NULL,
+    PRIMARY KEY (session, turn, ident)
+);
+CREATE TABLE IF NOT EXISTS triggers (
+    session TEXT NOT NULL,
+    name TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    uses_left INTEGER NOT NULL,
+    armed_seq INTEGER NOT NULL,
+    armed_turn TEXT NOT NULL,
+    armed REAL NOT NULL,
+    PRIMARY KEY (session, name)
+);
+CREATE TABLE IF NOT EXISTS decisions (
+    id INTEGER PRIMARY KEY,
+    ts REAL NOT NULL,
+    session TEXT NOT NULL,
+    turn TEXT NOT NULL,
+    agent_id TEXT NOT NULL DEFAULT '',
+    agent_type TEXT NOT NULL DEFAULT '',
+    event TEXT NOT NULL,
+    tool TEXT NOT NULL DEFAULT '',
+    role TEXT NOT NULL DEFAULT '',
+    decision TEXT NOT NULL,
+    code TEXT NOT NULL DEFAULT '',
+    mode TEXT NOT NULL DEFAULT 'enforce',
+    tokens_counted INTEGER NOT NULL DEFAULT 0,
+    tokens_delivered INTEGER NOT NULL DEFAULT 0,
+    tokens_saved INTEGER NOT NULL DEFAULT 0,
+    policy TEXT NOT NULL DEFAULT '',
+    detail TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS decisions_by_time ON decisions (ts);
+CREATE INDEX IF NOT EXISTS decisions_by_session ON decisions (session, turn);
+CREATE TABLE IF NOT EXISTS saves (
+    session TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (session, digest)
+);
+CREATE TABLE IF NOT EXISTS fetched (
+    session TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (session, digest)
+);
+CREATE TABLE IF NOT EXISTS usage (
+    memory TEXT PRIMARY KEY,
+    last_used REAL NOT NULL,
+    use_count INTEGER NOT NULL
+);
+"""
+
+# Rows a session owns, for isolation checks and pruning.
+SESSION_TABLES = ("calls", "turns", "surfaced", "triggers", "saves", "decisions", "fetched")
+
+
+class LedgerError(Exception):
+    """The ledger cannot answer; the policy's on_error decides what the call gets."""
+
+    code = "ledger_error"
+
+
+class LedgerBusy(LedgerError):
+    code = "ledger_locked"
+
+
+class LedgerUnavailable(LedgerError):
+    code = "ledger_unavailable"
+
+
+class LedgerCorrupt(LedgerUnavailable):
+    """Found corrupt after opening; reopen with `Ledger.recover()`."""
+
+    code = "ledger_corrupt"
+
+
+def key(value: object) -> str:
+    """A storage key for an id from outside: readable when plain, hashed otherwise.
+
+    The prefixes keep the two spaces apart: no plain id can equal a hashed one.
+    """
+    if isinstance(value, str) and 0 < len(value) <= 128 and all(c in _SAFE for c in value):
+        return "s:" + value
+    if isinstance(value, str):
+        raw = value.encode("utf-8", "surrogatepass")
+    else:
+        raw = repr(value).encode("utf-8", "backslashreplace")
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found]
+    except ImportError:  # Python 3.12+ renamed it; hashlib costs a few ms more
+        from hashlib import sha256
+    return "h:" + str(sha256(raw).hexdigest())
+
+
+def _classify(err: sqlite3.Error) -> LedgerError:
+    text = str(err).lower()
+    if "locked" in text or "busy" in text:
+        return LedgerBusy(f"the ledger is locked by another process ({err})")
+    if "malformed" in text or "not a database" in text:
+        return LedgerCorrupt(f"the ledger is corrupt ({err})")
+    return LedgerUnavailable(f"the ledger cannot be used ({err})")
+
+
+class Ledger:
+    """A connection to the ledger. Use `with ledger.write():` around a decision."""
+
+    def __init__(self, state_dir: str, busy_timeout_ms: int = 2000) -> None:
+        self.path = os.path.join(state_dir, DB_NAME)
+        self.notices: list[str] = []
+        self.busy_timeout = busy_timeout_ms / 1000.0
+        self.db = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        except sqlite3.Error as err:
+            raise _classify(err) from err
+        try:
+            if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                self._create(db)
+            db.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.DatabaseError as err:
+            db.close()
+            if isinstance(err, sqlite3.OperationalError):
+                raise _classify(err) from err
+            return self._replace_corrupt(err)
+        return db
+
+    def _create(self, db: sqlite3.Connection) -> None:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("BEGIN IMMEDIATE")
+            if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                # One statement at a time: executescript would commit this transaction first.
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            db.execute("COMMIT")
+        except sqlite3.Error:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    def _replace_corrupt(self, err: Exception) -> sqlite3.Connection:
+        """Move a corrupt file aside and start a fresh ledger: never a crash loop."""
+        aside = f"{self.path}.corrupt-{int(time.time())}-{os.getpid()}"
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.replace(self.path + suffix, aside + suffix)
+            except FileNotFoundError:
+                pass
+            except OSError as move_err:
+                raise LedgerUnavailable(
+                    f"the ledger is corrupt ({err}) and cannot be moved aside ({move_err})"
+                ) from err
+        self.notices.append(
+            f"memory-governor: the ledger was corrupt ({err}); it was moved to {aside} and a fresh one started "
+            "(this turn's counts restart from zero)."
+        )
+        try:
+            db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+            self._create(db)
+            db.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.Error as again:
+            raise _classify(again) from again
+        return db
+
+    def close(self) -> None:
+        self.db.close()
+
+    def recover(self, err: Exception) -> None:
+        """After a LedgerCorrupt: move the file aside and continue with a fresh ledger."""
+        self.db.close()
+        self.db = self._replace_corrupt(err)
+
+    # -- transactions -------------------------------------------------------------------
+
+    def write(self) -> _Transaction:
+        return _Transaction(self.db)
+
+    def q(self, sql: str, *args: Any) -> list[Any]:
+        try:
+            return self.db.execute(sql, args).fetchall()
+        except sqlite3.Error as err:
+            raise _classify(err) from err
+
+    def one(self, sql: str, *args: Any) -> Any:
+        rows = self.q(sql, *args)
+        return rows[0] if rows else None
+
+    # -- sessions and turns -------------------------------------------------------------
+
+    def touch_session(self, session: str, now: float) -> tuple[str, int]:
+        """Ensure the session exists; its current (turn, seq)."""
+        row = self.one("SELECT turn, turn_seq FROM sessions WHERE session=?", session)
+        if row is None:
+            self.q("INSERT INTO sessions (session, created, seen) VALUES (?, ?, ?)", session, now, now)
+            return "", 0
+        self.q("UPDATE sessions SET seen=? WHERE session=?", now, session)
+        return row[0], row[1]
+
+    def turn(self, session: str, turn_id: str | None, now: float, new: bool = False) -> tuple[str, int]:
+        """The (turn, seq) an event belongs to.
+
+        `turn_id` is the harness's own turn id (e.g. a prompt id) when it sends one;
+        without it an event belongs to the session's current turn, and `new` (a prompt)
+        starts the next one. An unseen turn id starts a new turn too.
+        """
+        current, seq = self.touch_session(session, now)
+        if turn_id is None:
+            if not new:
+                return current, seq
+            turn_id = f"seq:{seq + 1}"
+        elif turn_id == current:
+            return current, seq
+        else:
+            row = self.one("SELECT seq FROM turns WHERE session=? AND turn=?", session, turn_id)
+            if row is not None:
+                return turn_id, row[0]
+        seq += 1
+        self.q(
+            "INSERT OR IGNORE INTO turns (session, turn, seq, started) VALUES (?, ?, ?, ?)", session, turn_id, seq, now
+        )
+        self.q("UPDATE sessions SET turn=?, turn_seq=? WHERE session=?", turn_id, seq, session)
+        return turn_id, seq
+
+    def set_memory_need(self, session: str, turn: str, need: str) -> None:
+        self.q("UPDATE turns SET memory_need=? WHERE session=? AND turn=?", need, session, turn)
+
+    def memory_need(self, session: str, turn: str) -> str | None:
+        row = self.one("SELECT memory_need FROM turns WHERE session=? AND turn=?", session, turn)
+        return row[0] if row else None
+
+    # -- calls: reserve, commit, release ------------------------------------------------
+
+    def call(self, session: str, call_id: str) -> Any:
+        """(state, role, turn, reserved, tokens) of a call already seen, else None."""
+        return self.one(
+            "SELECT state, role, turn, reserved, tokens FROM calls WHERE session=? AND call_id=?", session, call_id
+        )
+
+    def usage(self, session: str, turn: str, now: float, agent_id: str | None = None) -> dict[str, int]:
+        """Calls per role and tokens used in a turn: committed plus live reservations.
+
+        With `agent_id`, the counts of that agent only (a tier's own caps), tokens as a whole.
+        """
+        counts: dict[str, int] = {}
+        tokens = 0
+        for role, state, reserved, used, agent in self.q(
+            "SELECT role, state, reserved, tokens, agent_id FROM calls WHERE session=? AND turn=? "
+            "AND (state='committed' OR (state='pending' AND expires>?))",
+            session,
+            turn,
+            now,
+        ):
+            tokens += used if state == "committed" else reserved
+            if agent_id is None or agent == agent_id:
+                counts[role] = counts.get(role, 0) + 1
+        counts["tokens"] = tokens
+        return counts
+
+    def reserve(self, session: str, turn: str, call_id: str, role: str, tool: str, agent: tuple[str, str],
+                expected: int, now: float, ttl: float) -> None:  # fmt: skip
+        self.q(
+            "INSERT OR REPLACE INTO calls (session, call_id, turn, role, tool, agent_id, agent_type, state, reserved, "
+            "tokens, created, expires, updated) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, 0, ?, ?, ?)",
+            session, call_id, turn, role, tool, agent[0], agent[1], expected, now, now + ttl, now,
+        )  # fmt: skip
+
+    def deny(self, session: str, turn: str, call_id: str, role: str, tool: str, agent: tuple[str, str],
+             now: float) -> None:  # fmt: skip
+        self.q(
+            "INSERT OR IGNORE INTO calls (session, call_id, turn, role, tool, agent_id, agent_type, state, created, "
+            "expires, updated) VALUES (?, ?, ?, ?, ?, ?, ?, 'denied', ?, ?, ?)",
+            session, call_id, turn, role, tool, agent[0], agent[1], now, now, now,
+        )  # fmt: skip
+
+    def commit(self, session: str, call_id: str, tokens: int, now: float) -> None:
+        self.q(
+            "UPDATE calls SET state='committed', tokens=?, updated=? WHERE session=? AND call_id=?",
+            tokens, now, session, call_id,
+        )  # fmt: skip
+
+    def add_committed(self, session: str, turn: str, call_id: str, role: str, tool: str, agent: tuple[str, str],
+                      tokens: int, now: float) -> None:  # fmt: skip
+        """A call (or text the governor adds) counted after the fact, with no reservation."""
+        self.q(
+            "INSERT OR REPLACE INTO calls (session, call_id, turn, role, tool, agent_id, agent_type, state, reserved, "
+            "tokens, created, expires, updated) VALUES (?, ?, ?, ?, ?, ?, ?, 'committed', 0, ?, ?, ?, ?)",
+            session, call_id, turn, role, tool, agent[0], agent[1], tokens, now, now, now,
+        )  # fmt: skip
+
+    def release(self, session: str, call_id: str, now: float) -> None:
+        self.q(
+            "UPDATE calls SET state='released', updated=? WHERE session=? AND call_id=? AND state='pending'",
+            now, session, call_id,
+        )  # fmt: skip
+
+    def pending(self, session: str, turn: str, now: float) -> list[Any]:
+        return self.q(
+            "SELECT call_id, role, tool, reserved, expires FROM calls WHERE session=? AND turn=? AND state='pending' "
+            "AND expires>? ORDER BY created",
+            session, turn, now,
+        )  # fmt: skip
+
+    # -- surfaced ids (the L3 precondition) ---------------------------------------------
+
+    def surface(self, session: str, turn: str, idents: list[str]) -> None:
+        for ident in idents:
+            self.q("INSERT OR IGNORE INTO surfaced (session, turn, ident) VALUES (?, ?, ?)", session, turn, ident)
+
+    def surfaced(self, session: str, turn: str, ident: str) -> bool:
+        return (
+            self.one("SELECT 1 FROM surfaced WHERE session=? AND turn=? AND ident=?", session, turn, ident) is not None
+        )
+
+    # -- triggers -----------------------------------------------------------------------
+
+    def arm(self, session: str, name: str, scope: str, uses: int, seq: int, turn: str, now: float) -> None:
+        self.q(
+            "INSERT OR REPLACE INTO triggers (session, name, scope, uses_left, armed_seq, armed_turn, armed) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            session, name, scope, uses, seq, turn, now,
+        )  # fmt: skip
+
+    def armed(self, session: str, seq: int, turn: str) -> list[str]:
+        """Triggers usable now, in arming order."""
+        out = []
+        for name, scope, armed_seq, armed_turn in self.q(
+            "SELECT name, scope, armed_seq, armed_turn FROM triggers WHERE session=? AND uses_left>0 ORDER BY armed",
+            session,
+        ):
+            if (
+                scope == "once"
+                or (scope == "this_turn" and armed_turn == turn and armed_seq == seq)
+                or (scope == "next_turn" and seq <= armed_seq + 1)
+            ):
+                out.append(name)
+        return out
+
+    def consume(self, session: str, name: str) -> None:
+        self.q("UPDATE triggers SET uses_left=uses_left-1 WHERE session=? AND name=? AND uses_left>0", session, name)
+
+    def triggers(self, session: str) -> list[Any]:
+        return self.q(
+            "SELECT name, scope, uses_left, armed_seq, armed_turn, armed FROM triggers WHERE session=? ORDER BY armed",
+            session,
+        )
+
+    # -- saves --------------------------------------------------------------------------
+
+    def saved_before(self, session: str, digest: str) -> bool:
+        """Record a save's digest; True if the same one was saved earlier in the session."""
+        if self.one("SELECT 1 FROM saves WHERE session=? AND digest=?", session, digest):
+            return True
+        self.q("INSERT INTO saves (session, digest) VALUES (?, ?)", session, digest)
+        return False
+
+    # -- full fetches, remembered as line digests (never their text) ----------------------
+
+    def remember_fetched(self, session: str, digests: list[str]) -> None:
+        for digest in digests:
+            self.q("INSERT OR IGNORE INTO fetched (session, digest) VALUES (?, ?)", session, digest)
+
+    def fetched_among(self, session: str, digests: list[str]) -> int:
+        """How many of `digests` are lines of a full fetch earlier in this session."""
+        found = 0
+        for start in range(0, len(digests), 500):
+            chunk = digests[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            row = self.one(f"SELECT COUNT(*) FROM fetched WHERE session=? AND digest IN ({marks})", session, *chunk)
+            found += row[0]
+        return found
+
+    # -- the audit trail ----------------------------------------------------------------
+
+    def record(self, row: dict[str, Any]) -> None:
+        """One decision, for reports and replay. Holds no memory contents unless the policy opts in."""
+        self.q(
+            "INSERT INTO decisions (ts, session, turn, agent_id, agent_type, event, tool, role, decision, code, mode, "
+            "tokens_counted, tokens_delivered, tokens_saved, policy, detail) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            row["ts"], row["session"], row["turn"], row.get("agent_id", ""), row.get("agent_type", ""),
+            row["event"], row.get("tool", ""), row.get("role", ""), row["decision"], row.get("code", ""),
+            row.get("mode", "enforce"), row.get("tokens_counted", 0), row.get("tokens_delivered", 0),
+            row.get("tokens_saved", 0), row.get("policy", ""), row.get("detail", ""),
+        )  # fmt: skip
+
+    # -- usage of memories (ADR-0034: bumped only when injected) -------------------------
+
+    def bump_usage(self, memories: list[str], now: float) -> None:
+        for memory in memories:
+            self.q(
+                "INSERT INTO usage (memory, last_used, use_count) VALUES (?, ?, 1) "
+                "ON CONFLICT(memory) DO UPDATE SET last_used=excluded.last_used, use_count=use_count+1",
+                memory, now,
+            )  # fmt: skip
+
+    def usage_of(self, memories: list[str]) -> dict[str, tuple[float, int]]:
+        out: dict[str, tuple[float, int]] = {}
+        for start in range(0, len(memories), 500):
+            chunk = memories[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for memory, last, count in self.q(
+                f"SELECT memory, last_used, use_count FROM usage WHERE memory IN ({marks})", *chunk
+            ):
+                out[memory] = (last, count)
+        return out
+
+    # -- pruning ------------------------------------------------------------------------
+
+    def gc(self, retention_days: float, now: float, max_sessions: int | None = None) -> int:
+        """Drop sessions not seen within the retention period, and old audit rows."""
+        with self.write():
+            return self.prune(retention_days, now, max_sessions)
+
+    def prune(self, retention_days: float, now: float, max_sessions: int | None = None) -> int:
+        """The work of gc inside the caller's transaction; `max_sessions` bounds it."""
+        cutoff = now - retention_days * 86400
+        limit = -1 if max_sessions is None else max_sessions
+        stale = [
+            row[0] for row in self.q("SELECT session FROM sessions WHERE seen<? ORDER BY seen LIMIT ?", cutoff, limit)
+        ]
+        for session in stale:
+            for table in SESSION_TABLES:
+                self.q(f"DELETE FROM {table} WHERE session=?", session)
+            self.q("DELETE FROM sessions WHERE session=?", session)
+        self.q("DELETE FROM decisions WHERE ts<?", cutoff)
+        self.q("DELETE FROM usage WHERE last_used<?", now - 10 * retention_days * 86400)
+        return len(stale)
+
+    def vacuum(self) -> None:
+        self.q("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.q("VACUUM")
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT; rolled back on any error."""
+
+    __slots__ = ("db",)
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as err:
+            raise _classify(err) from err
+
+    def __exit__(self, kind: object, value: object, tb: object) -> None:
+        if not self.db.in_transaction:
+            return
+        try:
+            self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+        except sqlite3.Error as err:
+            if kind is None:
+                try:
+                    self.db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                raise _classify(err) from err
+
+
+def open_ledger(state_dir: str, busy_timeout_ms: int = 2000) -> Ledger:
+    from governor.state import ensure_dir
+
+    try:
+        ensure_dir(state_dir)
+    except OSError as err:
+        raise LedgerUnavailable(f"the state directory {state_dir} cannot be created ({err.strerror or err})") from err
+    return Ledger(state_dir, busy_timeout_ms)

@@ -1,0 +1,61 @@
+"""The compiled policy as the engine reads it: plain data, with the lookups a hook needs.
+
+The policy room (governor.policy) builds this form from the YAML files and caches it; the
+engine only reads it. Also here: the fixed lines the engine may add to the model's context,
+which the compile step counts in the policy's unit so a hook never loads a tokenizer for them.
+
+Hot path: standard library only, no `typing`.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# Lines the engine may add to the model's context; compiled policies carry their token counts.
+FIXED_LINES = {
+    "save_over_limit": "memory-governor: past this turn's save limit. Save only deltas: decisions, bugfixes, "
+    "patterns, preferences, constraints.",
+    "recall_armed": "memory-governor: explicit recall requested; mem_context is allowed once this turn.",
+}
+
+
+class CompiledPolicy:
+    """The effective policy as plain data, with the lookups a hook needs precomputed."""
+
+    def __init__(self, blob: dict[str, Any]) -> None:
+        self.blob = blob
+        self.data: dict[str, Any] = blob["policy"]
+        self.digest: str = blob["digest"]
+        self.sources: list[str] = blob["sources"]
+        self.tools: dict[str, dict[str, dict[str, Any]]] = blob["index"]["tools"]
+        self.recall_phrases: list[str] = blob["index"]["recall_phrases"]
+        self.mode: str = self.data["mode"]
+        self.on_error: str = self.data["on_error"]
+        self.unit: str = self.data["token_counter"]
+        self.limits: dict[str, dict[str, Any]] = self.data["limits"]
+        self.ladder: dict[str, dict[str, Any]] = self.data["ladder"]
+
+    def tool(self, server: str, tool: str) -> dict[str, Any] | None:
+        """The spec (role, parameter names, result format) of a governed tool, else None."""
+        by_tool = self.tools.get(server)
+        return by_tool.get(tool) if by_tool else None
+
+    def limit(self, name: str) -> tuple[int, str]:
+        entry = self.limits[name]
+        return entry["value"], entry["enforce"]
+
+
+def index(policy: dict[str, Any]) -> dict[str, Any]:
+    """Lookups derived once at compile time, so a hook does no work to find them."""
+    tools: dict[str, dict[str, dict[str, Any]]] = {}
+    for mapping in policy["tools"]:
+        for server in mapping["servers"]:
+            for tool, spec in mapping["map"].items():
+                tools.setdefault(server, {})[tool] = {"format": mapping["format"], **spec}
+    recall = policy["mem_context"]["unlocked_by"].get("explicit_user_recall", {})
+    return {
+        "tools": tools,
+        "recall_phrases": [p.casefold() for p in recall.get("phrases", [])],
+    }

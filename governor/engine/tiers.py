@@ -1,0 +1,64 @@
+"""Which access tier a subagent is in: the policy's list, its definition file, or the default.
+
+A subagent's definition (`<name>.md` in a folder where the harness keeps them) may declare
+its tier in YAML front matter (`engram_access_tier: search-capable`, the key is the policy's) or, as the seed
+writes it, in its body (`Engram access tier: search-capable`). The policy's own agent list
+wins over what an agent says of itself.
+
+Hot path: standard library only. Agent names come from outside: only a plain name is ever
+turned into a file path.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+_BODY_LABEL = "engram access tier:"
+
+
+def _plain_name(name: str) -> bool:
+    return 0 < len(name) <= 64 and name[0] != "." and all(c in _NAME_CHARS for c in name)
+
+
+def declared_tier(text: str, key: str) -> str | None:
+    """The tier an agent definition declares, from its front matter or its body."""
+    keys = {key.lower(), key.lower().replace("_", "-")}
+    lines = text.splitlines()
+    if lines and lines[0].strip() == "---":
+        for line in lines[1:]:
+            if line.strip() == "---":
+                break
+            name, _, value = line.partition(":")
+            if name.strip().lower() in keys:
+                return value.strip().strip("'\"") or None
+    for line in lines:
+        at = line.lower().find(_BODY_LABEL)
+        if at >= 0:
+            value = line[at + len(_BODY_LABEL) :].strip().strip("*`'\". ")
+            return value.split()[0] if value else None
+    return None
+
+
+def tier_of(agent_type: str | None, subagents: dict[str, Any], agent_dirs: list[str]) -> tuple[str, str]:
+    """(tier, where it came from) for a subagent of type `agent_type`; `agent_dirs` are the
+    folders holding subagent definitions, the first found wins."""
+    tiers = subagents["tiers"]
+    if agent_type and agent_type in subagents["agents"]:
+        return str(subagents["agents"][agent_type]), "policy"
+    if agent_type and subagents["honor_front_matter"] and _plain_name(agent_type):
+        for folder in agent_dirs:
+            path = os.path.join(folder, agent_type + ".md")
+            try:
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    text = handle.read(65536)
+            except OSError:
+                continue
+            tier = declared_tier(text, subagents["front_matter_key"])
+            if tier is not None and tier in tiers:
+                return tier, path
+    return str(subagents["default_tier"]), "default"

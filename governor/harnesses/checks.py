@@ -1,0 +1,59 @@
+"""What `doctor` reports, and running an installed hook command once to see that it answers.
+
+Cold path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+OK, BAD, WARN, INFO = "ok", "FAIL", "warn", "info"
+
+
+class Check:
+    """One line of the doctor's report: a status, what was checked, what was found, the fix."""
+
+    __slots__ = ("detail", "fix", "status", "what")
+
+    def __init__(self, status: str, what: str, detail: str, fix: str = "") -> None:
+        self.status, self.what, self.detail, self.fix = status, what, detail, fix
+
+    def as_dict(self) -> dict[str, str]:
+        return {"status": self.status, "check": self.what, "detail": self.detail, "fix": self.fix}
+
+
+class HookRun:
+    __slots__ = ("answer", "error", "millis", "returncode", "stderr")
+
+    def __init__(self, returncode: int, answer: Any, stderr: str, millis: float, error: str = "") -> None:
+        self.returncode, self.answer, self.stderr, self.millis, self.error = returncode, answer, stderr, millis, error
+
+    @property
+    def last_error(self) -> str:
+        lines = self.stderr.strip().splitlines()
+        return self.error or (lines[-1] if lines else "no answer")
+
+
+def run_hook_command(command: str, payload: dict[str, Any]) -> HookRun:
+    """Run an installed hook command on one payload, against a scratch state directory."""
+    with tempfile.TemporaryDirectory(prefix="memory-governor-doctor-") as scratch:
+        env = {**os.environ, "MEMORY_GOVERNOR_STATE_DIR": os.path.join(scratch, "state"),
+               "MEMORY_GOVERNOR_WARM_SERVER": "off"}  # fmt: skip
+        started = time.perf_counter()
+        try:
+            proc = subprocess.run(shlex.split(command), input=json.dumps(payload).encode(), capture_output=True,
+                                  env=env, timeout=30)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired, ValueError) as err:
+            return HookRun(-1, None, "", 0.0, f"the installed command does not run: {err}")
+        millis = (time.perf_counter() - started) * 1000
+        try:
+            answer = json.loads(proc.stdout) if proc.stdout.strip() else None
+        except ValueError:
+            answer = None
+        return HookRun(proc.returncode, answer, proc.stderr.decode("utf-8", "replace"), millis)

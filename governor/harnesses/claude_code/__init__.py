@@ -1,0 +1,167 @@
+"""Claude Code: its hook payload -> Event, a Decision -> its hook answer (the hot path).
+
+Harness facts this relies on (seen on the real binary; see docs/claude-code.md):
+- One JSON object on stdin per hook process; common fields session_id, transcript_path, cwd,
+  hook_event_name; prompt_id (one per user prompt) on events after the first prompt, also
+  inside subagents, whose events add agent_id and agent_type.
+- MCP tools are named mcp__<server>__<tool>; a plugin's server is plugin_<plugin>_<server>.
+- PreToolUse carries tool_name, tool_input, tool_use_id; PostToolUse adds tool_response (a
+  string for an MCP tool); PostToolUseFailure carries error; SessionStart carries source
+  (startup, resume, compact, clear).
+- An answer is one JSON object on stdout with exit 0. A deny is
+  hookSpecificOutput.permissionDecision "deny" with permissionDecisionReason, which the model
+  receives as the tool's error result. updatedInput replaces a tool's input;
+  updatedMCPToolOutput replaces what the model gets from an MCP tool; additionalContext adds
+  to the model's context; systemMessage is shown to the user. Strings are capped at 10,000
+  characters.
+- "permissionDecision": "allow" would bypass the user's own permission rules: never sent.
+  No objection is no output.
+"""
+
+from __future__ import annotations
+
+from governor.engine import events as ev
+from governor.engine.events import Decision, Event
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+NAME = "claude-code"
+TITLE = "Claude Code"
+MAX_STRING = 10_000
+AGENT_DIRS = (".claude/agents",)  # subagent definitions, under the project and under HOME
+# Its row in docs/harnesses.md: what it can express, and how the governor uses it.
+CAPABILITIES = {
+    "deny": "yes: `permissionDecision: deny`; the model gets the reason",
+    "rewrite arguments": "yes: `updatedInput` (no `allow` needed)",
+    "replace result": "yes: `updatedMCPToolOutput`",
+    "context": "yes: `additionalContext`",
+    "turn id": "yes: `prompt_id`",
+    "call id": "yes: `tool_use_id`",
+    "subagent id": "yes: `agent_id`, `agent_type`",
+    "on crash": "fails open (the governor never crashes: it answers or applies on_error)",
+}
+
+EVENTS = {
+    "SessionStart": ev.SESSION_START,
+    "UserPromptSubmit": ev.PROMPT,
+    "PreToolUse": ev.PRE_TOOL,
+    "PostToolUse": ev.POST_TOOL,
+    "PostToolUseFailure": ev.TOOL_FAILED,
+    "PreCompact": ev.PRE_COMPACT,
+    "SubagentStart": ev.SUBAGENT_START,
+    "SubagentStop": ev.SUBAGENT_STOP,
+    "Stop": ev.STOP,
+}
+# Events whose answer may carry hookSpecificOutput.additionalContext.
+CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse")
+
+
+class BadPayload(ValueError):
+    """The hook input is not what Claude Code sends; the message says which field."""
+
+
+def split_tool_name(name: str) -> tuple[str | None, str | None]:
+    """mcp__<server>__<tool> -> (server, tool); anything else -> (None, None)."""
+    if not name.startswith("mcp__"):
+        return None, None
+    server, sep, tool = name[5:].partition("__")
+    if not sep or not server or not tool:
+        return None, None
+    return server, tool
+
+
+def _text(payload: dict[str, Any], field: str, required: bool = False) -> str | None:
+    value = payload.get(field)
+    if value is None:
+        if required:
+            raise BadPayload(f"field {field!r} is missing")
+        return None
+    if not isinstance(value, str):
+        raise BadPayload(f"field {field!r} should be a string, got {type(value).__name__}")
+    if required and not value:
+        raise BadPayload(f"field {field!r} is empty")
+    return value
+
+
+def sniff_event(raw: bytes) -> str | None:
+    """The event name of input that is not valid JSON, if it names one (to fail closed correctly)."""
+    import re
+
+    match = re.search(rb'"hook_event_name"\s*:\s*"(\w+)"', raw)
+    name = match.group(1).decode() if match else None
+    return name if name in EVENTS else None
+
+
+def event_name(payload: Any) -> str | None:
+    name = payload.get("hook_event_name") if isinstance(payload, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
+    """The Event a payload describes; None for an event this adapter does not govern."""
+    if not isinstance(payload, dict):
+        raise BadPayload(f"the hook input should be a JSON object, got {type(payload).__name__}")
+    name = event_name(payload)
+    if name is None:
+        raise BadPayload("field 'hook_event_name' is missing")
+    kind = EVENTS.get(name)
+    if kind is None:
+        return None
+    fields: dict[str, Any] = {
+        "turn_id": _text(payload, "prompt_id") or None,
+        "agent_id": _text(payload, "agent_id") or None,
+        "agent_type": _text(payload, "agent_type") or None,
+        "cwd": _text(payload, "cwd"),
+        # The folder Claude Code was started in; `cwd` follows the agent's `cd`.
+        "project": (env or {}).get("CLAUDE_PROJECT_DIR") or _text(payload, "cwd"),
+    }
+    if kind in (ev.PRE_TOOL, ev.POST_TOOL, ev.TOOL_FAILED):
+        tool_name = _text(payload, "tool_name", required=True) or ""
+        tool_input = payload.get("tool_input")
+        if tool_input is not None and not isinstance(tool_input, dict):
+            raise BadPayload(f"field 'tool_input' should be an object, got {type(tool_input).__name__}")
+        server, tool = split_tool_name(tool_name)
+        fields.update(tool_name=tool_name, server=server, tool=tool, tool_input=tool_input,
+                      call_id=_text(payload, "tool_use_id"))  # fmt: skip
+        if kind == ev.POST_TOOL:
+            from governor.engine.results import result_text
+
+            fields["tool_result"] = result_text(payload.get("tool_response"))
+    elif kind == ev.PROMPT:
+        fields["prompt"] = _text(payload, "prompt") or ""
+    elif kind == ev.SESSION_START:
+        fields["source"] = _text(payload, "source")
+    return Event(kind, _text(payload, "session_id", required=True) or "", **fields)
+
+
+def _cap(text: str) -> str:
+    return text if len(text) <= MAX_STRING else text[: MAX_STRING - 1] + "…"
+
+
+def render(name: str, decision: Decision) -> dict[str, Any] | None:
+    """The answer for hook event `name`, or None for no output (no objection)."""
+    specific: dict[str, Any] = {}
+    if decision.kind == ev.DENY and name == "PreToolUse":
+        specific = {"permissionDecision": "deny", "permissionDecisionReason": _cap(decision.reason)}
+    elif decision.kind == ev.REWRITE and name == "PreToolUse" and decision.updated_input is not None:
+        specific = {"updatedInput": decision.updated_input}
+    elif decision.kind == ev.REPLACE and name == "PostToolUse" and decision.updated_output is not None:
+        specific = {"updatedMCPToolOutput": decision.updated_output}
+    if decision.context and name in CONTEXT_EVENTS:
+        specific["additionalContext"] = _cap(decision.context)
+    out: dict[str, Any] = {}
+    if specific:
+        out["hookSpecificOutput"] = {"hookEventName": name, **specific}
+    if decision.user_message:
+        out["systemMessage"] = _cap(decision.user_message)
+    return out or None
+
+
+def refusal(name: str | None, reason: str) -> dict[str, Any] | None:
+    """A fail-closed answer when the governor cannot decide: deny if the event can be denied."""
+    if name == "PreToolUse":
+        return render(name, Decision(ev.DENY, "on_error_closed", reason))
+    return None

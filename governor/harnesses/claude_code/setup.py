@@ -1,0 +1,133 @@
+"""Claude Code: where its settings live, installing the hooks there, and checking the install.
+
+`install claude-code` writes hooks into `.claude/settings.json` (`--scope local`:
+`.claude/settings.local.json`; `--scope user`: `~/.claude/settings.json`) with narrow
+matchers: the exact tool names the policy governs plus the dispatch tools, so no other tool
+starts a hook process. Matchers of plain names joined by `|` match those names exactly.
+
+Cold path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from governor.harnesses import hook_command
+from governor.harnesses.checks import BAD, OK, Check, run_hook_command
+from governor.harnesses.settings import Change, hook_groups, json_text, read_json, with_hooks, without_hooks
+
+NAME = "claude-code"
+SCOPES = ("project", "local", "user")
+TIMEOUT_SECONDS = 10
+# What marks a hook entry as ours, whichever install (path, venv, layout) wrote it.
+OURS = re.compile(
+    r"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+claude-code|memory-governor\"?\s+hook\s+claude-code"
+    r"|sdd-memory-budget\.sh"
+)
+TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
+SESSION_EVENTS = ("UserPromptSubmit", "SessionStart", "PreCompact", "SubagentStart", "SubagentStop", "Stop")
+
+
+def settings_path(scope: str, project: str) -> str:
+    if scope == "user":
+        return os.path.join(os.path.expanduser("~"), ".claude", "settings.json")
+    name = "settings.local.json" if scope == "local" else "settings.json"
+    return os.path.join(project, ".claude", name)
+
+
+def governed_tools(policy: dict[str, Any]) -> list[str]:
+    """The MCP tool names, as Claude Code spells them, of every tool the policy governs."""
+    names = []
+    for mapping in policy["tools"]:
+        for server in mapping["servers"]:
+            for tool in mapping["map"]:
+                name = f"mcp__{server}__{tool}"
+                if name not in names:
+                    names.append(name)
+    return names
+
+
+def is_ours(hook: Any) -> bool:
+    return isinstance(hook, dict) and isinstance(hook.get("command"), str) and bool(OURS.search(hook["command"]))
+
+
+def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, Any]]]:
+    entry = {"type": "command", "command": command, "timeout": TIMEOUT_SECONDS}
+    tools = governed_tools(policy)
+    pre_matcher = "|".join(tools + [t for t in policy["briefing"]["dispatch_tools"] if t not in tools])
+    out: dict[str, list[dict[str, Any]]] = {
+        "PreToolUse": [{"matcher": pre_matcher, "hooks": [entry]}],
+        "PostToolUse": [{"matcher": "|".join(tools), "hooks": [entry]}],
+        "PostToolUseFailure": [{"matcher": "|".join(tools), "hooks": [entry]}],
+    }
+    for event in SESSION_EVENTS:
+        out[event] = [{"hooks": [entry]}]
+    return out
+
+
+def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Change]:
+    path = settings_path(scope, project)
+    before = read_json(path)
+    after = with_hooks(before, our_hooks(policy, hook_command(NAME)), is_ours)
+    tools = len(governed_tools(policy))
+    done = f"installed hooks for {tools} memory tools and {len(SESSION_EVENTS)} session events"
+    return [Change(path, before, after, done, "already installed", json_text)]
+
+
+def plan_uninstall(scope: str, project: str) -> list[Change]:
+    path = settings_path(scope, project)
+    before = read_json(path)
+    return [Change(path, before, without_hooks(before, is_ours), "hooks removed", "not installed", json_text)]
+
+
+def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
+    """Is the install complete for this policy, and does the installed command answer?"""
+    from governor.harnesses.settings import SettingsError
+
+    checks: list[Check] = []
+    tools = governed_tools(policy)
+    commands: list[str] = []
+    for scope in SCOPES:
+        path = settings_path(scope, project)
+        if not os.path.exists(path):
+            continue
+        try:
+            events = hook_groups(read_json(path), is_ours)
+        except SettingsError as err:
+            checks.append(Check(BAD, f"claude-code ({scope})", str(err), "fix the file by hand"))
+            continue
+        if not events:
+            continue
+        commands += [hook["command"] for groups in events.values() for _, hook in groups]
+        missing = [e for e in (*TOOL_EVENTS, *SESSION_EVENTS) if e not in events]
+        matched = {name for matcher, _ in events.get("PreToolUse", []) for name in matcher.split("|")}
+        uncovered = [t for t in tools if t not in matched]
+        if missing or uncovered:
+            detail = (f"missing events: {', '.join(missing)}; " if missing else "") + (
+                f"tools not matched: {', '.join(uncovered[:4])}" if uncovered else ""
+            )
+            checks.append(Check(BAD, f"claude-code ({scope})", f"{path}: {detail.strip('; ')}",
+                                f"memory-governor install claude-code --scope {scope}"))  # fmt: skip
+        else:
+            checks.append(
+                Check(OK, f"claude-code ({scope})", f"{path}: {len(events)} hook events, {len(tools)} memory tools")
+            )
+    if commands and tools:
+        checks.append(_selftest(commands[0], tools[0]))
+    return checks
+
+
+def _selftest(command: str, tool: str) -> Check:
+    """Run the installed command on a synthetic search with limit 10: it must clamp to the ladder."""
+    payload = {"session_id": "doctor", "hook_event_name": "PreToolUse", "cwd": os.getcwd(), "tool_name": tool,
+               "tool_input": {"query": "doctor", "limit": 10}, "tool_use_id": "doctor-1"}  # fmt: skip
+    run = run_hook_command(command, payload)
+    answer = run.answer if isinstance(run.answer, dict) else {}
+    clamped = answer.get("hookSpecificOutput", {}).get("updatedInput", {}).get("limit")
+    if run.returncode == 0 and clamped is not None:
+        return Check(OK, "claude-code hook", f"the installed command answers (clamped limit 10 -> {clamped}) in "
+                     f"{run.millis:.0f} ms")  # fmt: skip
+    return Check(BAD, "claude-code hook", f"the installed command did not clamp a search: {run.last_error}",
+                 "memory-governor install claude-code  (then run doctor again)")  # fmt: skip

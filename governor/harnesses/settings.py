@@ -1,0 +1,151 @@
+"""Installing into a harness's settings files, with one set of promises for every harness.
+
+- Idempotent: a second install computes the same file and changes nothing.
+- Atomic: the new file replaces the old in one rename; a reader never sees half of it.
+- Backed up: the file it replaces is copied to `<file>.bak-<time>` first.
+- Other hooks kept: only entries whose command is ours are added or removed.
+- Refuses what it cannot read: a settings file that is not valid JSON is left untouched and
+  the error says where (file:line:col).
+
+A harness's setup module describes the change (`Change`: a path, what it holds now, what it
+should hold); `apply` shows or writes it. JSON files with Claude-style hook groups
+(`{"hooks": {Event: [{"matcher": M, "hooks": [{"type": "command", "command": C}]}]}}`) are
+merged by `with_hooks` / `without_hooks`; other formats bring their own merge.
+
+Cold path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any
+
+from governor.state import write_atomic
+
+
+class SettingsError(ValueError):
+    """A settings file that cannot be read or written; the message says where and what to do."""
+
+
+class Change:
+    """One settings file: what it holds (`before`) and what it should hold (`after`)."""
+
+    def __init__(self, path: str, before: Any, after: Any, done: str, same: str, render: Callable[[Any], str]) -> None:
+        self.path = path
+        self.before = before
+        self.after = after
+        self.done = done  # what applying it did, in words
+        self.same = same  # why nothing changes, in words
+        self.render = render  # the file's text for a value
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.after != self.before)
+
+
+def json_text(data: Any) -> str:
+    return json.dumps(data, indent=2) + "\n"
+
+
+def read_json(path: str, what: str = "settings") -> dict[str, Any]:
+    """A JSON object from `path` ({} if it does not exist or is empty); refuses anything else."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return {}
+    except OSError as err:
+        raise SettingsError(f"{path}: cannot read it ({err.strerror})") from err
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise SettingsError(
+            f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg}); fix it by hand, nothing was changed"
+        ) from err
+    if not isinstance(data, dict):
+        raise SettingsError(f"{path}:1:1: {what} must be a JSON object; nothing was changed")
+    return data
+
+
+def apply(change: Change, dry_run: bool, echo: Callable[[str], None]) -> None:
+    """Show, or write (atomically, with a backup of what it replaces), one settings file."""
+    if not change.changes:
+        echo(f"{change.path}: {change.same}, nothing changed")
+        return
+    if dry_run:
+        echo(f"{change.path} would become:")
+        echo(change.render(change.after).rstrip("\n"))
+        return
+    folder = os.path.dirname(change.path)
+    os.makedirs(folder, exist_ok=True)
+    backup = None
+    if os.path.exists(change.path):
+        backup = f"{change.path}.bak-{time.strftime('%Y%m%d-%H%M%S')}"
+        shutil.copy2(change.path, backup)
+    write_atomic(change.path, change.render(change.after).encode())
+    echo(f"{change.path}: {change.done}")
+    if backup:
+        echo(f"previous settings saved as {backup}")
+
+
+# -- Claude-style hook groups ---------------------------------------------------------------
+
+
+def without_hooks(settings: dict[str, Any], ours: Callable[[Any], bool]) -> dict[str, Any]:
+    """The settings with every hook entry `ours` recognises removed, and groups or events left
+    empty dropped. Everything else is kept as it was."""
+    out = dict(settings)
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return out
+    kept_events: dict[str, Any] = {}
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            kept_events[event] = groups
+            continue
+        kept_groups = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                remaining = [h for h in group["hooks"] if not ours(h)]
+                if remaining:
+                    kept_groups.append({**group, "hooks": remaining})
+                elif not group["hooks"]:
+                    kept_groups.append(group)
+            else:
+                kept_groups.append(group)
+        if kept_groups:
+            kept_events[event] = kept_groups
+    if kept_events:
+        out["hooks"] = kept_events
+    else:
+        out.pop("hooks", None)
+    return out
+
+
+def with_hooks(settings: dict[str, Any], groups: dict[str, list[dict[str, Any]]],
+               ours: Callable[[Any], bool]) -> dict[str, Any]:  # fmt: skip
+    """The settings with our hook groups in place of any earlier ones of ours."""
+    out = without_hooks(settings, ours)
+    hooks = dict(out.get("hooks") or {})
+    for event, added in groups.items():
+        hooks[event] = [*hooks.get(event, []), *added]
+    out["hooks"] = hooks
+    return out
+
+
+def hook_groups(settings: Any, ours: Callable[[Any], bool]) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """Our hook entries in a settings object: event -> [(matcher, hook entry)]."""
+    found: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    hooks = settings.get("hooks") if isinstance(settings, dict) else None
+    for event, groups in (hooks or {}).items() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else []:
+            for hook in group.get("hooks", []) if isinstance(group, dict) else []:
+                if ours(hook):
+                    found.setdefault(event, []).append((str(group.get("matcher", "")), hook))
+    return found

@@ -1,0 +1,117 @@
+"""The compiled policy a hook reads instead of YAML, cached in the state directory.
+
+Hot path: a hook stats the policy files (governor.policy.sources), and when none changed
+since the last compile it loads one small JSON file (no yaml, no pydantic). Any change sends
+it through the cold path (`governor.policy.files`) once, which rewrites the compiled file.
+A broken policy never stops enforcement: the last valid compile is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from governor import with_site_packages
+from governor.engine.rules import CompiledPolicy
+from governor.policy.sources import Sources
+from governor.state import ensure_dir, write_atomic
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+CACHE_FORMAT = 1
+
+
+class PolicyUnavailable(Exception):
+    """No valid policy at all, not even the shipped default."""
+
+
+def cache_paths(state: str, sources: Sources) -> tuple[str, str]:
+    folder = ensure_dir(os.path.join(state, "policy"))
+    key = sources.cache_key()
+    return os.path.join(folder, f"{key}.json"), os.path.join(folder, f"{key}.broken.json")
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path, "rb") as handle:
+            return json.loads(handle.read())
+    except (OSError, ValueError):
+        return None
+
+
+_memo: dict[str, tuple[list[list[Any]], CompiledPolicy]] = {}  # a long-lived process skips re-reading
+
+
+def load(env: Mapping[str, str], cwd: str | None, state: str) -> tuple[CompiledPolicy, list[str]]:
+    """The effective policy for a project, and notices for the user (a broken policy file).
+
+    Compiles on a cache miss. A broken policy never stops enforcement: the last valid
+    compile for this project is used, else the shipped default, and the notice says so.
+    """
+    sources = Sources(env, cwd)
+    signature = sources.signature()
+    try:
+        good_path, broken_path = cache_paths(state, sources)
+    except OSError:
+        good_path = broken_path = ""  # no usable state directory: compile in memory every time
+    remembered = _memo.get(good_path) if good_path else None
+    if remembered is not None and remembered[0] == signature:
+        return remembered[1], []
+    cached = _read_json(good_path) if good_path else None
+    if isinstance(cached, dict) and cached.get("format") == CACHE_FORMAT and cached.get("signature") == signature:
+        policy = CompiledPolicy(cached)
+        _memo[good_path] = (signature, policy)
+        return policy, []
+    broken = _read_json(broken_path) if broken_path else None
+    if isinstance(broken, dict) and broken.get("signature") == signature:
+        return _fallback(cached, broken["problems"], sources)
+    with_site_packages()
+    from governor.policy.files import compile_sources
+
+    blob, problems = compile_sources(sources)
+    if blob is not None:
+        blob["format"], blob["signature"] = CACHE_FORMAT, signature
+        _store(good_path, blob)
+        if broken_path:
+            try:
+                os.unlink(broken_path)
+            except OSError:
+                pass
+        return CompiledPolicy(blob), []
+    _store(broken_path, {"signature": signature, "problems": problems})
+    return _fallback(cached, problems, sources)
+
+
+def _store(path: str, blob: dict[str, Any]) -> None:
+    """Best effort: a cache that cannot be written costs the next hook a compile, nothing more."""
+    if not path:
+        return
+    try:
+        write_atomic(path, json.dumps(blob).encode())  # policy order kept: matchers and precedence follow it
+    except OSError:
+        pass
+
+
+def _fallback(cached: Any, problems: list[str], sources: Sources) -> tuple[CompiledPolicy, list[str]]:
+    first = problems[0] if problems else "unknown problem"
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    if isinstance(cached, dict) and cached.get("format") == CACHE_FORMAT and "policy" in cached:
+        used = f"the last valid policy (digest {cached['digest'][:12]})"
+        policy = CompiledPolicy(cached)
+    else:
+        with_site_packages()
+        from governor.policy.files import compile_sources
+
+        blob, default_problems = compile_sources(sources, only_default=True)
+        if blob is None:
+            raise PolicyUnavailable("; ".join(default_problems))
+        used = "the shipped default policy"
+        policy = CompiledPolicy(blob)
+    notice = (
+        f"memory-governor: the policy is invalid: {first}{more}. Enforcing {used} until it is fixed; "
+        "run `memory-governor policy check` for every problem."
+    )
+    return policy, [notice]

@@ -1,0 +1,237 @@
+"""The policy as a validated model: every rule memory-governor enforces, as data.
+
+This module is the cold path (pydantic). Hooks never import it: they read the compiled
+form that `governor.policy.compiled` builds from it (see `governor.policy.files`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+ROLES = ("search", "timeline", "fetch", "context", "save", "summary")
+Role = Literal["search", "timeline", "fetch", "context", "save", "summary"]
+Enforce = Literal["block", "warn", "off"]
+Unit = Literal["o200k_base", "cl100k_base", "chars", "chars_div4"]
+TriggerName = Literal["post_compact", "explicit_user_recall", "session_resume"]
+TriggerScope = Literal["this_turn", "next_turn", "once"]
+NeedName = Literal[
+    "none", "recent_session", "similar_issue", "architecture_decision", "continuation", "explicit_user_recall"
+]
+ResultFormat = Literal["auto", "engram", "knowledge_graph", "text"]
+
+# Upper bounds that catch a typo (an extra zero) without limiting any real team.
+MAX_CALLS = 1000
+MAX_TOKENS = 10_000_000
+
+Count = Annotated[int, Field(ge=0, le=MAX_CALLS)]
+Tokens = Annotated[int, Field(ge=0, le=MAX_TOKENS)]
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def _regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as err:
+        raise ValueError(f"not a valid regular expression: {err}") from None
+    return value
+
+
+Pattern = Annotated[str, Field(min_length=1, max_length=2000), AfterValidator(_regex)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ToolSpec(Strict):
+    """What one memory-server tool is, and which of its arguments matter."""
+
+    role: Role
+    limit_param: Name | None = Field(None, description="Argument holding a result count (clamped on L1).")
+    id_param: Name | None = Field(None, description="Argument holding the id(s) a timeline or fetch reads.")
+    type_param: Name | None = Field(None, description="Argument holding a save's memory type.")
+    content_param: Name | None = Field(None, description="Argument holding a save's body.")
+    title_param: Name | None = Field(None, description="Argument holding a save's title.")
+    topic_key_param: Name | None = Field(None, description="Argument holding a save's topic key.")
+    default_type: Name | None = Field(None, description="The type the server gives a save that names none.")
+
+
+class ToolMap(Strict):
+    """One memory server, under each name the harness may give it."""
+
+    servers: list[Name] = Field(min_length=1, description="MCP server names, e.g. engram.")
+    format: ResultFormat = Field("auto", description="How results are parsed into entries.")
+    map: dict[Name, ToolSpec] = Field(min_length=1, description="Tool name -> its role.")
+
+
+class Layer(Strict):
+    expected_tokens: Tokens = Field(description="Expected tokens of one result (per result for L1).")
+    max_limit: Count | None = Field(None, description="Most results one call may ask for (L1).")
+    snippets_only: bool = False
+    requires_surfaced_id: bool = Field(
+        False, description="The id must have been surfaced by an L1/L2 result in this turn."
+    )
+
+
+class Ladder(Strict):
+    """L1 = the search role, L2 = timeline, L3 = fetch."""
+
+    L1: Layer
+    L2: Layer
+    L3: Layer
+
+
+class CallLimit(Strict):
+    value: Count
+    enforce: Enforce
+
+
+class TokenLimit(Strict):
+    value: Tokens
+    enforce: Enforce
+
+
+class Limits(Strict):
+    max_search_calls: CallLimit
+    max_full_fetches: CallLimit
+    max_memory_tokens_injected: TokenLimit
+    max_save_calls_per_turn: CallLimit
+
+
+class Trigger(Strict):
+    scope: TriggerScope = Field(description="this_turn, next_turn (the rest of this turn and the next), once.")
+    uses: Annotated[int, Field(ge=1, le=MAX_CALLS)] = 1
+    phrases: list[Name] = Field(default_factory=list, description="Prompt phrases that arm it.")
+    min_idle_minutes: Annotated[int, Field(ge=0, le=100_000)] = Field(
+        0,
+        description="session_resume: arm only when the session was idle this long (a headless loop resumes every turn).",
+    )
+
+
+class Trimming(Strict):
+    """What a result over the turn's token budget becomes (the packer's rules)."""
+
+    over_budget: Literal["omit", "truncate", "keep-top"] = Field(
+        "omit", description="omit: whole entries only (RFC 0113); truncate: cut the first misfit; keep-top."
+    )
+    fill: Literal["stop", "skip"] = Field("stop", description="stop: keep a prefix of the ranking; skip: keep filling.")
+
+
+class MemContext(Strict):
+    allow: bool = Field(description="Allow mem_context with no trigger (the seed: false).")
+    expected_tokens: Tokens
+    unlocked_by: dict[TriggerName, Trigger]
+    subagents_may_arm: bool = Field(False, description="May a subagent's events arm a trigger.")
+
+
+class MemoryNeed(Strict):
+    triggers: list[Name] = Field(description="What the class covers, in words.")
+    action: Name = Field(description="The recommended action, in words.")
+    advice: str = Field("", max_length=400, description="The one line the agent is told; empty = none.")
+    namespaces: list[Name] = Field(default_factory=list, description="Topic prefixes L1 should search.")
+    patterns: list[Pattern] = Field(
+        default_factory=list,
+        description="Case-insensitive regexes, matched against the prompt lower-cased without accents.",
+    )
+    cues: list[Name] = Field(
+        default_factory=list,
+        description="Words (or short phrases) that hint at the class when no pattern matches; written without accents.",
+    )
+
+
+class MemoryNeeds(Strict):
+    precedence: list[NeedName] = Field(description="First matching class wins.")
+    default: NeedName = Field(description="The class when no pattern matches.")
+    cue_threshold: Annotated[int, Field(ge=1, le=20)] = Field(
+        2, description="With no pattern match: the class with the most distinct cues wins if it has at least this many."
+    )
+    on_none: Literal["advise", "deny"] = Field(
+        "advise", description="For `none`: advise skipping memory, or deny retrieval for the turn."
+    )
+    classes: dict[NeedName, MemoryNeed]
+
+    @model_validator(mode="after")
+    def _classes_cover_precedence(self) -> MemoryNeeds:
+        missing = [n for n in [*self.precedence, self.default] if n not in self.classes]
+        if missing:
+            raise ValueError(f"memory need(s) {', '.join(sorted(set(missing)))} have no entry under classes")
+        return self
+
+
+class NeverSave(Strict):
+    raw_transcript: Enforce
+    tool_noise: Enforce
+    step_by_step: Enforce
+    duplicate: Enforce
+
+
+class Save(Strict):
+    allowed_types: list[Name] = Field(min_length=1)
+    orchestrator_only: list[Name] = Field(default_factory=list)
+    never_save: NeverSave
+    topic_keys: Enforce = Field("warn", description="Check topic keys against the namespace contract.")
+
+
+class Tier(Strict):
+    roles: list[Role] = Field(description="Memory roles the tier may use.")
+    max_search_calls: Count | None = Field(None, description="A tighter per-turn search cap for the tier.")
+
+
+class Subagents(Strict):
+    default_tier: Name
+    front_matter_key: Name = Field(description="Front matter key in a subagent definition file.")
+    honor_front_matter: bool = True
+    tiers: dict[Name, Tier]
+    agents: dict[Name, Name] = Field(default_factory=dict, description="Agent type -> tier.")
+
+    @model_validator(mode="after")
+    def _tiers_exist(self) -> Subagents:
+        unknown = sorted({self.default_tier, *self.agents.values()} - set(self.tiers))
+        if unknown:
+            raise ValueError(f"tier(s) {', '.join(unknown)} are used but not defined under tiers")
+        return self
+
+
+class Briefing(Strict):
+    max_tokens: TokenLimit = Field(description="Tokens of memory cards one dispatch may carry.")
+    raw_l3_body: Enforce = Field(description="A raw L3 body pasted into a dispatch prompt.")
+    dispatch_tools: list[Name] = Field(description="Harness tools that dispatch a subagent.")
+
+
+class Ledger(Strict):
+    reservation_ttl_seconds: Annotated[int, Field(ge=1, le=86_400)]
+    busy_timeout_ms: Annotated[int, Field(ge=10, le=60_000)]
+    retention_days: Annotated[int, Field(ge=1, le=3650)]
+    record_contents: bool = Field(False, description="Store prompts and memory text in the audit trail.")
+
+
+class Runtime(Strict):
+    warm_server: Literal["auto", "off"] = "auto"
+    idle_exit_seconds: Annotated[int, Field(ge=10, le=86_400)] = 1800
+
+
+class Policy(Strict):
+    """The whole policy. Field order is the order `explain` and the rendered Markdown use."""
+
+    version: Literal[1]
+    mode: Literal["enforce", "monitor"]
+    on_error: Literal["open", "closed"]
+    token_counter: Unit
+    tools: list[ToolMap] = Field(min_length=1)
+    ladder: Ladder
+    limits: Limits
+    trimming: Trimming = Trimming()
+    mem_context: MemContext
+    memory_needs: MemoryNeeds
+    save: Save
+    subagents: Subagents
+    briefing: Briefing
+    ledger: Ledger
+    runtime: Runtime = Runtime()
+    loosen_allowed: list[Name] = Field(
+        default_factory=list,
+        description="Dotted keys a local override may loosen (e.g. limits.max_search_calls).",
+    )

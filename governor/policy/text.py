@@ -1,0 +1,214 @@
+"""A policy in plain words: the rendered Markdown rule file and `policy explain`.
+
+Both read the same dumped policy and use the same phrases, so the documentation a team
+reads and the explanation of what is enforced cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+LAYER_TOOL_ROLE = {"L1": "search", "L2": "timeline", "L3": "fetch"}
+_ENFORCE_WORDS = {"block": "blocked past the limit", "warn": "warned past the limit", "off": "not enforced"}
+_SCOPE_WORDS = {
+    "this_turn": "for the rest of the turn it was armed in",
+    "next_turn": "for the rest of this turn and the next one",
+    "once": "until used",
+}
+_LIMIT_WORDS = {
+    "max_search_calls": "L1 searches per turn",
+    "max_full_fetches": "L3 full fetches per turn",
+    "max_memory_tokens_injected": "memory tokens reaching the model per turn",
+    "max_save_calls_per_turn": "saves per turn",
+}
+
+
+def tools_for(policy: dict[str, Any], role: str) -> list[str]:
+    names = []
+    for mapping in policy["tools"]:
+        for tool, spec in mapping["map"].items():
+            if spec["role"] == role and tool not in names:
+                names.append(tool)
+    return names
+
+
+def limit_phrase(name: str, spec: dict[str, Any], unit: str) -> str:
+    what = _LIMIT_WORDS.get(name, name)
+    value = f"{spec['value']} {unit}" if name == "max_memory_tokens_injected" else str(spec["value"])
+    return f"at most {value} {what} ({_ENFORCE_WORDS[spec['enforce']]})"
+
+
+def layer_phrase(name: str, layer: dict[str, Any], policy: dict[str, Any]) -> str:
+    tools = ", ".join(tools_for(policy, LAYER_TOOL_ROLE[name])) or "(no tool mapped)"
+    parts = [f"{name} {tools}: ~{layer['expected_tokens']} tokens" + (" per result" if name == "L1" else "")]
+    if layer.get("max_limit") is not None:
+        parts.append(f"limit <= {layer['max_limit']} (a larger or missing limit is clamped)")
+    if layer.get("snippets_only"):
+        parts.append("snippets only")
+    if layer.get("requires_surfaced_id"):
+        parts.append("only for an id an L1/L2 result surfaced in this turn")
+    return "; ".join(parts)
+
+
+def trigger_phrase(name: str, trigger: dict[str, Any]) -> str:
+    uses = f"{trigger['uses']} call" + ("s" if trigger["uses"] != 1 else "")
+    text = f"{name}: unlocks {uses}, {_SCOPE_WORDS[trigger['scope']]}"
+    if trigger.get("min_idle_minutes"):
+        text += f"; only after {trigger['min_idle_minutes']} idle minutes"
+    if trigger.get("phrases"):
+        text += "; armed by a prompt containing " + ", ".join(f'"{p}"' for p in trigger["phrases"])
+    return text
+
+
+def tier_phrase(name: str, tier: dict[str, Any]) -> str:
+    roles = ", ".join(tier["roles"]) or "nothing"
+    cap = f"; at most {tier['max_search_calls']} searches per turn" if tier.get("max_search_calls") is not None else ""
+    return f"{name}: may use {roles}{cap}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return out
+
+
+def render_markdown(policy: dict[str, Any], source_name: str) -> str:
+    """The rule file a team reads, rendered from the policy YAML."""
+    unit = policy["token_counter"]
+    lines = [
+        "# Memory budget: Engram retrieval discipline",
+        "",
+        f"<!-- Rendered from {source_name} by `memory-governor policy render`. Edit the YAML, not this file. -->",
+        "",
+        f"Mode: **{policy['mode']}**. When the governor cannot decide, a governed memory call is "
+        f"**{'let through' if policy['on_error'] == 'open' else 'denied'}** (on_error: {policy['on_error']}), "
+        f"and the user is told. Token figures are in **{unit}**.",
+        "",
+        "## Retrieval ladder",
+        "",
+    ]
+    rows = []
+    for name in ("L1", "L2", "L3"):
+        layer = policy["ladder"][name]
+        tools = ", ".join(tools_for(policy, LAYER_TOOL_ROLE[name]))
+        when = []
+        if layer.get("max_limit") is not None:
+            when.append(f"limit <= {layer['max_limit']}" + (", snippets only" if layer["snippets_only"] else ""))
+        if layer.get("requires_surfaced_id"):
+            when.append("id surfaced by an L1/L2 result this turn")
+        cost = f"~{layer['expected_tokens']} tokens" + ("/result" if name == "L1" else "")
+        rows.append([name, tools, "; ".join(when) or "any time", cost])
+    lines += _table(["Layer", "Tool", "Allowed when", "Expected cost"], rows)
+    lines += ["", "Never jump to L3 without first reading L1 results.", "", "## Per-turn budget", ""]
+    rows = [
+        [
+            name,
+            str(spec["value"]) + (f" {unit}" if name == "max_memory_tokens_injected" else ""),
+            spec["enforce"],
+        ]
+        for name, spec in policy["limits"].items()
+    ]
+    ctx = policy["mem_context"]
+    rows.append(["allow_mem_context", "true" if ctx["allow"] else "false", "only the triggers below unlock it"])
+    lines += _table(["Limit", "Value", "Enforced"], rows)
+    lines += ["", "## mem_context", "", "mem_context is the heaviest tool. Unlocked only by:", ""]
+    lines += [f"- {trigger_phrase(name, trigger)}" for name, trigger in ctx["unlocked_by"].items()]
+    subagents = "may" if ctx["subagents_may_arm"] else "may not"
+    lines += ["", f"A subagent's events {subagents} arm a trigger.", "", "## Memory needs", ""]
+    needs = policy["memory_needs"]
+    rows = [
+        [name, ", ".join(need["triggers"]), need["action"], ", ".join(need["namespaces"]) or "-"]
+        for name, need in needs["classes"].items()
+    ]
+    lines += _table(["memory_need", "Triggers", "Recommended action", "Namespaces"], rows)
+    lines += [
+        "",
+        f"Precedence when several match: {', '.join(needs['precedence'])}; no match: {needs['default']}. "
+        f"For `none` the agent is {'told to skip memory' if needs['on_none'] == 'advise' else 'denied retrieval'}.",
+        "",
+        "## Save discipline",
+        "",
+        f"Save only: {', '.join(policy['save']['allowed_types'])}.",
+        f"Only the orchestrator saves: {', '.join(policy['save']['orchestrator_only']) or '-'}.",
+        "",
+    ]
+    rows = [[rule, enforce] for rule, enforce in policy["save"]["never_save"].items()]
+    lines += _table(["Never save", "Enforced"], rows)
+    lines += [
+        "",
+        f"Topic keys are checked against the namespace contract: {policy['save']['topic_keys']}.",
+        "",
+    ]
+    sub = policy["subagents"]
+    lines += ["## Subagents", "", f"Default tier: **{sub['default_tier']}**."]
+    if sub["honor_front_matter"]:
+        lines.append(f"An agent may declare its tier in its definition's front matter (`{sub['front_matter_key']}:`).")
+    lines += ["", *(f"- {tier_phrase(name, tier)}" for name, tier in sub["tiers"].items()), ""]
+    if sub["agents"]:
+        lines += [*_table(["Agent", "Tier"], [[a, t] for a, t in sub["agents"].items()]), ""]
+    brief = policy["briefing"]
+    lines += [
+        "## Dispatch briefings",
+        "",
+        f"Memory cards in a briefing: at most {brief['max_tokens']['value']} {unit} "
+        f"({brief['max_tokens']['enforce']}). A raw L3 body pasted into a "
+        f"dispatch ({', '.join(brief['dispatch_tools'])}): {brief['raw_l3_body']}.",
+        "",
+        "## Ledger",
+        "",
+        f"Unreported calls release their slot after {policy['ledger']['reservation_ttl_seconds']} s; "
+        f"sessions are kept {policy['ledger']['retention_days']} days; memory contents are "
+        f"{'recorded' if policy['ledger']['record_contents'] else 'never recorded'}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def explain_statements(policy: dict[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(section, sentence, the policy path it comes from), in reading order."""
+    unit = policy["token_counter"]
+    out: list[tuple[str, str, tuple[str, ...]]] = []
+    mode = "decisions are applied" if policy["mode"] == "enforce" else "decisions are recorded, nothing is blocked"
+    out.append(("General", f"mode {policy['mode']}: {mode}", ("mode",)))
+    fail = "let through" if policy["on_error"] == "open" else "denied"
+    out.append(("General", f"when the governor cannot decide, a memory call is {fail}", ("on_error",)))
+    out.append(("General", f"token figures are in {unit}", ("token_counter",)))
+    for index, mapping in enumerate(policy["tools"]):
+        for tool, spec in mapping["map"].items():
+            servers = ", ".join(mapping["servers"])
+            out.append(("Tools", f"{tool} on {servers} is {spec['role']}", ("tools", str(index), "map", tool)))
+    for name in ("L1", "L2", "L3"):
+        out.append(("Ladder", layer_phrase(name, policy["ladder"][name], policy), ("ladder", name)))
+    for name, spec in policy["limits"].items():
+        out.append(("Per turn", limit_phrase(name, spec, unit), ("limits", name)))
+    ctx = policy["mem_context"]
+    allowed = "allowed any time" if ctx["allow"] else "forbidden unless a trigger is armed"
+    out.append(("mem_context", f"mem_context is {allowed}", ("mem_context", "allow")))
+    for name, trigger in ctx["unlocked_by"].items():
+        out.append(("mem_context", trigger_phrase(name, trigger), ("mem_context", "unlocked_by", name)))
+    needs = policy["memory_needs"]
+    out.append(("Memory needs", "precedence: " + ", ".join(needs["precedence"]), ("memory_needs", "precedence")))
+    for name, need in needs["classes"].items():
+        out.append(("Memory needs", f"{name}: {need['action']}", ("memory_needs", "classes", name)))
+    save = policy["save"]
+    out.append(("Saves", "allowed types: " + ", ".join(save["allowed_types"]), ("save", "allowed_types")))
+    for rule, enforce in save["never_save"].items():
+        out.append(("Saves", f"never save {rule}: {enforce}", ("save", "never_save", rule)))
+    sub = policy["subagents"]
+    out.append(("Subagents", f"default tier {sub['default_tier']}", ("subagents", "default_tier")))
+    for name, tier in sub["tiers"].items():
+        out.append(("Subagents", tier_phrase(name, tier), ("subagents", "tiers", name)))
+    for agent, tier in sub["agents"].items():
+        out.append(("Subagents", f"{agent} is {tier}", ("subagents", "agents", agent)))
+    brief = policy["briefing"]
+    limit = brief["max_tokens"]
+    out.append(
+        ("Briefings", f"memory cards per dispatch: at most {limit['value']} {unit} ({limit['enforce']})", ("briefing",))
+    )
+    out.append(
+        ("Briefings", f"a raw L3 body pasted into a dispatch: {brief['raw_l3_body']}", ("briefing", "raw_l3_body"))
+    )
+    if policy["loosen_allowed"]:
+        keys = ", ".join(policy["loosen_allowed"])
+        out.append(("Layering", f"a local override may loosen: {keys}", ("loosen_allowed",)))
+    return out

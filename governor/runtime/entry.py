@@ -1,0 +1,73 @@
+"""The hook process: harness JSON on stdin, one answer on stdout, exit 0, always.
+
+Run as `memory-governor hook <harness>`, or, faster, as the installer writes it:
+`<python> -I -S <this file> <harness>` (isolated from the user's environment, no site, no
+click). It asks the warm local server
+first (governor.runtime.server) and decides in this process when the server is not there, so a
+governed call never goes ungoverned because the fast path is down.
+
+Whatever happens here, the process prints one JSON object or nothing and exits 0: a crash
+or a non-zero exit would let the call through silently.
+"""
+
+import os
+import sys
+
+MAX_INPUT = 64 * 1024 * 1024
+
+
+def _read_stdin() -> bytes:
+    data = sys.stdin.buffer.read(MAX_INPUT + 1)
+    return data
+
+
+def run(harness: str) -> int:
+    out = b""
+    err = b""
+    try:
+        raw = _read_stdin()
+        answer = None
+        if os.environ.get("MEMORY_GOVERNOR_WARM_SERVER", "auto") != "off":
+            try:
+                from governor.runtime.client import ask
+
+                answer = ask(harness, raw, os.environ)
+            except Exception as failure:  # the fast path is down: decide here, and say why
+                reason = type(failure).__name__
+                err = f"memory-governor: warm server unavailable ({reason}); deciding in-process\n".encode()
+                answer = None
+        if answer is None:
+            from governor.runtime.runner import respond
+
+            outcome = respond(harness, raw, os.environ)
+            out, err = outcome.stdout(), err + outcome.stderr()
+        else:
+            out, err = answer
+    except BaseException as failure:
+        err = f"memory-governor: internal error ({type(failure).__name__}: {failure}); no decision made\n".encode(
+            "utf-8", "backslashreplace"
+        )
+        out = b""
+    try:
+        if out:
+            sys.stdout.buffer.write(out)
+            sys.stdout.buffer.flush()
+        if err:
+            sys.stderr.buffer.write(err)
+            sys.stderr.buffer.flush()
+    except BaseException:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    # Run as a file (python -I -S .../governor/runtime/entry.py): import the package from where
+    # this file is, first, so nothing on the user's path or in their project stands in for it.
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    if sys.path and os.path.abspath(sys.path[0]) == here:
+        sys.path[0] = root
+    else:
+        sys.path.insert(0, root)
+    code = run(sys.argv[1] if len(sys.argv) > 1 else "claude-code")
+    sys.exit(code)

@@ -1,0 +1,293 @@
+"""One hook invocation, decided in this process: raw harness bytes in, answer bytes out.
+
+The same function serves the hook process and the warm server, so both decide alike.
+It never raises and never prints a traceback. When the governor itself cannot decide (a
+locked or unusable ledger, no valid policy, an internal error), a governed memory call
+gets what the policy's on_error says (open: through; closed: denied), and the failure is
+visible: on stderr, in the state directory's error log, and once per session to the user.
+Other tools are never blocked by the governor's own failures.
+
+Hot path: standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from governor import harnesses
+from governor.engine import events as ev
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from governor.engine.events import Event
+    from governor.engine.rules import CompiledPolicy
+
+_kept: Any = None  # thread-local ledgers, when a long-lived process asks to keep them (keep_connections)
+
+
+def keep_connections() -> None:
+    """For the warm server: reuse one ledger connection per thread instead of one per decision.
+    (Opening costs ~0.25 ms; closing the last connection checkpoints the WAL, ~0.6 ms.)"""
+    global _kept
+    import threading
+
+    _kept = threading.local()
+
+
+MAX_INPUT = 64 * 1024 * 1024  # a payload larger than this is not read whole
+
+
+class Outcome:
+    __slots__ = ("answer", "errors")
+
+    def __init__(self) -> None:
+        self.answer: dict[str, Any] | None = None
+        self.errors: list[str] = []
+
+    def stdout(self) -> bytes:
+        if self.answer is None:
+            return b""
+        return (json.dumps(self.answer, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
+
+    def stderr(self) -> bytes:
+        return "".join(f"{line}\n" for line in self.errors).encode("utf-8", "backslashreplace")
+
+
+def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None = None) -> Outcome:
+    """Decide one hook event. Never raises. `now` replaces the clock (replay plays recorded time)."""
+    out = Outcome()
+    try:
+        adapter = harnesses.adapter(harness)
+    except harnesses.UnknownHarness as err:
+        out.errors.append(f"memory-governor: {err}")
+        return out
+    name: str | None = None
+    event: Event | None = None
+    policy: CompiledPolicy | None = None
+    try:
+        if len(raw) > MAX_INPUT:
+            name = adapter.sniff_event(raw[:4096])
+            raise adapter.BadPayload(f"the hook input is larger than {MAX_INPUT} bytes")
+        try:
+            payload = json.loads(raw)
+        except ValueError as err:
+            name = adapter.sniff_event(raw[:4096])
+            raise adapter.BadPayload(f"the hook input is not valid JSON ({err})") from None
+        except RecursionError:
+            name = adapter.sniff_event(raw[:4096])
+            raise adapter.BadPayload("the hook input is nested too deeply to read") from None
+        name = adapter.event_name(payload)
+        event = adapter.parse(payload, env)
+        if event is None:
+            return out  # an event this adapter does not govern
+        policy, notices = _policy(env, event)
+        _sync_warm_server_switch(env, policy)
+        if not _concerns(event, policy):
+            return out
+        decision, ledger_notices = _decide(event, policy, env, adapter.AGENT_DIRS, now)
+        out.answer = adapter.render(name or "", decision)
+        _notify(out, event, env, notices + ledger_notices)
+    except Exception as err:  # the governor's own failure: on_error decides, visibly
+        _on_error(out, adapter, name, event, policy, env, err)
+    return out
+
+
+def _policy(env: Mapping[str, str], event: Event) -> tuple[CompiledPolicy, list[str]]:
+    from governor.policy import compiled
+    from governor.state import state_dir
+
+    return compiled.load(env, event.project, state_dir(env))
+
+
+def _sync_warm_server_switch(env: Mapping[str, str], policy: CompiledPolicy) -> None:
+    """The thin client never reads the policy; a marker file tells it runtime.warm_server is off."""
+    from governor.runtime.client import DISABLED_NAME, run_dir
+
+    marker = os.path.join(run_dir(env), DISABLED_NAME)
+    wanted = policy.data["runtime"]["warm_server"] == "off"
+    if wanted == os.path.exists(marker):
+        return
+    try:
+        if wanted:
+            from governor.state import ensure_dir
+
+            ensure_dir(os.path.dirname(marker))
+            with open(marker, "w"):
+                pass
+        else:
+            os.unlink(marker)
+    except OSError:
+        pass
+
+
+def _concerns(event: Event, policy: CompiledPolicy) -> bool:
+    """Does this event need the ledger? A tool event only for a governed tool."""
+    if event.kind not in (ev.PRE_TOOL, ev.POST_TOOL, ev.TOOL_FAILED):
+        return True
+    if event.kind == ev.PRE_TOOL and event.tool_name in policy.data["briefing"]["dispatch_tools"]:
+        return True
+    return event.server is not None and event.tool is not None and policy.tool(event.server, event.tool) is not None
+
+
+def _decide(
+    event: Event, policy: CompiledPolicy, env: Mapping[str, str], agent_dirs: tuple[str, ...], now: float | None = None
+) -> tuple[Any, list[str]]:
+    """The decision, and notices from the ledger (a corrupt file moved aside) for the user."""
+    from governor.engine.decide import World, decide
+    from governor.engine.ledger import LedgerCorrupt, open_ledger
+    from governor.policy.sources import project_root
+    from governor.state import state_dir
+
+    state = state_dir(env)
+    kept = getattr(_kept, "ledgers", None) if _kept is not None else None
+    if _kept is not None and kept is None:
+        kept = _kept.ledgers = {}
+    ledger = kept.get(state) if kept is not None else None
+    if ledger is None:
+        ledger = open_ledger(state, policy.data["ledger"]["busy_timeout_ms"])
+        if kept is not None:
+            kept[state] = ledger
+    try:
+        project = project_root(event.project)
+        home = env.get("HOME") or ""
+        folders = [os.path.join(base, rel) for base in (project, home) if base for rel in agent_dirs]
+        world = World(time.time() if now is None else now, project, folders)
+        try:
+            decision = decide(event, policy, ledger, world)
+        except LedgerCorrupt as err:
+            ledger.recover(err)
+            decision = decide(event, policy, ledger, world)
+        notices = list(ledger.notices)
+        ledger.notices.clear()
+        return decision, notices
+    except Exception:
+        if kept is not None:
+            kept.pop(state, None)  # a failed connection is not reused
+            ledger.close()
+        raise
+    finally:
+        if kept is None:
+            ledger.close()
+
+
+def _notify(out: Outcome, event: Event, env: Mapping[str, str], notices: list[str]) -> None:
+    """Policy notices (a broken policy file): on stderr always, to the user once per session."""
+    for notice in notices:
+        out.errors.append(notice)
+        if _first_time(env, event.session_id, notice):
+            answer = out.answer or {}
+            message = answer.get("systemMessage")
+            answer["systemMessage"] = f"{message}\n{notice}" if message else notice
+            out.answer = answer
+
+
+def _first_time(env: Mapping[str, str], session_id: object, notice: str) -> bool:
+    """One message per session per notice, remembered in the state directory (not the ledger,
+    which may be the thing that failed). True when the mark cannot be written: better twice
+    than never."""
+    from zlib import crc32
+
+    from governor.state import ensure_dir, state_dir
+
+    try:
+        folder = ensure_dir(os.path.join(state_dir(env), "notices"))
+        session = crc32(repr(session_id).encode("utf-8", "backslashreplace"))
+        mark = f"{session:08x}-{crc32(notice.encode('utf-8', 'backslashreplace')):08x}"
+        fd = os.open(os.path.join(folder, mark), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:
+        return True
+
+
+def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None, policy: CompiledPolicy | None,
+              env: Mapping[str, str], err: Exception) -> None:  # fmt: skip
+    """The governor could not decide. on_error decides for a governed memory call; say so."""
+    from governor.policy.compiled import PolicyUnavailable
+
+    bad_input = isinstance(err, adapter.BadPayload)
+    what = f"the hook input was rejected: {err}" if bad_input else f"{type(err).__name__}: {err}"
+    if isinstance(err, PolicyUnavailable):
+        what = f"no valid policy: {err}"
+    elif "I/O error" in str(err) or "disk is full" in str(err) or "readonly" in str(err) or "read-only" in str(err):
+        what += _disk_hint(env)
+    if policy is None:
+        policy = _policy_for_errors(env, event)
+    on_error = policy.on_error if policy is not None else "open"  # no policy at all: nothing says closed
+    governed = _governed(event, policy)
+    closed = on_error == "closed" and (governed or (event is None and name == "PreToolUse"))
+    verdict = "denied (on_error: closed)" if closed else "let through (on_error: open)"
+    message = f"memory-governor could not decide ({what}); memory calls are {verdict}."
+    out.errors.append(message)
+    _log_error(env, message)
+    if closed:
+        out.answer = adapter.refusal(
+            name,
+            f"memory-governor could not check this memory call ({type(err).__name__}), and policy on_error=closed "
+            "refuses memory calls until it can. Continue without memory; the user has been told.",
+        )
+    else:
+        out.answer = None
+    session = event.session_id if event is not None else "(unknown session)"
+    if _first_time(env, session, f"error:{type(err).__name__}:{on_error}"):
+        answer = out.answer or {}
+        answer["systemMessage"] = message
+        out.answer = answer
+
+
+def _disk_hint(env: Mapping[str, str]) -> str:
+    """Why a write failed, when the disk can tell: full, or mounted read-only."""
+    from governor.state import state_dir
+
+    try:
+        stats = os.statvfs(state_dir(env))
+    except OSError:
+        return ""
+    if stats.f_flag & os.ST_RDONLY:
+        return "; the state directory is on a read-only file system"
+    free = stats.f_bavail * stats.f_frsize
+    return f"; the state directory's disk is full ({free} bytes free)" if free < 1024 * 1024 else ""
+
+
+def _policy_for_errors(env: Mapping[str, str], event: Event | None) -> CompiledPolicy | None:
+    """The policy, to learn on_error, when the failure came before it was loaded (bad input)."""
+    from governor.policy import compiled
+    from governor.state import state_dir
+
+    try:
+        return compiled.load(env, event.project if event is not None else None, state_dir(env))[0]
+    except Exception:
+        return None
+
+
+def _governed(event: Event | None, policy: CompiledPolicy | None) -> bool:
+    if event is None or event.kind not in (ev.PRE_TOOL, ev.POST_TOOL):
+        return False
+    if policy is not None and event.server is not None and event.tool is not None:
+        return policy.tool(event.server, event.tool) is not None
+    return event.server is not None  # no policy to ask: an MCP tool reached a memory hook's matcher
+
+
+def _log_error(env: Mapping[str, str], message: str) -> None:
+    from governor.state import ensure_dir, state_dir
+
+    try:
+        folder = ensure_dir(state_dir(env))
+        path = os.path.join(folder, "errors.log")
+        line = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + " " + message.replace("\n", " ") + "\n"
+        with open(path, "a", encoding="utf-8", errors="backslashreplace") as handle:
+            handle.write(line[:2000])
+        if os.path.getsize(path) > 1_000_000:  # bounded: keep the newest half
+            with open(path, "rb") as handle:
+                tail = handle.read()[-500_000:]
+            with open(path, "wb") as handle:
+                handle.write(tail)
+    except OSError:
+        pass

@@ -1,0 +1,191 @@
+"""The warm server: one local process that answers hooks, with the tokenizer already loaded.
+
+It runs the same `governor.runtime.runner.respond` a hook would run in-process, so both decide
+alike; the ledger still serialises every decision, so hooks deciding in-process alongside
+it stay exact. One server per state directory (a lock file), a socket the owner alone can
+reach (the state directory is 0700), an idle timeout, and it retires when the installed
+code changes (a request with another fingerprint gets RETRY).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import socket
+import threading
+import time
+from typing import Any
+
+from governor.runtime.client import DISABLED_NAME, PROTOCOL, SOCKET_NAME, WARM_PROJECT, fingerprint, run_dir
+from governor.runtime.runner import respond
+from governor.state import ensure_dir
+
+MAX_REQUEST = 128 * 1024 * 1024
+
+
+class Server:
+    def __init__(self, env: dict[str, str], idle_exit: float) -> None:
+        self.env = env
+        self.folder = ensure_dir(run_dir(env))
+        self.idle_exit = idle_exit
+        self.fingerprint = fingerprint()
+        self.last_request = time.monotonic()
+        self.stopping = threading.Event()
+        self.listener: socket.socket | None = None
+        self.lock_handle: Any = None
+
+    def claim(self) -> bool:
+        """Take the one-server-per-state-directory lock; False if another server holds it."""
+        self.lock_handle = open(os.path.join(self.folder, "server.lock"), "a+")  # noqa: SIM115 - held for life
+        try:
+            fcntl.flock(self.lock_handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.lock_handle.close()
+            return False
+        self.lock_handle.seek(0)
+        self.lock_handle.truncate()
+        self.lock_handle.write(str(os.getpid()))
+        self.lock_handle.flush()
+        return True
+
+    def bind(self) -> None:
+        here = os.getcwd()
+        os.chdir(self.folder)
+        try:
+            try:
+                os.unlink(SOCKET_NAME)
+            except FileNotFoundError:
+                pass
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(SOCKET_NAME)
+            os.chmod(SOCKET_NAME, 0o600)
+            listener.listen(128)
+            listener.settimeout(1.0)
+        finally:
+            os.chdir(here)
+        self.listener = listener
+
+    def warm(self) -> None:
+        """Load the tokenizer of the shipped policy's unit before the first request needs it."""
+        try:
+            from governor.engine.tokens import counter
+            from governor.policy import compiled
+            from governor.state import state_dir
+
+            policy, _ = compiled.load(self.env, self.env.get(WARM_PROJECT) or os.getcwd(), state_dir(self.env))
+            counter(policy.unit).count("warm")
+        except Exception:
+            pass  # a request will load what it needs, or report why it cannot
+
+    def serve(self) -> None:
+        assert self.listener is not None
+        threading.Thread(target=self.warm, daemon=True).start()
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                if time.monotonic() - self.last_request > self.idle_exit:
+                    break
+                continue
+            except OSError:
+                break
+            self.last_request = time.monotonic()
+            threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+        self.close()
+
+    def handle(self, conn: socket.socket) -> None:
+        try:
+            conn.settimeout(30)
+            data = _read_all(conn)
+            head, _, rest = data.partition(b"\n")
+            parts = head.split()
+            if len(parts) != 5 or parts[0] != PROTOCOL:
+                conn.sendall(b"RETRY protocol\n")
+                return
+            _, harness, their_print, env_len, body_len = parts
+            if their_print != self.fingerprint:
+                conn.sendall(b"RETRY code-changed\n")
+                self.stopping.set()  # retire; the next hook starts a server with the new code
+                return
+            env_blob, body = rest[: int(env_len)], rest[int(env_len) :]
+            if len(body) != int(body_len):
+                conn.sendall(b"RETRY short-request\n")
+                return
+            env: dict[str, str] = {}  # exactly the hook's own environment
+            for item in env_blob.split(b"\0") if env_blob else []:
+                name, _, value = item.decode("utf-8", "surrogateescape").partition("=")
+                env[name] = value
+            outcome = respond(harness.decode(), body, env)
+            out, err = outcome.stdout(), outcome.stderr()
+            conn.sendall(b"OK %d %d\n" % (len(out), len(err)) + out + err)
+            if os.path.exists(os.path.join(self.folder, DISABLED_NAME)):
+                self.stopping.set()  # the policy turned the warm server off
+        except Exception:
+            try:
+                conn.sendall(b"RETRY server-error\n")
+            except OSError:
+                pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+            try:
+                os.unlink(os.path.join(self.folder, SOCKET_NAME))
+            except OSError:
+                pass
+        if self.lock_handle is not None:
+            self.lock_handle.close()
+            self.lock_handle = None
+
+
+def _read_all(conn: socket.socket) -> bytes:
+    chunks = []
+    size = 0
+    while True:
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_REQUEST:
+            break
+    return b"".join(chunks)
+
+
+def serve(env: dict[str, str], idle_exit: float) -> int:
+    from governor.runtime.runner import keep_connections
+
+    keep_connections()
+    server = Server(env, idle_exit)
+    if not server.claim():
+        return 0  # another server already answers for this state directory
+    server.bind()
+
+    def stop(_signum: int, _frame: Any) -> None:
+        server.stopping.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server.serve()
+    return 0
+
+
+def running_pid(env: dict[str, str]) -> int | None:
+    """The pid of the server answering for this state directory, if one does."""
+    path = os.path.join(run_dir(env), "server.lock")
+    try:
+        with open(path) as handle:
+            probe = handle
+            try:
+                fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                text = handle.read().strip()
+                return int(text) if text.isdigit() else -1
+            fcntl.flock(probe.fileno(), fcntl.LOCK_UN)
+            return None
+    except FileNotFoundError:
+        return None
