@@ -2,7 +2,8 @@
 # Set up on a fresh machine and run every test (end-to-end ones included).
 # Installs: the project and its test tools into .venv; Debian's chromium (for the HTML report
 # test) when missing and this user may install packages. The end-to-end tests install the
-# pinned Claude Code from npm into .cache/e2e on first use.
+# pinned harness binaries from npm into a cache outside the checkout
+# (~/.cache/memory-governor-e2e, see tests/e2e/npm.py) on first use.
 set -euo pipefail
 . "$(dirname "$0")/venv.sh" test,dev
 cd "$ROOT"

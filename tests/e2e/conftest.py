@@ -7,9 +7,9 @@ Each test gets a fresh project directory with memory-governor installed by its o
 The model is fake_model.FakeModel on 127.0.0.1: it plays a script and records every request,
 so tests assert on what THE MODEL RECEIVED.
 
-The npm packages are installed once into .cache/e2e/ (gitignored) at the pinned versions
-below and reused across tests and runs. No node/npm, or a failed install: the e2e tests are
-skipped with the reason, except when CI=true, where they fail instead.
+The npm packages are installed once into the e2e cache (tests/e2e/npm.py: outside the
+checkout, so a fresh clone reuses it) at the pinned versions below. No node/npm, or a failed
+install: the e2e tests are skipped with the reason, except when CI=true, where they fail.
 
 BEHAVIOUR of the real binary (Claude Code 2.1.197, observed through fake_model.py with a
 probe hook that logged its stdin and printed chosen answers; re-checked by the tests here):
@@ -63,7 +63,6 @@ probe hook that logged its stdin and printed chosen answers; re-checked by the t
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -79,6 +78,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import npm  # noqa: E402
 import seed  # noqa: E402
 from fake_model import FakeModel, Request, Step, ToolResult  # noqa: E402
 
@@ -93,9 +93,6 @@ NPM_PACKAGES = {
     "@anthropic-ai/claude-code": CLAUDE_CODE_VERSION,
     "@modelcontextprotocol/server-memory": SERVER_MEMORY_VERSION,
 }
-CACHE = ROOT / ".cache" / "e2e"
-NPM_DIR = CACHE / f"npm-claude-code-{CLAUDE_CODE_VERSION}-server-memory-{SERVER_MEMORY_VERSION}"
-
 ENGRAM_TOOLS = [f"mcp__engram__{t}" for t in ("mem_search", "mem_timeline", "mem_get_observation", "mem_context",
                                                "mem_save", "mem_update", "mem_session_summary")]  # fmt: skip
 MEMORY_TOOLS = [f"mcp__memory__{t}" for t in ("search_nodes", "open_nodes", "read_graph", "create_entities")]
@@ -103,12 +100,6 @@ RUN_TIMEOUT = 120
 
 
 # -- the npm install ---------------------------------------------------------------------
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"e2e prerequisites missing on CI: {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 class Tools:
@@ -119,41 +110,12 @@ class Tools:
         self.node = shutil.which("node") or "node"
 
     def ready(self) -> bool:
-        if not (self.claude.exists() and self.server_memory.exists()):
-            return False
-        try:
-            out = subprocess.run([str(self.claude), "--version"], capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-        return out.returncode == 0 and out.stdout.startswith(CLAUDE_CODE_VERSION)
+        return self.server_memory.exists() and npm.version_ok(self.claude, CLAUDE_CODE_VERSION)
 
 
 def install_tools() -> Tools:
-    """The pinned npm packages under .cache/e2e/, installed once (file-locked), then reused."""
-    if shutil.which("node") is None:
-        _unavailable("node not found: the e2e tests need node (npm packages, @modelcontextprotocol/server-memory)")
-    tools = Tools(NPM_DIR)
-    if tools.ready():
-        return tools
-    if shutil.which("npm") is None:
-        _unavailable("npm not found: the e2e tests install the pinned Claude Code binary with npm")
-    NPM_DIR.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if tools.ready():
-            return tools
-        (NPM_DIR / "package.json").write_text(json.dumps(
-            {"name": "memory-governor-e2e", "private": True, "dependencies": NPM_PACKAGES}, indent=2) + "\n")  # fmt: skip
-        try:
-            proc = subprocess.run(
-                ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"],
-                cwd=NPM_DIR, capture_output=True, text=True, timeout=600,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as err:
-            _unavailable(f"npm install of {NPM_PACKAGES} failed: {err}")
-        if proc.returncode != 0 or not tools.ready():
-            _unavailable(f"npm install of {NPM_PACKAGES} failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
-    return tools
+    """The pinned npm packages, installed once into the e2e cache (tests/e2e/npm.py), then reused."""
+    return Tools(npm.install("claude-code", NPM_PACKAGES, lambda folder: Tools(folder).ready()))
 
 
 @pytest.fixture(scope="session")

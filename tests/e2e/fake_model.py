@@ -10,20 +10,12 @@ The real Claude Code binary is pointed at it with ANTHROPIC_BASE_URL. It answers
 - requests that carry no ``tools`` (side queries: titles, summaries, topic checks) with a short
   plain text, without touching the script.
 
-A SCRIPT is a list of replies, played in order, one per model request of one *lane*. A reply is
-``text("...")`` (stop_reason ``end_turn``), ``tool_uses(call("mem_search", {...}), ...)`` (one
-assistant message with several ``tool_use`` blocks, stop_reason ``tool_use``), or a callable
-``f(request) -> reply`` that looks at the request being answered (e.g. to fetch an id that the
-previous search surfaced). Every ``tool_use`` block gets a fresh ``toolu_<uuid>`` id: a resumed
-session that sees a reused id silently drops the new result (the model gets "(no content)").
-
-Lanes: the main agent and each subagent talk to the model separately. A subagent's requests
-carry the subagent's own system prompt (for a custom agent: the body of
-``.claude/agents/<name>.md``) and its first user message is the ``prompt`` the main agent passed
-to the ``Agent`` tool. A lane is chosen by a *marker string*: the first lane whose marker occurs
-in the request's system prompt or in its first user message serves the request; requests that
-match no marker go to the ``main`` lane. Tests put the marker in the agent's definition body
-and/or the dispatch prompt, so routing never depends on Claude Code's own prompt wording.
+The script, its lanes (the main agent and each subagent) and the recording are script.py's;
+``engram(tool, ...)`` names an Engram tool as Claude Code does, ``dispatch(...)`` starts a
+subagent with the Agent tool. Every ``tool_use`` block gets a fresh ``toolu_<uuid>`` id: a
+resumed session that sees a reused id silently drops the new result (the model gets "(no
+content)"). Tests put a lane's marker in the agent's definition body and/or the dispatch
+prompt, so routing never depends on Claude Code's own prompt wording.
 
 Everything is recorded (``FakeModel.requests``): the path, the parsed body, the lane, and which
 script step answered it, so a test asserts on exactly what the model received.
@@ -53,13 +45,12 @@ up in conftest.py's docstring and pinned by test_harness_facts.py):
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-from collections.abc import Callable, Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Reply = dict[str, Any]
+from script import BaseRequest, Reply, Response, ScriptedModel, Step, call, text, tool_uses
+
+__all__ = ["Reply", "Request", "Step", "ToolResult", "call", "dispatch", "engram", "text", "tool_uses"]
 # /compact's summary request (2.1.197): the last user message holds this instruction; it is answered
 # here, outside the script, so scripts never have to count it.
 COMPACT_MARKER = "create a detailed summary of the conversation"
@@ -67,25 +58,9 @@ COMPACT_SUMMARY = (
     "<analysis>The user searched project memory.</analysis>\n<summary>1. Primary Request: work on myapp with "
     "memory from Engram.\n2. Pending Tasks: none.</summary>"
 )
-Step = Reply | Callable[["Request"], Reply]
 
 
 # -- building replies --------------------------------------------------------------------
-
-
-def text(body: str) -> Reply:
-    """An assistant reply that ends the turn with `body`."""
-    return {"kind": "text", "text": body}
-
-
-def call(name: str, tool_input: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One tool_use block (`name` as the model would write it, e.g. mcp__engram__mem_search)."""
-    return {"name": name, "input": dict(tool_input or {})}
-
-
-def tool_uses(*calls: dict[str, Any], preface: str = "") -> Reply:
-    """One assistant message with these tool_use blocks (run as one parallel batch)."""
-    return {"kind": "tool_use", "calls": list(calls), "text": preface}
 
 
 def engram(tool: str, **tool_input: Any) -> dict[str, Any]:
@@ -137,16 +112,8 @@ class ToolResult:
         return f"ToolResult({self.name!r}, is_error={self.is_error}, text={self.text[:80]!r})"
 
 
-class Request:
+class Request(BaseRequest):
     """One recorded request to /v1/messages."""
-
-    def __init__(self, index: int, path: str, body: dict[str, Any]) -> None:
-        self.index = index
-        self.path = path
-        self.body = body
-        self.lane: str | None = None  # None: a side query (no tools), answered outside the script
-        self.step: int | None = None  # which script step answered it
-        self.reply: Reply | None = None
 
     # the parts of the request
     @property
@@ -217,193 +184,49 @@ class Request:
             str(b.get("text", "")) for b in content or [] if isinstance(b, dict) and b.get("type") == "text"
         )
 
-    def __repr__(self) -> str:
-        return f"Request(#{self.index} lane={self.lane!r} step={self.step} messages={len(self.messages)})"
-
 
 # -- the server --------------------------------------------------------------------------
 
 
-class FakeModel:
-    """The stand-in. Use as a context manager, or start()/stop(). Thread-safe."""
+class FakeModel(ScriptedModel):
+    """The Messages API stand-in. Use as a context manager, or start()/stop(). Thread-safe."""
 
-    def __init__(self) -> None:
-        self.requests: list[Request] = []
-        self.other: list[tuple[str, str, Any]] = []  # count_tokens and unknown paths
-        self.errors: list[str] = []  # script problems (exhausted lanes), asserted empty by tests
-        self._lanes: dict[str, list[Step]] = {"main": []}
-        self._markers: list[tuple[str, str]] = []  # (marker, lane), in priority order
-        self._served: dict[str, int] = {}
-        self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # script -----------------------------------------------------------------------------
-    def script(self, main: Iterable[Step], lanes: dict[str, Iterable[Step]] | None = None) -> FakeModel:
-        """Set the script for the next run(s): the main lane, and marker -> steps for subagents."""
-        with self._lock:
-            self._lanes = {"main": list(main)}
-            self._markers = []
-            for marker, steps in (lanes or {}).items():
-                self._lanes[marker] = list(steps)
-                self._markers.append((marker, marker))
-            self._served = {}
-        return self
-
-    def lane_of(self, request: Request) -> str:
-        haystacks = (request.system, request.first_user_text)
-        for marker, lane in self._markers:
-            if any(marker in h for h in haystacks):
-                return lane
-        return "main"
-
-    def reset(self) -> None:
-        """Forget the script and the errors (between tests); the recorded requests stay."""
-        with self._lock:
-            self._lanes = {"main": []}
-            self._markers = []
-            self._served = {}
-            self.errors = []
-
-    def remaining(self) -> dict[str, int]:
-        with self._lock:
-            return {lane: len(steps) - self._served.get(lane, 0) for lane, steps in self._lanes.items()}
-
-    # inspection -------------------------------------------------------------------------
-    def mark(self) -> int:
-        """The current request count; pass it to `since` to look at one run's requests."""
-        with self._lock:
-            return len(self.requests)
-
-    def since(self, mark: int = 0, lane: str | None = None) -> list[Request]:
-        with self._lock:
-            out = [r for r in self.requests[mark:] if r.lane is not None]
-        return [r for r in out if lane is None or r.lane == lane]
-
-    def results_since(self, mark: int = 0, lane: str | None = None) -> list[ToolResult]:
-        """Every tool_result the model received after `mark` (each once, by tool_use_id)."""
-        seen: dict[str, ToolResult] = {}
-        for request in self.since(mark, lane):
-            for result in request.tool_results():
-                seen.setdefault(result.tool_use_id, result)
-        return list(seen.values())
-
-    # serving ----------------------------------------------------------------------------
-    def _next_reply(self, request: Request) -> Reply:
-        with self._lock:
-            self.requests.append(request)
-            if not request.body.get("tools"):
-                request.lane = None
-                return text("OK.")
-            if COMPACT_MARKER in _block_text(request.last_user.get("content")):
-                # /compact: Claude Code asks the model (with the main agent's tools) for a summary.
-                request.lane = "compact"
-                return text(COMPACT_SUMMARY)
-            lane = self.lane_of(request)
-            request.lane = lane
-            steps = self._lanes.get(lane, [])
-            index = self._served.get(lane, 0)
-            self._served[lane] = index + 1
-            request.step = index
-        if index >= len(steps):
-            self.errors.append(f"lane {lane!r} exhausted at request #{request.index} (step {index})")
-            reply = text("(script exhausted)")
+    def handle(self, method: str, path: str, body: Any) -> Response:
+        bare = path.split("?", 1)[0]
+        if method != "POST" or not bare.endswith(("/v1/messages", "/count_tokens")):
+            self.other.append((method, path, body))
+            return Response.json({"type": "error", "error": {"type": "not_found_error", "message": bare}}, 404)
+        if bare.endswith("/count_tokens"):
+            self.other.append((method, path, body))
+            return Response.json({"input_tokens": max(1, len(json.dumps(body)) // 4)})
+        request = Request(len(self.requests), path, body if isinstance(body, dict) else {})
+        if not request.body.get("tools"):
+            self.record_side_query(request)
+            reply = text("OK.")
+        elif COMPACT_MARKER in _block_text(request.last_user.get("content")):
+            # /compact: Claude Code asks the model (with the main agent's tools) for a summary.
+            reply = self.next_reply(request, lane="compact")
         else:
-            step = steps[index]
-            reply = step(request) if callable(step) else step
-        request.reply = reply
-        return reply
+            reply = self.next_reply(request)
+        blocks = _blocks(reply)
+        stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+        model_name = request.body.get("model", "claude-fake")
+        message_id = f"msg_{uuid.uuid4().hex[:24]}"
+        usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0,
+                 "cache_read_input_tokens": 0}  # fmt: skip
+        if not request.body.get("stream"):
+            return Response.json({"id": message_id, "type": "message", "role": "assistant", "model": model_name,
+                                  "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage})  # fmt: skip
+        return Response.sse(_sse(message_id, model_name, blocks, stop, usage))
 
-    def start(self) -> FakeModel:
-        model = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
-            def _body(self) -> Any:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    return json.loads(raw or b"{}")
-                except ValueError:
-                    return {}
-
-            def _json(self, status: int, data: Any) -> None:
-                payload = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def do_GET(self) -> None:
-                model.other.append(("GET", self.path, None))
-                self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": "not here"}})
-
-            def do_HEAD(self) -> None:
-                self.send_response(200)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def do_POST(self) -> None:
-                body = self._body()
-                path = self.path.split("?", 1)[0]
-                if path.endswith("/count_tokens"):
-                    model.other.append(("POST", self.path, body))
-                    size = len(json.dumps(body)) // 4
-                    self._json(200, {"input_tokens": max(1, size)})
-                    return
-                if not path.endswith("/v1/messages"):
-                    model.other.append(("POST", self.path, body))
-                    self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
-                    return
-                request = Request(len(model.requests), self.path, body if isinstance(body, dict) else {})
-                reply = model._next_reply(request)
-                blocks = _blocks(reply)
-                stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
-                model_name = request.body.get("model", "claude-fake")
-                message_id = f"msg_{uuid.uuid4().hex[:24]}"
-                usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0,
-                         "cache_read_input_tokens": 0}  # fmt: skip
-                if not request.body.get("stream"):
-                    self._json(200, {"id": message_id, "type": "message", "role": "assistant", "model": model_name,
-                                     "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage})  # fmt: skip
-                    return
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("cache-control", "no-cache")
-                self.send_header("connection", "close")
-                self.end_headers()
-                events = _sse(message_id, model_name, blocks, stop, usage)
-                self.wfile.write("".join(events).encode())
-                self.wfile.flush()
-                self.close_connection = True
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-model", daemon=True)
-        self._thread.start()
-        return self
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeModel:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+    def next_reply(self, request: Any, lane: str | None = None) -> Reply:
+        if lane == "compact":
+            with self.lock:
+                self.requests.append(request)
+                request.lane = "compact"
+            request.reply = text(COMPACT_SUMMARY)
+            return request.reply
+        return super().next_reply(request, lane)
 
 
 def _blocks(reply: Reply) -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/e2e/record_transcripts.py [--out DIR]
 
-Drives the pinned Claude Code binary (conftest.CLAUDE_CODE_VERSION, installed into .cache/e2e/
+Drives the pinned Claude Code binary (conftest.CLAUDE_CODE_VERSION, installed into the e2e cache, tests/e2e/npm.py
 as the e2e tests do) against fake_model.FakeModel and the Engram stand-in, WITHOUT
 memory-governor's hooks (ungoverned: every memory call goes through), and copies the JSONL
 transcripts Claude Code wrote under the throwaway HOME (~/.claude/projects/<project>/) into

@@ -1,0 +1,83 @@
+"""Pinned npm packages for the end-to-end tests, installed once into a cache and reused.
+
+The cache is outside the checkout (`$MEMORY_GOVERNOR_E2E_CACHE`, else
+`$XDG_CACHE_HOME/memory-governor-e2e`, else `~/.cache/memory-governor-e2e`), so a fresh clone
+on the same machine reuses what an earlier run installed. One folder per set of pins; an
+install is file-locked, so parallel test processes install once.
+
+No node/npm, or a failed install: the tests that need it are skipped with the reason, except
+under CI=true, where they fail instead.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+
+def cache_root() -> Path:
+    explicit = os.environ.get("MEMORY_GOVERNOR_E2E_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "memory-governor-e2e"
+
+
+def unavailable(reason: str) -> None:
+    """Skip the test with the reason; under CI=true, fail it."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"e2e prerequisites missing on CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def install(name: str, packages: dict[str, str], ready: Callable[[Path], bool], timeout: float = 900) -> Path:
+    """The folder where `packages` ({npm name: version}) are installed, installing them once.
+
+    `ready(folder)` says whether an install there is complete and runs (e.g. `--version`)."""
+    if shutil.which("node") is None:
+        unavailable(f"node not found: the {name} e2e tests need node and npm")
+    pins = "-".join(
+        f"{package.strip('@').replace('/', '+')}-{version}" for package, version in sorted(packages.items())
+    )
+    folder = cache_root() / f"{name}-{pins}"
+    if ready(folder):
+        return folder
+    if shutil.which("npm") is None:
+        unavailable(f"npm not found: the {name} e2e tests install {', '.join(packages)} with npm")
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(cache_root() / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ready(folder):
+            return folder
+        (folder / "package.json").write_text(
+            json.dumps({"name": f"memory-governor-e2e-{name}", "private": True, "dependencies": packages}, indent=2)
+            + "\n"
+        )
+        try:
+            proc = subprocess.run(
+                ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=folder, capture_output=True, text=True, timeout=timeout,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as err:
+            unavailable(f"npm install of {packages} failed: {err}")
+        if proc.returncode != 0 or not ready(folder):
+            unavailable(f"npm install of {packages} failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
+    return folder
+
+
+def version_ok(binary: Path, expected: str, args: tuple[str, ...] = ("--version",)) -> bool:
+    """Does `binary --version` run and name `expected`?"""
+    if not binary.exists():
+        return False
+    try:
+        out = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and expected in out.stdout + out.stderr
