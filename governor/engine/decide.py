@@ -115,6 +115,24 @@ class _Case:
         raw = text.encode("utf-8", "surrogatepass")
         return f"{len(raw)} bytes crc32:{crc32(raw):08x}"
 
+    def new_call_id(self) -> str:
+        """This call's ledger id, before it runs: the harness's id, else one per call by key."""
+        event = self.event
+        if event.call_id:
+            return key(event.call_id)
+        if event.call_key:
+            return self.ledger.keyed_call(self.session, key(event.call_key))
+        return f"anon:{self.world.now}:{id(event)}"
+
+    def known_call_id(self) -> str | None:
+        """The ledger id of the call this result or failure belongs to, if it was seen before."""
+        event = self.event
+        if event.call_id:
+            return key(event.call_id)
+        if event.call_key:
+            return self.ledger.pending_by_key(self.session, key(event.call_key))
+        return None
+
     def text_tokens(self, name: str) -> int:
         return int(self.policy.blob["index"]["text_tokens"].get(name, 0))
 
@@ -275,7 +293,7 @@ def _pre_tool(case: _Case) -> Decision:
     role = spec["role"]
     case.enter_turn()
     ledger, event, now = case.ledger, case.event, case.world.now
-    call_id = key(event.call_id) if event.call_id else f"anon:{now}:{id(event)}"
+    call_id = case.new_call_id()
     prior = ledger.call(case.session, call_id)
     if prior is not None:
         # The same call seen again counts once; a refusal stays a refusal.
@@ -288,6 +306,9 @@ def _pre_tool(case: _Case) -> Decision:
     else:
         ttl = case.policy.data["ledger"]["reservation_ttl_seconds"]
         ledger.reserve(case.session, case.turn, call_id, role, event.tool or "", case.agent, expected, now, ttl)
+        if event.call_key and decision.kind == ev.REWRITE and decision.updated_input is not None:
+            rewritten = key(ev.call_key(event.tool_name, decision.updated_input))
+            ledger.also_known_as(case.session, rewritten, call_id)
     extra = _add_context(case, ["static:save_over_limit"]) if decision.code == "save_over_limit" else 0
     case.record(decision, role, counted=expected, delivered=extra)
     return decision
@@ -647,7 +668,7 @@ def _post_tool(case: _Case) -> Decision:
     role = spec["role"]
     case.enter_turn()
     ledger, event, now = case.ledger, case.event, case.world.now
-    call_id = key(event.call_id) if event.call_id else None
+    call_id = case.known_call_id()
     prior = ledger.call(case.session, call_id) if call_id else None
     if role in ("save", "summary"):
         if prior is None:
@@ -781,8 +802,9 @@ def _tool_failed(case: _Case) -> Decision:
     if spec is None:
         return Decision()
     case.enter_turn()
-    if case.event.call_id:
-        case.ledger.release(case.session, key(case.event.call_id), case.world.now)
+    call_id = case.known_call_id()
+    if call_id:
+        case.ledger.release(case.session, call_id, case.world.now)
     decision = Decision(code="released")
     case.record(decision, spec["role"])
     return decision

@@ -30,12 +30,18 @@ class Event:
     harness's tool name (`tool_name`); `turn_id` is the harness's own turn id when it has
     one; `agent_id` is set only for a subagent's events; `project` is the folder the session
     was started in, as the harness says (it may differ from `cwd`, which can move).
+
+    `call_id` is the harness's own id of one tool call, the same on its before and after
+    events. A harness that gives none sets `call_key` instead (`call_key(tool_name, input)`
+    on both events): every call before is a new call, and a result is matched to the oldest
+    pending call with its key, so identical calls in one parallel batch still count apart.
     """
 
     __slots__ = (
         "agent_id",
         "agent_type",
         "call_id",
+        "call_key",
         "cwd",
         "kind",
         "project",
@@ -62,10 +68,22 @@ class Event:
         self.tool_input: dict[str, Any] = fields.get("tool_input") or {}
         self.tool_result: str | None = fields.get("tool_result")
         self.call_id: str | None = fields.get("call_id")
+        self.call_key: str | None = fields.get("call_key")
         self.source: str | None = fields.get("source")
         self.prompt: str | None = fields.get("prompt")
         self.cwd: str | None = fields.get("cwd")
         self.project: str | None = fields.get("project") or self.cwd
+
+
+def call_key(tool_name: str, tool_input: Any) -> str:
+    """A fingerprint of one tool call, for harnesses whose events carry no call id: the tool and
+    its arguments, canonically encoded (the same call before and after gives the same key)."""
+    import json
+    from zlib import crc32
+
+    text = json.dumps([tool_name, tool_input], sort_keys=True, ensure_ascii=False, default=str)
+    raw = text.encode("utf-8", "surrogatepass")
+    return f"{crc32(raw):08x}{len(raw):x}"
 
 
 # Decision kinds, from "no objection" to "refuse".

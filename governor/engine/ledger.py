@@ -26,7 +26,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-SCHEMA_VERSION = 2  # 2 added `fetched`; tables are only ever added, so an older file upgrades in place
+SCHEMA_VERSION = 3  # 2 added `fetched`, 3 `call_keys`; tables are only ever added, so an older file upgrades in place
 DB_NAME = "ledger.db"
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
 
@@ -110,6 +110,12 @@ CREATE TABLE IF NOT EXISTS fetched (
     digest TEXT NOT NULL,
     PRIMARY KEY (session, digest)
 );
+CREATE TABLE IF NOT EXISTS call_keys (
+    session TEXT NOT NULL,
+    key TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    PRIMARY KEY (session, key, call_id)
+);
 CREATE TABLE IF NOT EXISTS usage (
     memory TEXT PRIMARY KEY,
     last_used REAL NOT NULL,
@@ -118,7 +124,7 @@ CREATE TABLE IF NOT EXISTS usage (
 """
 
 # Rows a session owns, for isolation checks and pruning.
-SESSION_TABLES = ("calls", "turns", "surfaced", "triggers", "saves", "decisions", "fetched")
+SESSION_TABLES = ("calls", "turns", "surfaced", "triggers", "saves", "decisions", "fetched", "call_keys")
 
 
 class LedgerError(Exception):
@@ -363,6 +369,28 @@ class Ledger:
             "UPDATE calls SET state='released', updated=? WHERE session=? AND call_id=? AND state='pending'",
             now, session, call_id,
         )  # fmt: skip
+
+    # -- calls with no harness id, matched by key ---------------------------------------
+
+    def keyed_call(self, session: str, call_key: str) -> str:
+        """A new call id for a call known only by its key (each call before is a new call)."""
+        row = self.one("SELECT COUNT(*) FROM call_keys WHERE session=? AND key=?", session, call_key)
+        call_id = f"key:{call_key}:{row[0] + 1}"
+        self.q("INSERT OR IGNORE INTO call_keys (session, key, call_id) VALUES (?, ?, ?)", session, call_key, call_id)
+        return call_id
+
+    def also_known_as(self, session: str, call_key: str, call_id: str) -> None:
+        """A rewritten call's result carries the rewritten arguments: match that key too."""
+        self.q("INSERT OR IGNORE INTO call_keys (session, key, call_id) VALUES (?, ?, ?)", session, call_key, call_id)
+
+    def pending_by_key(self, session: str, call_key: str) -> str | None:
+        """The oldest pending call with this key: the one a result with that key belongs to."""
+        row = self.one(
+            "SELECT c.call_id FROM call_keys k JOIN calls c ON c.session=k.session AND c.call_id=k.call_id "
+            "WHERE k.session=? AND k.key=? AND c.state='pending' ORDER BY c.created, c.rowid LIMIT 1",
+            session, call_key,
+        )  # fmt: skip
+        return row[0] if row else None
 
     def pending(self, session: str, turn: str, now: float) -> list[Any]:
         return self.q(
