@@ -81,6 +81,12 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
         except RecursionError:
             name = adapter.sniff_event(raw[:4096])
             raise adapter.BadPayload("the hook input is nested too deeply to read") from None
+        sender = adapter.foreign(payload, env) if hasattr(adapter, "foreign") else None
+        if sender is not None:  # another harness ran this one's hooks (it reads its settings)
+            if sender not in harnesses.REGISTRY:
+                _unsupported(out, env, payload, harness, sender)
+                return out
+            adapter = harnesses.adapter(sender)
         name = adapter.event_name(payload)
         event = adapter.parse(payload, env)
         if event is None:
@@ -95,6 +101,19 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
     except Exception as err:  # the governor's own failure: on_error decides, visibly
         _on_error(out, adapter, name, event, policy, env, err)
     return out
+
+
+def _unsupported(out: Outcome, env: Mapping[str, str], payload: Any, harness: str, sender: str) -> None:
+    """A harness with no adapter ran our hooks: answer nothing (never mis-decide it as
+    `harness`), and say why on stderr always and in the error log once per session."""
+    message = (
+        f"memory-governor: these {harness} hooks were run by {sender}, which has no adapter here; nothing was "
+        "decided. Govern it through the MCP proxy (docs/proxy.md) instead."
+    )
+    out.errors.append(message)
+    session = payload.get("session_id") or payload.get("conversation_id") if isinstance(payload, dict) else None
+    if _first_time(env, session, f"foreign:{sender}"):
+        _log_error(env, message)
 
 
 def _policy(env: Mapping[str, str], event: Event) -> tuple[CompiledPolicy, list[str]]:

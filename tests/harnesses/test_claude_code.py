@@ -501,3 +501,30 @@ def test_install_matchers_follow_the_policy_tool_map(env: Env) -> None:
     env.cli("install", "claude-code", check=True)
     settings = json.loads((env.project / ".claude" / "settings.json").read_text())
     assert settings["hooks"]["PostToolUse"][0]["matcher"] == "mcp__memory__search_nodes|mcp__memory__open_nodes"
+
+
+# -- other harnesses running these hooks ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "env_extra", "sender"),
+    [
+        ({"cursor_version": "2.4.1", "conversation_id": "c-1"}, {}, "cursor"),
+        ({}, {"COPILOT_CLI": "1"}, "copilot"),
+    ],
+)
+def test_a_payload_from_another_harness_is_never_decided_as_claude_code(
+    env: Env, extra: dict[str, str], env_extra: dict[str, str], sender: str
+) -> None:
+    payload = {"session_id": "other-1", "hook_event_name": "PreToolUse", "cwd": str(env.project),
+               "tool_name": "mcp__engram__mem_search", "tool_input": {"query": "q", "limit": 10}, **extra}  # fmt: skip
+    from governor import harnesses
+
+    if sender in harnesses.REGISTRY:
+        pytest.skip(f"{sender} has its own adapter; its tests cover the hand-off")
+    for _ in range(2):
+        answer = run_hook(env, payload, extra_env=env_extra)
+        assert answer.silent, "no clamp, no deny: nothing is decided for a harness we cannot read"
+        assert f"run by {sender}" in answer.stderr
+    log = (env.state / "errors.log").read_text()
+    assert log.count(f"run by {sender}") == 1, "said once per session in the error log"

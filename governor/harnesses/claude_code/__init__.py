@@ -95,6 +95,21 @@ def sniff_event(raw: bytes) -> str | None:
     return name if name in EVENTS else None
 
 
+def foreign(payload: Any, env: Mapping[str, str]) -> str | None:
+    """The harness that really sent this, when it is not Claude Code: others run the hooks in
+    Claude Code's settings files with their own payloads. Copilot CLI sets COPILOT_CLI=1 and
+    sends `tool_result: {result_type, text_result_for_llm}`; Cursor adds `cursor_version`."""
+    if env.get("COPILOT_CLI") == "1":
+        return "copilot"
+    if isinstance(payload, dict):
+        if "cursor_version" in payload:
+            return "cursor"
+        result = payload.get("tool_result")
+        if isinstance(result, dict) and "text_result_for_llm" in result:
+            return "copilot"
+    return None
+
+
 def event_name(payload: Any) -> str | None:
     name = payload.get("hook_event_name") if isinstance(payload, dict) else None
     return name if isinstance(name, str) else None
