@@ -10,7 +10,7 @@ from governor.engine.decide import World, decide
 from governor.engine.ledger import open_ledger
 from governor.policy import compiled
 
-SEARCH = "[1] #42 (decision) — JWT\n    short tokens...\n    2026-01-01 10:00:00 | project: p | scope: project\n\n"
+SEARCH = "Found 1 memories:\n\n[1] #42 (decision) — JWT\n    short tokens...\n    2026-01-01 10:00:00 | project: p | scope: project\n\n"
 
 
 def _setup(tmp_path: Path):  # type: ignore[no-untyped-def]

@@ -80,14 +80,14 @@ def test_same_call_id_counts_once(session: Session) -> None:
     assert session.pre("mem_search", query="auth", limit=3).denied
 
 
-def test_pending_reservations_expire(tmp_path: Path) -> None:
+def test_an_expired_reservation_frees_its_tokens_but_not_its_call_slot(tmp_path: Path) -> None:
     ledger = open_ledger(str(tmp_path))
     now = 1000.0
     with ledger.write():
         turn, _ = ledger.turn("s:a", "s:t1", now)
         ledger.reserve("s:a", turn, "c1", "search", "mem_search", ("", ""), 300, now, ttl=60)
         assert ledger.usage("s:a", turn, now + 59) == {"search": 1, "tokens": 300}
-        assert ledger.usage("s:a", turn, now + 61) == {"tokens": 0}
+        assert ledger.usage("s:a", turn, now + 61) == {"search": 1, "tokens": 0}
 
 
 def test_commit_replaces_the_reservation_and_release_frees_it(tmp_path: Path) -> None:

@@ -68,8 +68,8 @@ def count(source: str, unit: str | None, fmt: str) -> int:
 @click.option("--half-life", type=click.FloatRange(min=0, min_open=True), help="Decay, in days: older ranks lower.")
 @click.option("--over-budget", type=click.Choice(OVER_BUDGET), default="omit", show_default=True)
 @click.option("--fill", type=click.Choice(FILL), default="stop", show_default=True)
-@click.option("--card-max-tokens", type=click.IntRange(min=1), default=120, show_default=True,
-              help="Cap one card so a long body does not ship whole.")  # fmt: skip
+@click.option("--card-max-tokens", type=click.IntRange(min=0), default=120, show_default=True,
+              help="Cap one card so a long body does not ship whole; 0: no cap (whole entries, as RFC 0113).")  # fmt: skip
 @click.option("--store", default="default", show_default=True, help="Names the memory store in usage records.")
 @click.option("--record-usage/--no-record-usage", default=True, show_default=True,
               help="Bump last_used_at/use_count of the memories injected (only those).")  # fmt: skip
@@ -100,7 +100,7 @@ def brief(source: str, budget: int | None, unit: str | None, limit: int | None, 
             c.use_count = max(c.use_count, uses)
     order = rank(candidates, ranking, now, half_life)
     result = pack(candidates, tally.count, chosen, budget=budget, order=order, limit=limit, over_budget=over_budget,
-                  fill=fill, card_max_tokens=card_max_tokens, estimate=tally.estimate)  # fmt: skip
+                  fill=fill, card_max_tokens=card_max_tokens or None, estimate=tally.estimate)  # fmt: skip
     if record_usage and ledger is not None and result.selected:
         with ledger.write():
             ledger.bump_usage([f"{store}/{item['id']}" for item in result.selected], now)

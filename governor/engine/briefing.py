@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any
@@ -29,7 +28,6 @@ RANKINGS = ("recency", "relevance", "usage", "scope")
 ORG_SCOPES = {"org", "organization", "global", "team"}
 OPEN_TAG = '<memory-cards unit="{unit}" budget="{budget}">'
 CLOSE_TAG = "</memory-cards>"
-CARD_BLOCK = re.compile(r"<memory-cards\b[^>]*>(.*?)</memory-cards>", re.S)
 
 
 class CandidateError(ValueError):
@@ -161,15 +159,12 @@ def _date(moment: float | None) -> str:
     return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%d") if moment is not None else ""
 
 
-def card(candidate: Candidate, count: Callable[[str], int], max_tokens: int | None) -> str:
-    """One compact line per memory: id, type, date, title, then the body (capped)."""
+def card(candidate: Candidate) -> str:
+    """One compact line per memory: id, type, date, title, then the body."""
     label = " · ".join(part for part in (f"#{candidate.id}", candidate.type, _date(candidate.created_at)) if part)
     body = " ".join(candidate.content.split())
     head = f"- [{label}] {candidate.title}: " if candidate.title else f"- [{label}] "
-    text = head + body
-    if max_tokens is not None and count(text) > max_tokens:
-        text = cut_to(text, max_tokens, count, "…")
-    return text
+    return head + body
 
 
 def cut_to(text: str, tokens: int, count: Callable[[str], int], marker: str) -> str:
@@ -190,6 +185,7 @@ class Briefing:
         self.tokens_used = 0
         self.selected: list[dict[str, Any]] = []
         self.omitted: list[str] = []
+        self.truncated: list[str] = []  # ids of cards cut to fit (the budget's misfit, or the card cap)
         self.unit = ""
         self.estimate = False
         self.budget: int | None = None
@@ -208,6 +204,7 @@ class Briefing:
             "tokens_used": self.tokens_used,
             "selected": self.selected,
             "omitted": {"count": len(self.omitted), "ids": self.omitted},
+            "truncated": {"count": len(self.truncated), "ids": self.truncated},
             "nudge": self.nudge,
             "text": self.text,
         }
@@ -232,9 +229,15 @@ def pack(
     out.unit, out.estimate, out.budget = unit, estimate, budget
     cards: dict[int, str] = {}  # rendered (and counted) only when the selection reaches them
 
+    capped: set[int] = set()  # cards cut to card_max_tokens
+
     def card_of(index: int) -> str:
         if index not in cards:
-            cards[index] = card(candidates[index], count, card_max_tokens)
+            text = card(candidates[index])
+            if card_max_tokens is not None and count(text) > card_max_tokens:
+                text = cut_to(text, card_max_tokens, count, "…")
+                capped.add(index)
+            cards[index] = text
         return cards[index]
 
     frame = f"{OPEN_TAG.format(unit=unit, budget=budget if budget is not None else 'none')}\n{CLOSE_TAG}"
@@ -261,9 +264,11 @@ def pack(
         kept.remove(removable[-1])
     out.text, out.tokens_used = (text, used) if kept else ("", 0)
     out.selected = [
-        {"id": candidates[i].id, "tokens": count(cards[i]), "pinned": candidates[i].pinned, "truncated": i == truncated}
+        {"id": candidates[i].id, "tokens": count(cards[i]), "pinned": candidates[i].pinned,
+         "truncated": i == truncated or i in capped}
         for i in kept
-    ]
+    ]  # fmt: skip
+    out.truncated = [candidates[i].id for i in kept if i == truncated or i in capped]
     kept_set = set(kept)
     out.omitted = [candidates[i].id for i in order if i not in kept_set]
     return out
@@ -277,5 +282,18 @@ def _block(cards: dict[int, str], kept: Iterable[int], unit: str, budget: int | 
 
 
 def card_blocks(text: str) -> list[str]:
-    """The memory-card blocks a dispatch prompt carries (as `brief` emits them)."""
-    return [match.group(0) for match in CARD_BLOCK.finditer(text)]
+    """The memory-card blocks a dispatch prompt carries (as `brief` emits them). One pass: an
+    opening tag with no closing tag after it ends the search (no later one can close)."""
+    out: list[str] = []
+    at = 0
+    while True:
+        start = text.find("<memory-cards", at)
+        if start < 0:
+            return out
+        head = text.find(">", start)
+        end = text.find(CLOSE_TAG, head) if head >= 0 else -1
+        if end < 0:
+            return out
+        if head + 1 <= end and text[start + len("<memory-cards")] in " \t\n>":
+            out.append(text[start : end + len(CLOSE_TAG)])
+        at = end + len(CLOSE_TAG)

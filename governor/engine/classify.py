@@ -7,6 +7,8 @@ chosen here: it comes from events (compaction, resume), not from words.
 
 Runs on every UserPromptSubmit. Patterns are compiled when first reached, in precedence order,
 and the search stops at the first match (compiling all of them costs ~16 ms in a new process).
+A long prompt (a pasted log, a file) is judged by its first HEAD and last TAIL characters:
+what a prompt asks for is said there, and the policy's patterns then run in bounded time.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 EVENT_DRIVEN = ("continuation",)
+HEAD, TAIL = 4000, 1000
 _compiled: dict[str, re.Pattern[str]] = {}
 
 
@@ -29,6 +32,8 @@ def strip_accents(text: str) -> str:
 
 def fold(text: str) -> str:
     """Lower case without accents, whitespace collapsed: what patterns and phrases match against."""
+    if len(text) > HEAD + TAIL:
+        text = text[:HEAD] + "\n" + text[-TAIL:]
     return " ".join(strip_accents(text.casefold()).split())
 
 
@@ -80,10 +85,35 @@ def _by_cues(text: str, needs: dict[str, Any]) -> Verdict | None:
     return Verdict(best[1], ", ".join(best[2]), " ".join(best[2]), via="cues")
 
 
+# What a prompt shows rather than says: code, and quoted text.
+_SHOWN = re.compile(
+    r"```[\s\S]*?(?:```|\Z)|`[^`\n]{0,500}`|\"[^\"\n]{0,500}\"|“[^”\n]{0,500}”|«[^»\n]{0,500}»"
+    r"|(?<!\w)'[^'\n]{0,500}'(?!\w)"
+)
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|without|nor|dont|don't|doesnt|doesn't|isnt|isn't|aren't|won't|rather than|instead of|"
+    r"nunca|sin|ni|tampoco)\b"
+)
+_CLAUSE_END = re.compile(r"[.!?;\n]")
+_SPACES = re.compile(r"[^\S\n]+")
+
+
 def recall_phrase(prompt: str, phrases: list[str]) -> str | None:
-    """The explicit-recall phrase the prompt contains, if any (phrases are compared folded)."""
-    text = fold(prompt)
+    """The explicit-recall phrase the prompt asks with, if any (phrases are compared folded).
+
+    Only what the prompt itself says counts: not a phrase inside code or quotes ("the flag
+    `--full-context`", 'the words "all context"'), and not one under a negation in its clause
+    ("do NOT use full context", "this is not a request for full memory")."""
+    if len(prompt) > HEAD + TAIL:
+        prompt = prompt[:HEAD] + "\n" + prompt[-TAIL:]
+    said = _SHOWN.sub(" ", prompt)
+    text = _SPACES.sub(" ", strip_accents(said.casefold()))  # lines kept: a line break ends a clause
     for phrase in phrases:
-        if fold(phrase) in text:
-            return phrase
+        wanted = fold(phrase)
+        at = text.find(wanted)
+        while at >= 0:
+            clause = _CLAUSE_END.split(text[max(0, at - 80) : at])[-1]
+            if not _NEGATION.search(" ".join(clause.split()[-6:])):
+                return phrase
+            at = text.find(wanted, at + 1)
     return None

@@ -19,8 +19,6 @@ Hot path: standard library only; the token counter and classifier load only when
 
 from __future__ import annotations
 
-import re
-
 from governor.engine import events as ev
 from governor.engine.events import Decision, Event
 from governor.engine.ledger import key
@@ -39,16 +37,31 @@ LAYER_OF = {"search": "L1", "timeline": "L2", "fetch": "L3"}
 SERVER_DEFAULT_LIMIT = 10  # what Engram's mem_search returns when no limit is given
 
 
+class DecisionTimeout(Exception):
+    """A decision ran past its deadline: the policy's on_error applies to this call only."""
+
+
 class World:
-    """What a decision needs from outside the event: the time, the project, and the folders
-    where the harness keeps subagent definitions (which may declare an access tier)."""
+    """What a decision needs from outside the event: the time, the project, the folders where
+    the harness keeps subagent definitions (which may declare an access tier), and the
+    deadline, in this thread's CPU seconds (so a busy machine never trips it; only work does)."""
 
-    __slots__ = ("agent_dirs", "now", "project")
+    __slots__ = ("agent_dirs", "deadline", "now", "project")
 
-    def __init__(self, now: float, project: str, agent_dirs: list[str] | None = None) -> None:
+    def __init__(self, now: float, project: str, agent_dirs: list[str] | None = None,
+                 deadline: float | None = None) -> None:  # fmt: skip
         self.now = now
         self.project = project
         self.agent_dirs = agent_dirs or []
+        self.deadline = deadline
+
+    def check(self) -> None:
+        """Between the slow steps of a decision: stop once its CPU time is spent."""
+        if self.deadline is not None:
+            import time
+
+            if time.thread_time() > self.deadline:
+                raise DecisionTimeout("the decision ran past its deadline")
 
 
 class _Case:
@@ -152,39 +165,66 @@ def decide(event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -
 
 def _prepare(case: _Case) -> None:
     """The slow parts of a decision, done before the write lock is taken: loading the token
-    counter, counting and parsing a result, classifying a prompt. Inside the transaction only
-    reads, arithmetic and writes remain, so concurrent hooks wait microseconds, not seconds."""
-    event = case.event
+    counter, counting and parsing a result, looking inside a save or a dispatch, classifying a
+    prompt. Each is bounded in its input (see governor.engine.screening and tokens); inside the
+    transaction only reads, arithmetic, small renders and writes remain, so concurrent hooks
+    wait microseconds, not seconds, whatever one of them was sent."""
+    event, policy = case.event, case.policy
     case.prepared["detail"] = case.detail()
     if event.kind == ev.PROMPT:
         from governor.engine.classify import classify, recall_phrase
 
-        case.prepared["verdict"] = classify(event.prompt or "", case.policy.data["memory_needs"])
-        case.prepared["recall"] = recall_phrase(event.prompt or "", case.policy.recall_phrases)
-    elif event.kind == ev.POST_TOOL:
-        spec = _spec(case)
-        if spec is not None and spec["role"] not in ("save", "summary"):
-            from governor.engine import results
-            from governor.engine.tokens import counter
+        prompt = event.prompt or ""
+        case.prepared["verdict"] = classify(prompt, policy.data["memory_needs"])
+        case.world.check()
+        case.prepared["recall"] = recall_phrase(prompt, policy.recall_phrases)
+        return
+    spec = _spec(case)
+    if event.kind == ev.POST_TOOL and spec is not None and spec["role"] not in ("save", "summary"):
+        _prepare_result(case, spec)
+    elif event.kind == ev.PRE_TOOL and spec is not None and spec["role"] in ("save", "summary"):
+        from governor.engine.screening import save_findings
 
-            count = counter(case.policy.unit).count
-            text = event.tool_result or ""
-            case.prepared["count"] = count
-            case.prepared["parsed"] = results.parse(text, spec["role"], spec.get("format", "auto"))
-            case.prepared["total"] = count(text)
-    elif (
-        event.kind == ev.PRE_TOOL
-        and _spec(case) is None
-        and event.tool_name in case.policy.data["briefing"]["dispatch_tools"]
-    ):
+        topic_param = spec.get("topic_key_param")
+        topic = event.tool_input.get(topic_param) if topic_param else None
+        namespaces = policy.blob["index"]["topic_namespaces"]
+        case.prepared["findings"] = save_findings(event.tool_input, policy.data["save"], topic, namespaces)
+    elif event.kind == ev.PRE_TOOL and spec is None and event.tool_name in policy.data["briefing"]["dispatch_tools"]:
         from governor.engine.briefing import card_blocks
+        from governor.engine.screening import line_digests, raw_observation
         from governor.engine.tokens import counter
 
-        prompt = event.tool_input.get("prompt")
-        text = prompt if isinstance(prompt, str) else ""
-        count = counter(case.policy.unit).count
-        case.prepared["text"] = text
-        case.prepared["card_tokens"] = sum(count(block) for block in card_blocks(text))
+        brief = event.tool_input.get("prompt")
+        text = brief if isinstance(brief, str) else ""
+        tally = counter(policy.unit)
+        cap = policy.data["briefing"]["max_tokens"]["value"] + 1
+        case.prepared["card_tokens"] = sum(tally.count_upto(block, cap) for block in card_blocks(text))
+        case.world.check()
+        case.prepared["raw_pasted"] = raw_observation(text)
+        case.prepared["digests"] = line_digests(text)
+    case.world.check()
+
+
+COUNT_CAP = 16  # a result is counted exactly up to this many times the turn's budget; beyond, a lower bound
+
+
+def _prepare_result(case: _Case, spec: dict[str, Any]) -> None:
+    """Parse a result into entries and count it, the entries, and its frame (what is kept
+    whatever is held back), each only as far as the budget needs."""
+    from governor.engine import results
+    from governor.engine.tokens import counter
+
+    tally = counter(case.policy.unit)
+    text = case.event.tool_result or ""
+    budget = case.policy.limit("max_memory_tokens_injected")[0]
+    parsed = results.parse(text, spec["role"], spec.get("format", "auto"))
+    case.world.check()
+    case.prepared["tally"] = tally
+    case.prepared["parsed"] = parsed
+    case.prepared["total"] = tally.count_upto(text, max(COUNT_CAP * budget, 65_536))
+    case.world.check()
+    case.prepared["costs"] = [tally.count_upto(entry.text, budget + 1) for entry in parsed.entries]
+    case.prepared["frame"] = tally.count_upto(results.render(parsed, set(), ""), budget + 1)
 
 
 def _as_monitor(decision: Decision) -> Decision:
@@ -247,8 +287,10 @@ def _session_start(case: _Case) -> Decision:
     trigger_name = _SOURCE_TRIGGERS.get(case.event.source or "")
     trigger = policy.data["mem_context"]["unlocked_by"].get(trigger_name or "")
     idle = trigger.get("min_idle_minutes", 0) if trigger else 0
-    if trigger and idle and seen is not None and case.world.now - seen[0] < idle * 60:
-        decision = Decision(code=f"not_armed:{trigger_name}:idle_under_{idle}m")
+    if trigger and idle and (seen is None or case.world.now - seen[0] < idle * 60):
+        # A session the ledger has never seen (a fork gets a new id) had no idle time it can show.
+        why = "unknown_session" if seen is None else f"idle_under_{idle}m"
+        decision = Decision(code=f"not_armed:{trigger_name}:{why}")
         case.record(decision)
         return decision
     if case.event.source in ("startup", None):
@@ -314,35 +356,16 @@ def _pre_tool(case: _Case) -> Decision:
     return decision
 
 
-# A pasted mem_get_observation body: its header line and its metadata trailer.
-_RAW_OBSERVATION = re.compile(
-    r"(?m)^#\d+ \[[^\]\n]+\] .+$[\s\S]*?^Session: .+$[\s\S]*?^(?:Duplicates|Revisions|Created): "
-)
 RAW_LINES = 3  # lines of an earlier full fetch found verbatim in a dispatch prompt
-
-
-def line_digests(text: str) -> list[str]:
-    """Fingerprints of the substantial lines of a text (to recognise it later; not its content)."""
-    from zlib import crc32
-
-    out = []
-    for line in text.splitlines():
-        line = " ".join(line.split())
-        if len(line) >= 40:
-            out.append(f"{crc32(line.encode('utf-8', 'surrogatepass')):08x}{len(line):04x}")
-    return out[:400]
 
 
 def _dispatch(case: _Case) -> Decision:
     """A subagent dispatch: memory cards within the briefing budget, and no raw L3 body."""
     case.enter_turn()
-    text = case.prepared["text"]
     briefing = case.policy.data["briefing"]
     tokens = case.prepared["card_tokens"]
     limit = briefing["max_tokens"]
-    raw = (
-        bool(_RAW_OBSERVATION.search(text)) or case.ledger.fetched_among(case.session, line_digests(text)) >= RAW_LINES
-    )
+    raw = case.prepared["raw_pasted"] or case.ledger.fetched_among(case.session, case.prepared["digests"]) >= RAW_LINES
     decision = Decision(code="dispatch")
     if raw and briefing["raw_l3_body"] != "off":
         why = (
@@ -600,16 +623,15 @@ def _judge_save(case: _Case, spec: dict[str, Any]) -> Decision:
             f"memory-governor: a save of type '{kind}' is not allowed. Save only deltas, with type one of: "
             f"{', '.join(save['allowed_types'])}.",
         )
-    content_param = spec.get("content_param")
-    content = case.event.tool_input.get(content_param) if content_param else None
     warnings: list[str] = []
-    if isinstance(content, str):
-        for rule in saves.violations(content):
-            enforce = save["never_save"][rule]
-            if enforce == "block":
-                return Decision(ev.DENY, f"never_save:{rule}", f"memory-governor: this save {saves.REASONS[rule]}.")
-            if enforce == "warn":
-                warnings.append(f"memory-governor: a save {saves.REASONS[rule]}.")
+    for rule in case.prepared["findings"]:
+        if rule == "topic_key":
+            continue  # reported below, with the namespaces
+        enforce = save["max_chars"]["enforce"] if rule == "oversize" else save["never_save"][rule]
+        if enforce == "block":
+            return Decision(ev.DENY, f"never_save:{rule}", f"memory-governor: this save {saves.REASONS[rule]}.")
+        if enforce == "warn":
+            warnings.append(f"memory-governor: a save {saves.REASONS[rule]}.")
     title_param = spec.get("title_param")
     title = case.event.tool_input.get(title_param) if title_param else None
     topic_param = spec.get("topic_key_param")
@@ -626,14 +648,14 @@ def _judge_save(case: _Case, spec: dict[str, Any]) -> Decision:
                 ev.DENY, "never_save:duplicate", f"memory-governor: this save {saves.REASONS['duplicate']}."
             )
         warnings.append(f"memory-governor: a save {saves.REASONS['duplicate']}.")
-    if isinstance(topic, str) and topic and save["topic_keys"] != "off":
+    if "topic_key" in case.prepared["findings"]:
         namespaces = case.policy.blob["index"]["topic_namespaces"]
-        if not any(re.fullmatch(n["pattern"], topic) for n in namespaces):
-            examples = ", ".join(n["example"] for n in namespaces[:4])
-            text = f"memory-governor: topic_key '{topic}' is outside the namespace contract (e.g. {examples})."
-            if save["topic_keys"] == "block":
-                return Decision(ev.DENY, "topic_key", text + " Choose a key in one of those namespaces.")
-            warnings.append(text)
+        examples = ", ".join(n["example"] for n in namespaces[:4])
+        shown = str(topic)[:80]
+        text = f"memory-governor: topic_key '{shown}' is outside the namespace contract (e.g. {examples})."
+        if save["topic_keys"] == "block":
+            return Decision(ev.DENY, "topic_key", text + " Choose a key in one of those namespaces.")
+        warnings.append(text)
     cap, enforce = _limit(case, "max_save_calls_per_turn")
     saves_so_far = sum(
         count for role, count in case.ledger.usage(case.session, case.turn, case.world.now).items()
@@ -687,14 +709,15 @@ def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prio
     from governor.engine.packer import select
 
     role, event, ledger, now = spec["role"], case.event, case.ledger, case.world.now
-    count = case.prepared["count"]
+    tally = case.prepared["tally"]
     text = event.tool_result or ""
     parsed = case.prepared["parsed"]
     total = case.prepared["total"]
     usage = ledger.usage(case.session, case.turn, now)
-    own = 0
+    own = 0  # what this call already holds in `usage`: its committed count, or its live reservation
     if prior is not None and prior[2] == case.turn:
-        own = prior[4] if prior[0] == "committed" else prior[3] if prior[0] == "pending" else 0
+        state, reserved, tokens, expires = prior[0], prior[3], prior[4], prior[5]
+        own = tokens if state == "committed" else reserved if state == "pending" and expires > now else 0
     budget, enforce = _limit(case, "max_memory_tokens_injected")
     left = max(0, budget - (usage["tokens"] - own))
     max_entries = case.policy.ladder["L1"].get("max_limit") if role == "search" else None
@@ -705,17 +728,16 @@ def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prio
     if (over and enforce == "block") or too_many:
         trim = case.policy.data["trimming"]
         order = parsed.ranked()
-        costs = [count(entry.text) for entry in parsed.entries]
+        costs = case.prepared["costs"]
         room = left if enforce == "block" else None
-        note_room = count(_note(case, len(parsed.entries), len(parsed.entries), left, budget, total))
-        chosen = select(costs.__getitem__, order, None if room is None else max(0, room - note_room), limit=max_entries,
-                        over_budget=trim["over_budget"], fill=trim["fill"])  # fmt: skip
+        note_room = tally.count(_note(case, len(parsed.entries), len(parsed.entries), left, budget, total))
+        fits = None if room is None else max(0, room - note_room - case.prepared["frame"])
+        chosen = select(costs.__getitem__, order, fits, limit=max_entries, over_budget=trim["over_budget"],
+                        fill=trim["fill"])  # fmt: skip
         kept = list(chosen.kept)
         if chosen.truncated is not None:
-            _truncate(parsed, chosen.truncated, chosen.truncate_to, count)
-        rendered, delivered = _render_within(
-            case, parsed, kept, left if room is not None else None, budget, count, total
-        )
+            _truncate(parsed, chosen.truncated, chosen.truncate_to, tally)
+        rendered, delivered = _render_within(case, parsed, kept, room, budget, tally, total)
         kept_all = set(kept)
         decision = Decision(ev.REPLACE, "trimmed" if over and enforce == "block" else "l1_max_results",
                             updated_output=rendered)  # fmt: skip
@@ -735,6 +757,8 @@ def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prio
         ledger.surface(case.session, case.turn, results.surfaced(parsed, kept_all))
     if role == "fetch" and kept_all:
         delivered_text = decision.updated_output if decision.kind == ev.REPLACE and decision.updated_output else text
+        from governor.engine.screening import line_digests
+
         ledger.remember_fetched(case.session, line_digests(delivered_text))
     case.record(decision, role, counted=total, delivered=delivered, saved=max(0, total - delivered))
     return decision
@@ -760,35 +784,41 @@ def _note(case: _Case, held: int, total: int, left: int, budget: int, size: int 
 
 
 def _render_within(
-    case: _Case, parsed: Any, kept: list[int], left: int | None, budget: int, count: Any, size: int
+    case: _Case, parsed: Any, kept: list[int], left: int | None, budget: int, tally: Any, size: int
 ) -> tuple[str, int]:
-    """Render the kept entries plus the note; drop the lowest-ranked until the exact count fits."""
+    """Render the kept entries plus the note; drop the lowest-ranked until the exact count fits.
+    A frame (headers, envelope) that alone exceeds what is left is never rendered."""
     from governor.engine.results import render
 
     kept = list(kept)
-    while True:
+    if left is not None and case.prepared["frame"] > left:
+        kept = []
+    while kept or left is None or case.prepared["frame"] <= left:
         held = len(parsed.entries) - len(kept)
         note = _note(case, held, len(parsed.entries), left or 0, budget, size) if held else ""
         text = render(parsed, set(kept), note)
-        tokens = count(text)
-        if left is None or tokens <= left:
+        if left is None:
+            return text, tally.count(text)
+        tokens = tally.count_upto(text, left)
+        if tokens <= left:
             return text, tokens
-        if kept:
-            kept.pop()
-            continue
-        short = f"[memory-governor: {held} entries held back, memory budget spent]"
-        tokens = count(short)
-        return (short, tokens) if tokens <= left else ("", 0)
+        if not kept:
+            break
+        kept.pop()
+    held = len(parsed.entries)
+    short = f"[memory-governor: {held} entries held back, memory budget spent]"
+    tokens = tally.count(short)
+    return (short, tokens) if left is None or tokens <= left else ("", 0)
 
 
-def _truncate(parsed: Any, index: int, tokens: int, count: Any) -> None:
+def _truncate(parsed: Any, index: int, tokens: int, tally: Any) -> None:
     """Cut one entry to about `tokens` (over_budget: truncate), marking the cut."""
     from governor.engine.packer import TRUNCATION_MARKER
 
     entry = parsed.entries[index]
     text = entry.text
-    keep = len(text)
-    while keep > 0 and count(text[:keep] + TRUNCATION_MARKER) > tokens:
+    keep = min(len(text), 8 * (tokens + 1))  # no token is shorter than one character: start near the answer
+    while keep > 0 and tally.count_upto(text[:keep] + TRUNCATION_MARKER, tokens) > tokens:
         keep = keep * 3 // 4
     cut = text[:keep] + TRUNCATION_MARKER + ("\n" if text.endswith("\n") else "")
     for segment in parsed.segments:

@@ -7,8 +7,9 @@ transaction would not do: in WAL mode it can fail with SQLITE_BUSY at once, igno
 busy timeout.
 
 Calls are reserved before they run (pending, holding their expected tokens), committed
-with their real token count after, and released when they fail or are denied. A pending
-reservation that never reports back stops counting after its time to live.
+with their real token count after, and released when they fail or are denied. A granted call
+counts toward its turn's call limits until the turn ends; a pending reservation that never
+reports back stops holding its expected tokens after its time to live.
 
 Ids that come from outside (session, turn, agent) are stored as values, never used in a
 path; unusual ones are hashed, so none can collide with another or escape the directory.
@@ -308,26 +309,30 @@ class Ledger:
     # -- calls: reserve, commit, release ------------------------------------------------
 
     def call(self, session: str, call_id: str) -> Any:
-        """(state, role, turn, reserved, tokens) of a call already seen, else None."""
+        """(state, role, turn, reserved, tokens, expires) of a call already seen, else None."""
         return self.one(
-            "SELECT state, role, turn, reserved, tokens FROM calls WHERE session=? AND call_id=?", session, call_id
-        )
+            "SELECT state, role, turn, reserved, tokens, expires FROM calls WHERE session=? AND call_id=?",
+            session, call_id,
+        )  # fmt: skip
 
     def usage(self, session: str, turn: str, now: float, agent_id: str | None = None) -> dict[str, int]:
-        """Calls per role and tokens used in a turn: committed plus live reservations.
+        """Calls per role and tokens used in a turn.
 
+        A call counts once it is granted, for the rest of its turn, whether it has reported back
+        or not: a call that reports late (a permission prompt left open) still ran, so its slot
+        was never free. Tokens count when committed, and a reservation's expected tokens while
+        it is live: past its time to live, a call that never reports back stops holding them.
         With `agent_id`, the counts of that agent only (a tier's own caps), tokens as a whole.
         """
         counts: dict[str, int] = {}
         tokens = 0
-        for role, state, reserved, used, agent in self.q(
-            "SELECT role, state, reserved, tokens, agent_id FROM calls WHERE session=? AND turn=? "
-            "AND (state='committed' OR (state='pending' AND expires>?))",
+        for role, state, reserved, used, agent, expires in self.q(
+            "SELECT role, state, reserved, tokens, agent_id, expires FROM calls WHERE session=? AND turn=? "
+            "AND state IN ('committed', 'pending')",
             session,
             turn,
-            now,
         ):
-            tokens += used if state == "committed" else reserved
+            tokens += used if state == "committed" else reserved if expires > now else 0
             if agent_id is None or agent == agent_id:
                 counts[role] = counts.get(role, 0) + 1
         counts["tokens"] = tokens

@@ -9,6 +9,14 @@ Formats: Engram v1 (plain text) and v2 (the same text inside a JSON envelope, wi
 `results` array), Engram v2 compact search, a knowledge graph (`entities`/`relations`, as
 @modelcontextprotocol/server-memory returns), and anything else as one entry.
 
+Ids are surfaced (made fetchable at L2/L3) only where the format puts them, and only when
+the whole result is consistent: a search's hits are numbered 1..N under its own "Found N
+memories:" header, a timeline has one focus with older ids before it and newer after. A hit
+line forged inside a preview or title breaks that count or order, so the result surfaces
+nothing; text that merely mentions an id (an echoed query, an unknown format) surfaces
+nothing either. At most MAX_ENTRIES entries are told apart; the rest of a result stays in
+the last one.
+
 Hot path (PostToolUse): standard library only; `re` is already loaded by `json`.
 """
 
@@ -21,11 +29,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-_SEARCH_HIT = re.compile(r"^\[\d+\] #(\d+) \(", re.M)
+MAX_ENTRIES = 500
+_SEARCH_HEADER = re.compile(r"\AFound (\d{1,6}) memor(?:y|ies)[^\n]{0,200}:\n")
+_SEARCH_HIT = re.compile(r"^\[(\d{1,6})\] #(\d{1,19}) \(", re.M)
 _SEARCH_FOOTER = re.compile(r"^---\nResults above are previews|\n\n⚠️ No mem_save", re.M)
-_TIMELINE_LINE = re.compile(r"^(?:  #(\d+) \[|>>> #(\d+) \[)", re.M)
+_TIMELINE_LINE = re.compile(r"^(?:  #(\d{1,19}) \[|>>> #(\d{1,19}) \[)", re.M)
 _TIMELINE_HEADING = re.compile(r"^─── (?:Before|After) ───\n", re.M)
-_OBSERVATION = re.compile(r"\A#(\d+) \[")
+_OBSERVATION = re.compile(r"\A#(\d{1,19}) \[")
 # mem_context: only Engram's own headings and bullet shapes start a section or an entry, so a
 # preview that itself contains "## Goal" or "- item" lines stays inside its entry.
 _CONTEXT_HEADING = re.compile(
@@ -95,8 +105,8 @@ def parse(text: str, role: str, fmt: str = "auto") -> Parsed:
 
 
 def _whole(text: str) -> Parsed:
-    idents = _HASH_ID.findall(text[:200])[:1]
-    return Parsed("text", [Segment(text, 0)], [Entry(text, idents)])
+    """One opaque entry. It surfaces nothing: an id merely mentioned in it was not shown as a hit."""
+    return Parsed("text", [Segment(text, 0)], [Entry(text, [])])
 
 
 def _engram_text(text: str, role: str) -> Parsed | None:
@@ -120,24 +130,30 @@ def _split(text: str, starts: list[int], end: int) -> list[tuple[int, int]]:
 
 
 def _search(text: str) -> Parsed | None:
+    header = _SEARCH_HEADER.match(text)
     hits = list(_SEARCH_HIT.finditer(text))
-    if not hits:
+    if header is None or not hits:
         return None
+    numbers = [int(hit.group(1)) for hit in hits]
+    if numbers != list(range(1, int(header.group(1)) + 1)):
+        return None  # more hit lines than the header counts, or out of order: something was forged
+    hits = hits[:MAX_ENTRIES]
     footer = _SEARCH_FOOTER.search(text, hits[-1].start())
     end = footer.start() if footer else len(text)
     segments = [Segment(text[: hits[0].start()])]
     entries: list[Entry] = []
     for (start, stop), hit in zip(_split(text, [h.start() for h in hits], end), hits, strict=True):
         segments.append(Segment(text[start:stop], len(entries)))
-        entries.append(Entry(text[start:stop], [hit.group(1)]))
+        entries.append(Entry(text[start:stop], [hit.group(2)]))
     segments.append(Segment(text[end:]))
     return Parsed("engram_search", segments, entries)
 
 
 def _timeline(text: str) -> Parsed | None:
     lines = list(_TIMELINE_LINE.finditer(text))
-    if not lines:
+    if not lines or not _consistent_timeline(text, lines):
         return None
+    lines = lines[:MAX_ENTRIES]
     focus = next((i for i, m in enumerate(lines) if m.group(2)), 0)
     cuts = sorted(
         [(m.start(), i, m) for i, m in enumerate(lines)]
@@ -160,10 +176,33 @@ def _timeline(text: str) -> Parsed | None:
     return Parsed("engram_timeline", segments, entries)
 
 
+def _consistent_timeline(text: str, lines: list[re.Match[str]]) -> bool:
+    """One focus; older ids, increasing, only under the Before heading before it; newer ids,
+    increasing, only under the After heading after it."""
+    foci = [m for m in lines if m.group(2)]
+    if len(foci) != 1:
+        return False
+    focus = foci[0]
+    headings = {m.group(0).strip("─ \n"): m.start() for m in _TIMELINE_HEADING.finditer(text)}
+    if len(list(_TIMELINE_HEADING.finditer(text))) != len(headings):
+        return False  # a heading twice
+    before, after = headings.get("Before", -1), headings.get("After", len(text) + 1)
+    if before > focus.start() or after < focus.start():
+        return False
+    older = [int(m.group(1)) for m in lines if m.group(1) and m.start() < focus.start()]
+    newer = [int(m.group(1)) for m in lines if m.group(1) and m.start() > focus.start()]
+    if any(m.group(1) and (before < 0 or m.start() < before or focus.start() < m.start() < after) for m in lines):
+        return False  # an entry line outside its section (inside the focus's own text)
+    centre = int(focus.group(2))
+    ascending = older == sorted(set(older)) and newer == sorted(set(newer))
+    return ascending and all(i < centre for i in older) and all(i > centre for i in newer)
+
+
 def _context(text: str) -> Parsed | None:
     bullets = list(_CONTEXT_BULLET.finditer(text))
     if not bullets or not text.startswith("## Memory from Previous Sessions"):
         return None
+    bullets = bullets[:MAX_ENTRIES]
     tail = _CONTEXT_TAIL.search(text, bullets[-1].start())
     end = tail.start() if tail else len(text)
     headings = [m for m in _CONTEXT_HEADING.finditer(text, 0, end)]
@@ -189,16 +228,19 @@ def _engram_v2(data: dict[str, Any], role: str) -> Parsed:
     inner = data["result"]
     items = data.get("results") if isinstance(data.get("results"), list) else None
     parsed = _engram_text(inner, role)
-    if parsed is None and items and role == "search":
+    hits = [item for item in items or [] if isinstance(item, dict) and "id" in item][:MAX_ENTRIES]
+    if parsed is None and hits and role == "search":
         # Compact search: the text is one line, the hits are the items.
-        entries = [Entry(json.dumps(item, ensure_ascii=False), [str(item.get("id"))], item=item) for item in items]
+        entries = [Entry(json.dumps(item, ensure_ascii=False), [str(item["id"])], item=item) for item in hits]
         parsed = Parsed("engram_v2_compact", [Segment(inner)], entries)
     elif parsed is None:
         parsed = _whole(inner)
-    elif items:
-        by_id = {str(item.get("id")): item for item in items if isinstance(item, dict)}
+    elif items is not None:
+        by_id = {str(item["id"]): item for item in hits}
         for entry in parsed.entries:
             entry.item = by_id.get(entry.idents[0]) if entry.idents else None
+            if entry.item is None:
+                entry.idents = []  # a hit the structured results do not list was not a real hit
     parsed.kind = "v2:" + parsed.kind
     parsed.envelope = {k: v for k, v in data.items() if k not in ("result", "results")}
     if items is not None:
@@ -208,23 +250,27 @@ def _engram_v2(data: dict[str, Any], role: str) -> Parsed:
 
 def _graph(data: dict[str, Any]) -> Parsed:
     entries: list[Entry] = []
-    for item in data.get("entities") or []:
+    for item in _items(data.get("entities")):
         name = item.get("name") if isinstance(item, dict) else None
         entries.append(Entry(json.dumps(item, ensure_ascii=False), [str(name)] if name else [], item=item))
-    for item in data.get("relations") or []:
+    for item in _items(data.get("relations")):
         entries.append(Entry(json.dumps(item, ensure_ascii=False), [], priority=1, item=item))
     parsed = Parsed("knowledge_graph", [], entries)
     parsed.graph = data
     return parsed
 
 
+def _items(value: Any) -> list[Any]:
+    return value[:MAX_ENTRIES] if isinstance(value, list) else []
+
+
 def render(parsed: Parsed, kept: set[int], note: str) -> str:
     """The result with only `kept` entries, and `note` (the governor's line) at the end."""
     if parsed.graph is not None:
-        kept_items = [parsed.entries[i].item for i in sorted(kept)]
         graph = {k: v for k, v in parsed.graph.items() if k not in ("entities", "relations")}
-        graph["entities"] = [item for item in kept_items if "name" in item or item.get("type") == "entity"]
-        graph["relations"] = [item for item in kept_items if item not in graph["entities"]]
+        chosen = [parsed.entries[i] for i in sorted(kept)]
+        graph["entities"] = [entry.item for entry in chosen if entry.priority == 0]
+        graph["relations"] = [entry.item for entry in chosen if entry.priority == 1]
         if parsed.indent is None:
             body = json.dumps(graph, ensure_ascii=False, separators=(",", ":"))
         else:

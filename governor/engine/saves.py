@@ -1,10 +1,16 @@
 """Save discipline: what a memory save must not contain (seed: "deltas only").
 
-Each detector looks at a save's body and says which never-save rule it breaks, if any:
-raw_transcript (a pasted conversation), tool_noise (raw command output, stack traces,
-logs), step_by_step (narration of edits with no decision in it). The policy decides
-whether each blocks, warns or is off. Detectors look for shapes, never for words a
-legitimate memory would use, so a decision that quotes one error line still passes.
+Each detector looks at one free-text field of a save and says which never-save rule it
+breaks, if any: raw_transcript (a pasted conversation, whatever its speakers are called),
+tool_noise (raw command output, stack traces, logs), step_by_step (narration of edits with
+no decision in it). The policy decides whether each blocks, warns or is off, and which
+speaker labels mark a transcript. Detectors look for shapes, never for words a legitimate
+memory would use, so a decision that quotes one error line still passes.
+
+Bounded: every pattern is linear (no unbounded span inside another, no `\\s` that can run
+across lines at a line start), and a field longer than 2 x WINDOW characters is judged by
+its first and last WINDOW characters (the policy's `save.max_chars` refuses such a field
+before that, by default). These checks run before the ledger's write lock is taken.
 
 Hot path: standard library only (`re` comes with `json`).
 """
@@ -12,36 +18,80 @@ Hot path: standard library only (`re` comes with `json`).
 from __future__ import annotations
 
 import re
+import unicodedata
 
-_SPEAKER = re.compile(r"^\s*(?:\*\*)?(user|human|assistant|ai|claude|model|system|h|a)(?:\*\*)?\s*[:>]", re.I | re.M)
-_ROLE_JSON = re.compile(r'"role"\s*:\s*"(user|assistant|system)"')
-_TAGGED = re.compile(r"<(user|assistant|human)>", re.I)
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_TRACEBACK = re.compile(r"^Traceback \(most recent call last\):", re.M)
-_JS_STACK = re.compile(r"^\s+at .+[(\s].+:\d+(?::\d+)?\)?$", re.M)
-_GO_STACK = re.compile(r"^goroutine \d+ \[|^\s+/.+\.go:\d+ \+0x", re.M)
-_LOG_LINE = re.compile(
-    r"^\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S*\]?\s+\[?(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\b", re.M
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
+
+WINDOW = 65_536  # characters judged from each end of a longer field
+MAX_FIELDS = 64  # free-text fields of one save looked at (nested arguments included)
+
+_LIST_MARK = r"(?:[#>*+-]{1,6}[ \t]{0,4}){0,3}"  # markdown heading, quote or bullet markers
+_ROLE_JSON = re.compile(
+    r"""["']?(?:role|author|speaker|from)["']?[ \t]{0,4}[:=][ \t]{0,4}["']([a-z_]{1,20})["']""", re.I
 )
-_PROMPT_LINE = re.compile(r"^(?:\$|>|PS [A-Z]:\\[^>]*>|\w+@[\w.-]+:[^$#]*[$#]) \S", re.M)
+_TAGGED = re.compile(r"</?(user|assistant|human|ai|model|bot)>|\[(?:/?inst|user|assistant)\]", re.I)
+_ANSI = re.compile(r"\x1b\[[0-9;]{0,32}[A-Za-z]")
+_TRACEBACK = re.compile(
+    r"^[ \t]*(?:Traceback \(most recent call last\):|Exception in thread \"|thread '[^'\n]{0,100}' panicked at )", re.M
+)
+_PY_FRAME = re.compile(r'^[ \t]*File "[^"\n]{1,400}", line \d+', re.M)
+_JS_STACK = re.compile(r"^[ \t]+at [^\n]{1,300}?:\d+(?::\d+)?\)?[ \t]*$", re.M)
+_GO_STACK = re.compile(r"^goroutine \d+ \[|^[ \t]+/[^\n]{1,300}?\.go:\d+ \+0x", re.M)
+_LOG_LINE = re.compile(
+    r"^\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\s\]]{0,16}\]?[ \t]+\[?(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\b", re.M
+)
+_PROMPT_LINE = re.compile(
+    r"^[ \t]*(?:\$|>|PS [A-Z]:\\[^>\n]{0,200}>|\w{1,32}@[\w.-]{1,64}:[^$#\n]{0,200}[$#]) \S", re.M
+)
 _DIFF = re.compile(r"^(?:diff --git |@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@)", re.M)
-_TEST_RUN = re.compile(r"^(?:=+ .*(?:test session starts|passed|failed).*=+|PASSED|FAILED|ok \d+ |not ok \d+ )", re.M)
+_TEST_RUN = re.compile(
+    r"^(?:=+ [^\n]{0,200}(?:test session starts|passed|failed)[^\n]{0,200} =+$|PASSED|FAILED|ok \d+ |not ok \d+ )", re.M
+)
 _NARRATION = re.compile(
-    r"^\s*(?:\d+[.)]\s*|[-*]\s*|step \d+:?\s*)?(?:i\s+)?(edited|updated|modified|changed|ran|opened|read|created|"
-    r"deleted|renamed|moved|installed|committed|pushed)\b",
-    re.I | re.M,
+    r"[ \t]*(?:\d+[.)][ \t]*|[-*][ \t]*|step \d+:?[ \t]*)?(?:i[ \t]+)?(edited|updated|modified|changed|ran|opened|read|"
+    r"created|deleted|renamed|moved|installed|committed|pushed)\b",
+    re.I,
 )
 _REASONING = re.compile(r"\b(because|why|decid|so that|instead|root cause|trade-?off|chose|rule|always|never)\w*", re.I)
+_speaker_patterns: dict[tuple[tuple[str, ...], tuple[str, ...]], re.Pattern[str]] = {}
 
 
-def raw_transcript(text: str) -> bool:
-    speakers = [m.group(1).lower() for m in _SPEAKER.finditer(text)]
-    human = sum(s in ("user", "human", "h") for s in speakers)
-    machine = sum(s in ("assistant", "ai", "claude", "model", "a") for s in speakers)
-    if human >= 1 and machine >= 1 and human + machine >= 3:
+def judged(text: str) -> str:
+    """What the detectors look at: the field, or its two ends; compatibility forms folded
+    (a fullwidth colon or letter is judged as the plain one)."""
+    if len(text) > 2 * WINDOW:
+        text = text[:WINDOW] + "\n" + text[-WINDOW:]
+    return unicodedata.normalize("NFKC", text)
+
+
+def _speakers(human: tuple[str, ...], machine: tuple[str, ...]) -> re.Pattern[str]:
+    """A line that starts with a speaker label: `User:`, `**Claude:**`, `### Assistant`, `Me -`."""
+    found = _speaker_patterns.get((human, machine))
+    if found is None:
+        names = "|".join(re.escape(n) for n in sorted({*human, *machine}, key=len, reverse=True))
+        label = rf"(?:\*\*|__|\[)?({names})(?:\*\*|__|\])?"
+        said = r"(?:[ \t]{1,4}(?:said|says|wrote|dijo|escribio))?"
+        found = re.compile(
+            rf"^[ \t]{{0,12}}{_LIST_MARK}{label}{said}[ \t]{{0,4}}(?:[:>]|[-—–](?=[ \t])|(?<=\*\*)$|(?<=__)$)"
+            rf"|^[ \t]{{0,3}}#{{1,6}}[ \t]{{1,4}}{label}[ \t]{{0,4}}$",
+            re.I | re.M,
+        )
+        _speaker_patterns[(human, machine)] = found
+    return found
+
+
+def raw_transcript(text: str, human: tuple[str, ...], machine: tuple[str, ...]) -> bool:
+    human_set, machine_set = {n.casefold() for n in human}, {n.casefold() for n in machine}
+    said = [(m.group(1) or m.group(2)).casefold() for m in _speakers(human, machine).finditer(text)]
+    people = sum(s in human_set for s in said)
+    machines = sum(s in machine_set for s in said)
+    if people >= 1 and machines >= 1 and people + machines >= 3:
         return True
-    roles = _ROLE_JSON.findall(text)
-    if "user" in roles and "assistant" in roles:
+    roles = {r.casefold() for r in _ROLE_JSON.findall(text)}
+    if roles & human_set and roles & (machine_set | {"model", "tool"}):
         return True
     return len(_TAGGED.findall(text)) >= 2
 
@@ -49,7 +99,7 @@ def raw_transcript(text: str) -> bool:
 def tool_noise(text: str) -> bool:
     if _ANSI.search(text) or _TRACEBACK.search(text) or _GO_STACK.search(text):
         return True
-    if len(_JS_STACK.findall(text)) >= 3 or len(_LOG_LINE.findall(text)) >= 3:
+    if len(_PY_FRAME.findall(text)) >= 2 or len(_JS_STACK.findall(text)) >= 3 or len(_LOG_LINE.findall(text)) >= 3:
         return True
     if len(_PROMPT_LINE.findall(text)) >= 2 or len(_DIFF.findall(text)) >= 2:
         return True
@@ -64,7 +114,7 @@ def step_by_step(text: str) -> bool:
     return narrated >= max(1, (len(lines) + 1) // 2)
 
 
-DETECTORS = (("raw_transcript", raw_transcript), ("tool_noise", tool_noise), ("step_by_step", step_by_step))
+RULES = ("raw_transcript", "tool_noise", "step_by_step")
 
 REASONS = {
     "raw_transcript": "looks like a raw transcript (speaker-labelled turns). Save the decision or fix it led to, "
@@ -74,12 +124,34 @@ REASONS = {
     "step_by_step": "narrates steps (edited, ran, ...) without a decision. Save only what a later session needs: "
     "the decision, the root cause, the pattern",
     "duplicate": "repeats a save made earlier in this session. Use topic_key to update the memory (upsert) instead",
+    "oversize": "is longer than a memory delta should be. Save the decision, root cause or pattern in a few lines",
 }
 
 
-def violations(text: str) -> list[str]:
+def violations(text: str, speakers: dict[str, list[str]]) -> list[str]:
     """The never-save rules `text` breaks, in the order they are checked."""
-    return [name for name, detect in DETECTORS if detect(text)]
+    seen = judged(text)
+    human, machine = tuple(speakers.get("human", ())), tuple(speakers.get("machine", ()))
+    out = []
+    if raw_transcript(seen, human, machine):
+        out.append("raw_transcript")
+    if tool_noise(seen):
+        out.append("tool_noise")
+    if step_by_step(seen):
+        out.append("step_by_step")
+    return out
+
+
+def text_fields(tool_input: Any, depth: int = 0) -> Iterator[str]:
+    """Every free-text value of a save's arguments (nested ones too, a bounded number)."""
+    if isinstance(tool_input, str):
+        yield tool_input
+    elif depth < 4 and isinstance(tool_input, dict):
+        for value in list(tool_input.values())[:MAX_FIELDS]:
+            yield from text_fields(value, depth + 1)
+    elif depth < 4 and isinstance(tool_input, list):
+        for value in tool_input[:MAX_FIELDS]:
+            yield from text_fields(value, depth + 1)
 
 
 def title_digest(title: str) -> str:

@@ -13,10 +13,11 @@ pays it once for every hook.
 from __future__ import annotations
 
 import os
+import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from typing import Any
 
 UNITS = ("o200k_base", "cl100k_base", "chars", "chars_div4")
@@ -28,15 +29,79 @@ class UnitUnavailable(Exception):
     """A token unit that cannot be counted on this machine."""
 
 
+CHUNK = 8192  # characters encoded at once: bounds the encoder's work on any one input
+
+
 class Counter:
-    """Counts text in one unit. `estimate` is true for a heuristic unit."""
+    """Counts text in one unit. `estimate` is true for a heuristic unit.
 
-    __slots__ = ("count", "estimate", "unit")
+    `count(text)` is exact for ordinary text at any length: a long text is encoded in pieces
+    cut just before a space that starts a word, where the encoder's own pre-tokenizer splits
+    too. Text with no such place for CHUNK characters (a run of a million spaces or newlines,
+    which makes the encoder itself fail) is cut where it must be and counted within a few
+    tokens per cut. `count_upto(text, cap)` stops once it knows the count is over `cap`, so
+    what a hook counts is bounded by the budget, not by the size of the input."""
 
-    def __init__(self, unit: str, count: Callable[[str], int]) -> None:
+    __slots__ = ("_encode", "_seen", "estimate", "unit")
+
+    def __init__(self, unit: str, encode: Callable[[str], int]) -> None:
         self.unit = unit
-        self.count = count
+        self._encode = encode
         self.estimate = unit in ESTIMATES
+        self._seen: dict[str, int] = {}  # counts of recent long pieces: a repetitive input costs one
+
+    def count(self, text: str) -> int:
+        if len(text) <= CHUNK:
+            return self._piece(text)
+        return sum(self._piece(piece) for piece in pieces(text))
+
+    def count_upto(self, text: str, cap: int) -> int:
+        """The count if it is at most `cap`; otherwise some number above `cap`."""
+        if len(text) <= CHUNK:
+            return self._piece(text)
+        total = 0
+        for piece in pieces(text):
+            total += self._piece(piece)
+            if total > cap:
+                break
+        return total
+
+    def _piece(self, text: str) -> int:
+        if len(text) > 1024:
+            known = self._seen.get(text)
+            if known is not None:
+                return known
+            if len(self._seen) >= 64:
+                self._seen.clear()
+            known = self._seen[text] = self._encoded(text)
+            return known
+        return self._encoded(text)
+
+    def _encoded(self, text: str) -> int:
+        try:
+            return self._encode(text)
+        except BaseException:  # the encoder gave up (a Rust panic is a BaseException): smaller pieces
+            if len(text) <= 64:
+                return len(text.encode("utf-8", "surrogatepass"))  # never fewer than its tokens
+            middle = len(text) // 2
+            return self._encoded(text[:middle]) + self._encoded(text[middle:])
+
+
+_WORD_START = re.compile(r"(?<=\S) (?=\S)")  # a single space before a word: the encoder splits there too
+
+
+def pieces(text: str, size: int = CHUNK) -> Iterator[str]:
+    """`text` in pieces of at most `size` characters, each cut just before a space that starts
+    a word where the second half of the piece has one (one search per piece: linear)."""
+    start, end = 0, len(text)
+    while end - start > size:
+        cut = start + size
+        found = _WORD_START.search(text, start + size // 2, cut)
+        if found is not None:
+            cut = found.start()
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
 
 
 _counters: dict[str, Counter] = {}

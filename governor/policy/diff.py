@@ -21,6 +21,7 @@ _ORDERS: dict[Path, list[Any]] = {
     ("limits", "*", "enforce"): ["block", "warn", "off"],
     ("save", "never_save", "*"): ["block", "warn", "off"],
     ("save", "topic_keys"): ["block", "warn", "off"],
+    ("save", "max_chars", "enforce"): ["block", "warn", "off"],
     ("briefing", "raw_l3_body"): ["block", "warn", "off"],
     ("briefing", "max_tokens", "enforce"): ["block", "warn", "off"],
     ("memory_needs", "on_none"): ["deny", "advise"],
@@ -42,6 +43,7 @@ _HIGHER_IS_LOOSER: list[Path] = [
     ("mem_context", "unlocked_by", "*", "uses"),
     ("briefing", "max_tokens", "value"),
     ("subagents", "tiers", "*", "max_search_calls"),
+    ("save", "max_chars", "value"),
 ]
 _LOWER_IS_LOOSER: list[Path] = [
     ("ladder", "*", "expected_tokens"),
@@ -55,7 +57,12 @@ _ADDED_IS_LOOSER: list[Path] = [
     ("subagents", "tiers", "*", "roles"),
     ("loosen_allowed",),
 ]
-_ADDED_IS_TIGHTER: list[Path] = [("save", "orchestrator_only"), ("briefing", "dispatch_tools")]
+_ADDED_IS_TIGHTER: list[Path] = [
+    ("save", "orchestrator_only"),
+    ("briefing", "dispatch_tools"),
+    ("save", "speakers", "human"),
+    ("save", "speakers", "machine"),
+]
 # Mappings where an added key permits more (a new trigger unlocks mem_context more often).
 _KEY_ADDED_IS_LOOSER: list[Path] = [("mem_context", "unlocked_by")]
 

@@ -168,10 +168,33 @@ class NeverSave(Strict):
     duplicate: Enforce
 
 
+class CharLimit(Strict):
+    value: Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+    enforce: Enforce
+
+
+HUMAN_SPEAKERS = ["user", "human", "me", "q", "question", "h", "usuario", "yo", "pregunta"]
+MACHINE_SPEAKERS = ["assistant", "ai", "bot", "model", "a", "answer", "agent", "asistente", "respuesta", "ia"]
+
+
+class Speakers(Strict):
+    """Speaker labels that mark a pasted conversation (`User:`, `### Assistant`, `Me -`)."""
+
+    human: list[Name] = Field(default_factory=lambda: list(HUMAN_SPEAKERS), description="Labels of the person's turns.")
+    machine: list[Name] = Field(
+        default_factory=lambda: list(MACHINE_SPEAKERS), description="Labels of the agent's turns."
+    )
+
+
 class Save(Strict):
     allowed_types: list[Name] = Field(min_length=1)
     orchestrator_only: list[Name] = Field(default_factory=list)
     never_save: NeverSave
+    max_chars: CharLimit = Field(
+        CharLimit(value=20_000, enforce="block"),
+        description="The longest free-text field a save may have (a delta is short); also bounds the checks.",
+    )
+    speakers: Speakers = Speakers()
     topic_keys: Enforce = Field("warn", description="Check topic keys against the namespace contract.")
 
 
@@ -211,6 +234,10 @@ class Ledger(Strict):
 class Runtime(Strict):
     warm_server: Literal["auto", "off"] = "auto"
     idle_exit_seconds: Annotated[int, Field(ge=10, le=86_400)] = 1800
+    decision_deadline_ms: Annotated[int, Field(ge=100, le=60_000)] = Field(
+        3000,
+        description="CPU time one decision may take (load included); past it, on_error applies to that call only.",
+    )
 
 
 class Policy(Strict):

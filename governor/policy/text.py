@@ -134,8 +134,14 @@ def render_markdown(policy: dict[str, Any], source_name: str) -> str:
     ]
     rows = [[rule, enforce] for rule, enforce in policy["save"]["never_save"].items()]
     lines += _table(["Never save", "Enforced"], rows)
+    size = policy["save"]["max_chars"]
+    speakers = policy["save"]["speakers"]
     lines += [
         "",
+        f"Every free-text field of a save is checked, the title too. A field longer than {size['value']} characters: "
+        f"{size['enforce']}.",
+        f"A transcript is recognised by speaker labels: {', '.join(speakers['human'])} (the person) and "
+        f"{', '.join(speakers['machine'])} (the agent).",
         f"Topic keys are checked against the namespace contract: {policy['save']['topic_keys']}.",
         "",
     ]
@@ -194,6 +200,8 @@ def explain_statements(policy: dict[str, Any]) -> list[tuple[str, str, tuple[str
     out.append(("Saves", "allowed types: " + ", ".join(save["allowed_types"]), ("save", "allowed_types")))
     for rule, enforce in save["never_save"].items():
         out.append(("Saves", f"never save {rule}: {enforce}", ("save", "never_save", rule)))
+    size = save["max_chars"]
+    out.append(("Saves", f"a field over {size['value']} characters: {size['enforce']}", ("save", "max_chars")))
     sub = policy["subagents"]
     out.append(("Subagents", f"default tier {sub['default_tier']}", ("subagents", "default_tier")))
     for name, tier in sub["tiers"].items():

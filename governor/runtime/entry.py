@@ -21,6 +21,31 @@ def _read_stdin() -> bytes:
     return data
 
 
+SAFETY_NET_SECONDS = 5.0  # CPU seconds; under the 10 s a harness waits before it kills the hook
+
+
+def _arm_safety_net() -> None:
+    """Deciding in this process: past SAFETY_NET_SECONDS of CPU the decision is interrupted
+    (even inside a regular expression) and on_error applies to this call, so no input can
+    keep a hook busy until its harness gives up on it and lets the call through unsaid.
+    The engine's own deadline (runtime.decision_deadline_ms) is checked between its steps."""
+    import signal
+
+    def stop(_signum: int, _frame: object) -> None:
+        from governor.engine.decide import DecisionTimeout
+
+        raise DecisionTimeout(f"the decision used more than {SAFETY_NET_SECONDS:g} s of CPU")
+
+    signal.signal(signal.SIGVTALRM, stop)
+    signal.setitimer(signal.ITIMER_VIRTUAL, SAFETY_NET_SECONDS)
+
+
+def _disarm_safety_net() -> None:
+    import signal
+
+    signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+
+
 def run(harness: str) -> int:
     out = b""
     err = b""
@@ -39,7 +64,9 @@ def run(harness: str) -> int:
         if answer is None:
             from governor.runtime.runner import respond
 
+            _arm_safety_net()
             outcome = respond(harness, raw, os.environ)
+            _disarm_safety_net()
             out, err = outcome.stdout(), err + outcome.stderr()
         else:
             out, err = answer

@@ -40,6 +40,7 @@ def keep_connections() -> None:
 
 
 MAX_INPUT = 64 * 1024 * 1024  # a payload larger than this is not read whole
+MAX_VALUES = 2_000_000  # JSON separators in one payload: more cannot be parsed in bounded time
 
 
 class Outcome:
@@ -73,6 +74,9 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
         if len(raw) > MAX_INPUT:
             name = adapter.sniff_event(raw[:4096])
             raise adapter.BadPayload(f"the hook input is larger than {MAX_INPUT} bytes")
+        if raw.count(b",") + raw.count(b":") > MAX_VALUES:
+            name = adapter.sniff_event(raw[:4096])
+            raise adapter.BadPayload(f"the hook input holds more than {MAX_VALUES} JSON values")
         try:
             payload = json.loads(raw)
         except ValueError as err:
@@ -98,7 +102,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
         decision, ledger_notices = _decide(event, policy, env, adapter.AGENT_DIRS, now)
         out.answer = adapter.render(name or "", decision)
         _notify(out, event, env, notices + ledger_notices)
-    except Exception as err:  # the governor's own failure: on_error decides, visibly
+    except BaseException as err:  # the governor's own failure (an encoder's panic too): on_error decides, visibly
         _on_error(out, adapter, name, event, policy, env, err)
     return out
 
@@ -175,7 +179,8 @@ def _decide(
         project = project_root(event.project)
         home = env.get("HOME") or ""
         folders = [os.path.join(base, rel) for base in (project, home) if base for rel in agent_dirs]
-        world = World(time.time() if now is None else now, project, folders)
+        deadline = time.thread_time() + policy.data["runtime"]["decision_deadline_ms"] / 1000
+        world = World(time.time() if now is None else now, project, folders, deadline)
         try:
             decision = decide(event, policy, ledger, world)
         except LedgerCorrupt as err:
@@ -184,7 +189,7 @@ def _decide(
         notices = list(ledger.notices)
         ledger.notices.clear()
         return decision, notices
-    except Exception:
+    except BaseException:
         if kept is not None:
             kept.pop(state, None)  # a failed connection is not reused
             ledger.close()
@@ -227,7 +232,7 @@ def _first_time(env: Mapping[str, str], session_id: object, notice: str) -> bool
 
 
 def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None, policy: CompiledPolicy | None,
-              env: Mapping[str, str], err: Exception) -> None:  # fmt: skip
+              env: Mapping[str, str], err: BaseException) -> None:  # fmt: skip
     """The governor could not decide. on_error decides for a governed memory call; say so."""
     from governor.policy.compiled import PolicyUnavailable
 
@@ -241,8 +246,8 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
         policy = _policy_for_errors(env, event)
     on_error = policy.on_error if policy is not None else "open"  # no policy at all: nothing says closed
     governed = _governed(event, policy)
-    closed = on_error == "closed" and (governed or (event is None and name == "PreToolUse"))
-    verdict = "denied (on_error: closed)" if closed else "let through (on_error: open)"
+    closed = on_error == "closed" and (governed or (event is None and name in ("PreToolUse", "PostToolUse")))
+    verdict = "denied, their results withheld (on_error: closed)" if closed else "let through (on_error: open)"
     message = f"memory-governor could not decide ({what}); memory calls are {verdict}."
     out.errors.append(message)
     _log_error(env, message)
@@ -282,7 +287,7 @@ def _policy_for_errors(env: Mapping[str, str], event: Event | None) -> CompiledP
 
     try:
         return compiled.load(env, event.project if event is not None else None, state_dir(env))[0]
-    except Exception:
+    except BaseException:
         return None
 
 

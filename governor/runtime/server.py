@@ -121,7 +121,7 @@ class Server:
             conn.sendall(b"OK %d %d\n" % (len(out), len(err)) + out + err)
             if os.path.exists(os.path.join(self.folder, DISABLED_NAME)):
                 self.stopping.set()  # the policy turned the warm server off
-        except Exception:
+        except BaseException:  # respond() never raises; this is the socket's own failure
             try:
                 conn.sendall(b"RETRY server-error\n")
             except OSError:
