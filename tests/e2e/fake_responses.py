@@ -58,20 +58,26 @@ def _content_text(content: Any) -> str:
     return ""
 
 
+WALL_TIME = "Wall time: "  # Codex's header before a tool's own output ("Wall time: 0.0052 seconds\nOutput:")
+
+
 class ToolResult:
-    """One ``function_call_output`` as the model received it, with the call it answers."""
+    """One ``function_call_output`` as the model received it, with the call it answers.
+
+    ``raw`` is everything the model got; ``text`` is the tool's part of it, without the
+    "Wall time ... Output:" header Codex puts before a result it ran (a refusal or a hook's
+    replacement comes as a plain string, with no header: ``ran`` is False then)."""
 
     def __init__(self, item: dict[str, Any], name: str | None, tool_input: dict[str, Any] | None) -> None:
         self.item = item
         self.tool_use_id: str = str(item.get("call_id", ""))
-        self.text: str = _content_text(item.get("output"))
+        output = item.get("output")
+        self.raw: str = _content_text(output)
+        parts = [p for p in output if isinstance(p, dict)] if isinstance(output, list) else []
+        self.ran = bool(parts) and str(parts[0].get("text", "")).startswith(WALL_TIME)
+        self.text: str = _content_text(parts[1:]) if self.ran else self.raw
         self.name = name  # as Codex names it to hooks: mcp__<server>__<tool>, or the plain function name
         self.input = tool_input
-
-    @property
-    def is_error(self) -> bool:
-        """The Responses API has no error flag: a refusal is recognised by its text (see the tests)."""
-        return False
 
     def __repr__(self) -> str:
         return f"ToolResult({self.name!r}, text={self.text[:80]!r})"
@@ -86,7 +92,8 @@ class Request(BaseRequest):
 
     @property
     def system(self) -> str:
-        return str(self.body.get("instructions") or "")
+        """The instructions and every developer message (a subagent's role instructions are one)."""
+        return "\n".join([str(self.body.get("instructions") or ""), *self.messages("developer")])
 
     def messages(self, role: str | None = None) -> list[str]:
         return [_content_text(item.get("content")) for item in self.input
@@ -116,14 +123,20 @@ class Request(BaseRequest):
             if not isinstance(tool, dict):
                 continue
             if tool.get("type") == "namespace":
-                names += [f"{tool.get('name')}__{t.get('name')}" for t in tool.get("tools") or [] if isinstance(t, dict)]
+                names += [
+                    f"{tool.get('name')}__{t.get('name')}" for t in tool.get("tools") or [] if isinstance(t, dict)
+                ]
             elif tool.get("name"):
                 names.append(str(tool["name"]))
         return names
 
     @property
     def namespaces(self) -> list[str]:
-        return [str(t.get("name")) for t in self.body.get("tools") or [] if isinstance(t, dict) and t.get("type") == "namespace"]
+        return [
+            str(t.get("name"))
+            for t in self.body.get("tools") or []
+            if isinstance(t, dict) and t.get("type") == "namespace"
+        ]
 
     def all_text(self) -> str:
         return self.system + "\n" + "\n".join(self.messages())
