@@ -262,9 +262,9 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     tools = governed_tools(policy)
     commands: list[str] = []
     try:
-        config = read_toml(config_path())
-    except SettingsError as err:
-        return [Check(BAD, "codex config", str(err), "fix the file by hand: Codex cannot read it either")]
+        config, unreadable = read_toml(config_path()), ""
+    except SettingsError as err:  # only ours to report when our hooks are installed
+        config, unreadable = {}, str(err)
     state = states(config)
     installed: list[str] = []
     for scope in SCOPES:
@@ -304,6 +304,8 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         else:
             checks.append(Check(OK, f"codex ({scope})", f"{path}: {len(events)} hook events, {len(tools)} memory "
                                 "tools, trusted"))  # fmt: skip
+    if installed and unreadable:
+        checks.append(Check(BAD, "codex config", unreadable, "fix the file by hand: Codex cannot read it either"))
     if installed:
         checks.append(codex_verdict(project, installed))
     if commands and tools:
