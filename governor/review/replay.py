@@ -111,7 +111,7 @@ def replay(path: str, policy: str | None = None) -> dict[str, Any]:
 
 
 def _spec(policy: Any, tool_name: str) -> dict[str, Any] | None:
-    from governor.harnesses.claude_code import split_tool_name
+    from governor.harnesses.tool_names import split_tool_name
 
     server, tool = split_tool_name(tool_name)
     return policy.tool(server, tool) if server and tool else None

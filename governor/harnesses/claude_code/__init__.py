@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from governor.engine import events as ev
 from governor.engine.events import Decision, Event
+from governor.harnesses.tool_names import split_tool_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,16 +62,6 @@ CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse
 
 class BadPayload(ValueError):
     """The hook input is not what Claude Code sends; the message says which field."""
-
-
-def split_tool_name(name: str) -> tuple[str | None, str | None]:
-    """mcp__<server>__<tool> -> (server, tool); anything else -> (None, None)."""
-    if not name.startswith("mcp__"):
-        return None, None
-    server, sep, tool = name[5:].partition("__")
-    if not sep or not server or not tool:
-        return None, None
-    return server, tool
 
 
 def _text(payload: dict[str, Any], field: str, required: bool = False) -> str | None:

@@ -1,0 +1,182 @@
+"""Codex CLI: its hook payload -> Event, a Decision -> its hook answer (the hot path).
+
+Harness facts this relies on (seen on the real binary, 0.171.0; see docs/codex.md):
+- One JSON object on stdin per hook process; common fields session_id, turn_id (on every
+  event after SessionStart), transcript_path (the rollout JSONL), cwd, hook_event_name,
+  model, permission_mode. Hooks of one parallel batch run concurrently.
+- MCP tools are named mcp__<server>__<tool>. PreToolUse carries tool_name, tool_input,
+  tool_use_id (the model's call id); PostToolUse adds tool_response, the MCP result as an
+  object ({"content": [{"type": "text", "text": ...}], ...}). PostToolUse fires only for a
+  successful result: an error result (isError) fires nothing after the call.
+- SessionStart carries source: startup, resume (each `codex exec resume`), compact (after
+  a compaction, which fires PreCompact and PostCompact first).
+- A spawned subagent's events carry agent_id and agent_type (its role, the `name` of
+  `.codex/agents/<name>.toml`), the parent's session_id, and a turn_id of its own. Its task
+  arrives as a UserPromptSubmit with agent_id set.
+- Answers are one JSON object on stdout, exit 0. A deny is hookSpecificOutput
+  permissionDecision "deny" + permissionDecisionReason; the model gets "Tool call blocked by
+  PreToolUse hook: <reason>. Tool: <name>". updatedInput is applied only together with
+  permissionDecision "allow" (alone, Codex rejects the answer and runs the original call);
+  that "allow" goes no further than the hook's answer: Codex's own MCP approval
+  (approval_mode, approval policy) still judges the rewritten call. PostToolUse
+  updatedMCPToolOutput / updatedToolOutput are ignored; {"decision": "block", "reason": R}
+  makes R the call's whole output. additionalContext reaches the model as a developer
+  message. A crash, timeout or invalid JSON fails open.
+
+How the governor answers:
+- A clamp is `allow` + updatedInput: the only rewrite Codex applies, and it bypasses nothing
+  (pinned by tests/e2e/test_codex.py). No objection is no output, never a bare "allow".
+- A trim (REPLACE) is PostToolUse decision "block" with the trimmed result as the reason:
+  the model gets the trimmed text, without Codex's "Wall time" header. That is the
+  downgrade CAPABILITIES names.
+- A subagent's events are counted in the session's current turn (turn_id None), the user's
+  turn that spawned it, not in the turn id Codex gives the subagent: otherwise every spawn
+  would open a fresh per-turn budget. A subagent's task message is the parent model's
+  words, not a user prompt: it is not classified and cannot arm the recall trigger.
+"""
+
+from __future__ import annotations
+
+from governor.engine import events as ev
+from governor.engine.events import Decision, Event
+from governor.harnesses.tool_names import split_tool_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+NAME = "codex"
+TITLE = "Codex CLI"
+MAX_STRING = 10_000
+# Subagent definitions (`<name>.toml`, the name is the agent_type), under the project and HOME.
+AGENT_DIRS = (".codex/agents/{name}.toml",)
+# Its row in docs/harnesses.md: what it can express, and how the governor uses it.
+CAPABILITIES = {
+    "deny": 'yes: `permissionDecision: deny`; the model gets "Tool call blocked by PreToolUse hook: <reason>"',
+    "rewrite arguments": "yes: `updatedInput` with `permissionDecision: allow` (Codex's own approval still applies)",
+    "replace result": "downgraded: PostToolUse `decision: block` with the trimmed result as `reason` "
+    "(`updatedMCPToolOutput` is ignored)",
+    "context": "yes: `additionalContext` (a developer message)",
+    "turn id": "yes: `turn_id` (a subagent's own turn counts in the user's turn)",
+    "call id": "yes: `tool_use_id`",
+    "subagent id": "yes: `agent_id`, `agent_type`",
+    "on crash": "fails open (the governor never crashes: it answers or applies on_error)",
+}
+
+EVENTS = {
+    "SessionStart": ev.SESSION_START,
+    "UserPromptSubmit": ev.PROMPT,
+    "PreToolUse": ev.PRE_TOOL,
+    "PostToolUse": ev.POST_TOOL,
+    "PreCompact": ev.PRE_COMPACT,
+    "SubagentStart": ev.SUBAGENT_START,
+    "SubagentStop": ev.SUBAGENT_STOP,
+    "Stop": ev.STOP,
+}
+# Events whose answer may carry hookSpecificOutput.additionalContext.
+CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "SubagentStart")
+
+
+class BadPayload(ValueError):
+    """The hook input is not what Codex sends; the message says which field."""
+
+
+def _text(payload: dict[str, Any], field: str, required: bool = False) -> str | None:
+    value = payload.get(field)
+    if value is None:
+        if required:
+            raise BadPayload(f"field {field!r} is missing")
+        return None
+    if not isinstance(value, str):
+        raise BadPayload(f"field {field!r} should be a string, got {type(value).__name__}")
+    if required and not value:
+        raise BadPayload(f"field {field!r} is empty")
+    return value
+
+
+def sniff_event(raw: bytes) -> str | None:
+    """The event name of input that is not valid JSON, if it names one (to fail closed correctly)."""
+    import re
+
+    match = re.search(rb'"hook_event_name"\s*:\s*"(\w+)"', raw)
+    name = match.group(1).decode() if match else None
+    return name if name in EVENTS else None
+
+
+def event_name(payload: Any) -> str | None:
+    name = payload.get("hook_event_name") if isinstance(payload, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
+    """The Event a payload describes; None for an event this adapter does not govern."""
+    if not isinstance(payload, dict):
+        raise BadPayload(f"the hook input should be a JSON object, got {type(payload).__name__}")
+    name = event_name(payload)
+    if name is None:
+        raise BadPayload("field 'hook_event_name' is missing")
+    kind = EVENTS.get(name)
+    if kind is None:
+        return None
+    agent_id = _text(payload, "agent_id") or None
+    if kind == ev.PROMPT and agent_id:
+        return None  # a subagent's task, written by the parent model: not the user's prompt
+    fields: dict[str, Any] = {
+        "turn_id": None if agent_id else _text(payload, "turn_id") or None,
+        "agent_id": agent_id,
+        "agent_type": _text(payload, "agent_type") or None,
+        "cwd": _text(payload, "cwd"),
+    }
+    if kind in (ev.PRE_TOOL, ev.POST_TOOL):
+        tool_name = _text(payload, "tool_name", required=True) or ""
+        tool_input = payload.get("tool_input")
+        if tool_input is not None and not isinstance(tool_input, dict):
+            raise BadPayload(f"field 'tool_input' should be an object, got {type(tool_input).__name__}")
+        server, tool = split_tool_name(tool_name)
+        fields.update(tool_name=tool_name, server=server, tool=tool, tool_input=tool_input,
+                      call_id=_text(payload, "tool_use_id"))  # fmt: skip
+        if kind == ev.POST_TOOL:
+            from governor.engine.results import result_text
+
+            fields["tool_result"] = result_text(payload.get("tool_response"))
+    elif kind == ev.PROMPT:
+        fields["prompt"] = _text(payload, "prompt") or ""
+    elif kind == ev.SESSION_START:
+        fields["source"] = _text(payload, "source")
+    return Event(kind, _text(payload, "session_id", required=True) or "", **fields)
+
+
+def _cap(text: str) -> str:
+    return text if len(text) <= MAX_STRING else text[: MAX_STRING - 1] + "…"
+
+
+def render(name: str, decision: Decision) -> dict[str, Any] | None:
+    """The answer for hook event `name`, or None for no output (no objection)."""
+    specific: dict[str, Any] = {}
+    out: dict[str, Any] = {}
+    if decision.kind == ev.DENY and name == "PreToolUse":
+        specific = {"permissionDecision": "deny", "permissionDecisionReason": _cap(decision.reason)}
+    elif decision.kind == ev.REWRITE and name == "PreToolUse" and decision.updated_input is not None:
+        # Codex applies updatedInput only with "allow", and that allow stops at the hook: its
+        # MCP approval still runs on the rewritten call (docs/codex.md, "The allow question").
+        specific = {"permissionDecision": "allow", "updatedInput": decision.updated_input}
+    elif decision.kind == ev.REPLACE and name == "PostToolUse" and decision.updated_output is not None:
+        # Codex ignores updatedMCPToolOutput; a block's reason becomes the call's output. Not
+        # capped: a trimmed result is already within the turn's budget, and cutting it would
+        # break an entry in half.
+        out = {"decision": "block", "reason": decision.updated_output or "[memory-governor] result held back"}
+    if decision.context and name in CONTEXT_EVENTS:
+        specific["additionalContext"] = _cap(decision.context)
+    if specific:
+        out["hookSpecificOutput"] = {"hookEventName": name, **specific}
+    if decision.user_message:
+        out["systemMessage"] = _cap(decision.user_message)
+    return out or None
+
+
+def refusal(name: str | None, reason: str) -> dict[str, Any] | None:
+    """A fail-closed answer when the governor cannot decide: deny if the event can be denied."""
+    if name == "PreToolUse":
+        return render(name, Decision(ev.DENY, "on_error_closed", reason))
+    return None
