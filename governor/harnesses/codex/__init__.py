@@ -176,7 +176,10 @@ def render(name: str, decision: Decision) -> dict[str, Any] | None:
 
 
 def refusal(name: str | None, reason: str) -> dict[str, Any] | None:
-    """A fail-closed answer when the governor cannot decide: deny if the event can be denied."""
+    """A fail-closed answer when the governor cannot decide: deny a call before it runs;
+    withhold a result after it ran (the model gets the reason instead)."""
     if name == "PreToolUse":
         return render(name, Decision(ev.DENY, "on_error_closed", reason))
+    if name == "PostToolUse":
+        return render(name, Decision(ev.REPLACE, "on_error_closed", updated_output=f"[{reason}]"))
     return None
