@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -283,3 +284,37 @@ def test_the_save_checks_pass_real_memories_and_catch_every_disguise() -> None:
                           timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "false positives: 0" in proc.stdout
+
+
+# -- 7. foreign code in the user's project ------------------------------------------------------------
+
+
+def test_packages_planted_in_the_project_and_on_pythonpath_never_run(env: Env) -> None:
+    marker = env.tmp / "foreign-code-ran"
+    plant = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    for package in ("governor", "hooks"):
+        env.write(f"{package}/__init__.py", plant)
+        env.write(f"{package}/__main__.py", plant)
+    evil = env.tmp / "evil-path"
+    evil.mkdir()
+    for module in ("json", "sqlite3", "re", "governor"):
+        (evil / f"{module}.py").write_text(plant)
+    env.vars.update({"MEMORY_GOVERNOR_WARM_SERVER": "auto", "MEMORY_GOVERNOR_TRACE": "1", "PYTHONPATH": str(evil)})
+    session = Session(env, "planted")
+    try:
+        session.prompt("what did we decide about caching?")
+        served = None
+        for n in range(60):
+            answer = session.pre("mem_search", query=f"q{n}", limit=9)
+            assert answer.updated_input == {"query": f"q{n}", "limit": 3} or answer.denied
+            if "answered by the warm server" in answer.stderr:
+                served = answer
+                break
+            time.sleep(0.1)
+        assert served is not None, "the warm server came up and answered, isolated from the project"
+        pid = int((env.state / "run" / "server.lock").read_text().strip())
+        assert Path(f"/proc/{pid}/cwd").resolve() == (env.state / "run").resolve()
+        assert "-I" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1].decode()
+        assert not marker.exists(), marker.read_text()
+    finally:
+        env.cli("serve", "--stop", cwd=env.tmp)

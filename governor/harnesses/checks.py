@@ -40,6 +40,19 @@ class HookRun:
         return self.error or (lines[-1] if lines else "no answer")
 
 
+def isolation(harness: str, command: str) -> Check | None:
+    """A hook command written by an older install runs without -I: then the user's PYTHONPATH
+    or a module in the hook's folder could stand in for the governor's own code."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if "-I" in words[1:3] or "hook" in words[1:2]:
+        return None
+    return Check(BAD, f"{harness} hook", "the installed command runs without -I, so modules on the user's path "
+                 "could stand in for the governor's", f"memory-governor install {harness}  (writes it with -I)")  # fmt: skip
+
+
 def run_hook_command(command: str, payload: dict[str, Any]) -> HookRun:
     """Run an installed hook command on one payload, against a scratch state directory."""
     with tempfile.TemporaryDirectory(prefix="memory-governor-doctor-") as scratch:

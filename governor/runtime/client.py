@@ -109,7 +109,12 @@ def _connect(conn: object, folder: str) -> None:
 
 
 def start_server(env: Mapping[str, str], folder: str) -> None:
-    """Start `memory-governor serve` in the background, at most once per SPAWN_BACKOFF."""
+    """Start the warm server in the background, at most once per SPAWN_BACKOFF.
+
+    It runs isolated from the user's project and environment: `python -I` (no PYTHONPATH, no
+    user site-packages, no working directory on sys.path) on this package's own entry file,
+    with the run directory as its working directory, so no `governor/` or `hooks/` package
+    of a project, and nothing on the user's path, is ever imported by it."""
     import sys
     import time
 
@@ -126,12 +131,13 @@ def start_server(env: Mapping[str, str], folder: str) -> None:
         with open(stamp, "w") as handle:
             handle.write(str(os.getpid()))
         python = sys.executable
-        args = [python, "-m", "governor", "serve", "--background"]
+        args = [python, "-I", os.path.join(os.path.dirname(os.path.abspath(__file__)), "entry.py"), "--serve"]
         child_env = {**env, WARM_PROJECT: os.getcwd()}
         pid = os.fork()
-        if pid == 0:  # the child: detach from the hook's pipes and session, then become the server
+        if pid == 0:  # the child: detach from the hook's pipes, session and folder, then become the server
             try:
                 os.setsid()
+                os.chdir(folder)
                 null = os.open(os.devnull, os.O_RDWR)
                 for fd in (0, 1, 2):
                     os.dup2(null, fd)

@@ -68,8 +68,12 @@ def run(harness: str) -> int:
             outcome = respond(harness, raw, os.environ)
             _disarm_safety_net()
             out, err = outcome.stdout(), err + outcome.stderr()
+            path = b"decided in this process"
         else:
             out, err = answer
+            path = b"answered by the warm server"
+        if os.environ.get("MEMORY_GOVERNOR_TRACE"):
+            err += b"memory-governor: " + path + b"\n"
     except BaseException as failure:
         err = f"memory-governor: internal error ({type(failure).__name__}: {failure}); no decision made\n".encode(
             "utf-8", "backslashreplace"
@@ -96,5 +100,9 @@ if __name__ == "__main__":
         sys.path[0] = root
     else:
         sys.path.insert(0, root)
+    if sys.argv[1:2] == ["--serve"]:  # the warm server, as a hook starts it (runtime.client)
+        from governor.runtime.server import main as serve
+
+        sys.exit(serve(dict(os.environ)))
     code = run(sys.argv[1] if len(sys.argv) > 1 else "claude-code")
     sys.exit(code)

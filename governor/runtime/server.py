@@ -174,6 +174,23 @@ def serve(env: dict[str, str], idle_exit: float) -> int:
     return 0
 
 
+def main(env: dict[str, str]) -> int:
+    """Started by a hook (runtime/entry.py --serve): serve with the policy's idle timeout."""
+    from governor import with_site_packages
+
+    with_site_packages()
+    idle = 1800.0
+    try:
+        from governor.policy import compiled
+        from governor.state import state_dir
+
+        policy, _ = compiled.load(env, env.get(WARM_PROJECT) or os.getcwd(), state_dir(env))
+        idle = float(policy.data["runtime"]["idle_exit_seconds"])
+    except Exception:
+        pass  # no valid policy: serve anyway; each request reports the policy's problem itself
+    return serve(env, idle)
+
+
 def running_pid(env: dict[str, str]) -> int | None:
     """The pid of the server answering for this state directory, if one does."""
     path = os.path.join(run_dir(env), "server.lock")

@@ -528,3 +528,12 @@ def test_a_payload_from_another_harness_is_never_decided_as_claude_code(
         assert f"run by {sender}" in answer.stderr
     log = (env.state / "errors.log").read_text()
     assert log.count(f"run by {sender}") == 1, "said once per session in the error log"
+
+
+def test_doctor_says_when_an_installed_command_is_not_isolated(env: Env) -> None:
+    env.cli("install", "claude-code", check=True)
+    settings = env.project / ".claude" / "settings.json"
+    settings.write_text(settings.read_text().replace('\\" -I -S \\"', '\\" -S \\"'))
+    out = env.cli("doctor")
+    assert out.returncode == 1 and "runs without -I" in out.stdout
+    assert "fix: memory-governor install claude-code" in out.stdout

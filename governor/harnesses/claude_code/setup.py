@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from governor.harnesses import hook_command
-from governor.harnesses.checks import BAD, OK, Check, run_hook_command
+from governor.harnesses.checks import BAD, OK, Check, isolation, run_hook_command
 from governor.harnesses.settings import Change, hook_groups, json_text, read_json, with_hooks, without_hooks
 
 NAME = "claude-code"
@@ -114,6 +114,10 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
             checks.append(
                 Check(OK, f"claude-code ({scope})", f"{path}: {len(events)} hook events, {len(tools)} memory tools")
             )
+    for command in sorted(set(commands)):
+        unsafe = isolation(NAME, command)
+        if unsafe is not None:
+            checks.append(unsafe)
     if commands and tools:
         checks.append(_selftest(commands[0], tools[0]))
     return checks

@@ -30,7 +30,7 @@ import re
 from typing import Any
 
 from governor.harnesses import hook_command
-from governor.harnesses.checks import BAD, OK, WARN, Check, run_hook_command
+from governor.harnesses.checks import BAD, OK, WARN, Check, isolation, run_hook_command
 from governor.harnesses.settings import (
     Change,
     SettingsError,
@@ -308,6 +308,10 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         checks.append(Check(BAD, "codex config", unreadable, "fix the file by hand: Codex cannot read it either"))
     if installed:
         checks.append(codex_verdict(project, installed))
+    for command in sorted(set(commands)):
+        unsafe = isolation(NAME, command)
+        if unsafe is not None:
+            checks.append(unsafe)
     if commands and tools:
         checks.append(_selftest(commands[0], tools[0]))
     return checks
