@@ -318,3 +318,122 @@ def test_packages_planted_in_the_project_and_on_pythonpath_never_run(env: Env) -
         assert not marker.exists(), marker.read_text()
     finally:
         env.cli("serve", "--stop", cwd=env.tmp)
+
+
+# -- 2. results Claude Code spills to a file ------------------------------------------------------------
+
+
+def _spill(env: Env, session: Session, text: str, tool: str = "mem_timeline", server: str = "engram") -> Path:
+    """A result spilled where Claude Code spills it: <transcript folder>/<session>/tool-results/."""
+    folder = env.tmp / session.id / "tool-results"  # conftest's transcript_path is tmp/transcript.jsonl
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"mcp-{server}-{tool}-1796123163716.txt"
+    path.write_text(text)
+    return path
+
+
+def big_timeline(around: int, each_side: int) -> str:
+    """An Engram v1 timeline with `each_side` neighbours before and after the focus."""
+    line = "  #{} [decision] Neighbour {} — " + "preview words " * 10 + "...\n"
+    before = "".join(line.format(i, i) for i in range(around - each_side, around))
+    after = "".join(line.format(i, i) for i in range(around + 1, around + 1 + each_side))
+    return (f"Session: myapp (2025-03-01 14:00:00)\nTotal observations in session: {2 * each_side + 1}\n\n"
+            f"─── Before ───\n{before}\n>>> #{around} [decision] The focus <<<\n    body\n    2025-03-01 14:22:05\n\n"
+            f"─── After ───\n{after}")  # fmt: skip
+
+
+def _pointer(path: Path, size: int) -> str:
+    return (f"Error: result ({size:,} characters across 725 lines) exceeds maximum allowed tokens. Output has been "
+            f"saved to {path}.\nFormat: Plain text\nUse offset and limit parameters to read specific portions of "
+            f"the file.\n")  # fmt: skip
+
+
+def test_a_spilled_result_reaches_the_model_trimmed_in_place_of_the_pointer(env: Env, session: Session) -> None:
+    session.prompt("what happened around the JWT decision?")
+    session.call("mem_search", big_search(1).replace("#100", "#42"), query="jwt", limit=3)
+    before = session.pre("mem_timeline", "toolu_tl", observation_id=42, before=1000, after=1000)
+    assert before.updated_input == {"observation_id": 42, "before": 5, "after": 5}, "L2 is clamped first"
+    timeline = big_timeline(1000, 400)  # as the server sent it (before the clamp), over Claude Code's output limit
+    path = _spill(env, session, timeline)
+    after = session.post("mem_timeline", "toolu_tl", _pointer(path, len(timeline)), observation_id=42)
+    assert after.output is not None and str(path) not in after.output
+    assert ">>> #1000 [decision] The focus <<<" in after.output, "the focus first, then its nearest neighbours"
+    assert O200K(after.output) <= 1200 and "held back" in after.output
+
+
+def test_a_pointer_to_any_other_file_is_never_read(env: Env, session: Session) -> None:
+    session.prompt("what happened around the JWT decision?")
+    session.call("mem_search", big_search(1).replace("#100", "#42"), query="jwt", limit=3)
+    secret = env.tmp / "elsewhere" / session.id / "tool-results" / "mcp-engram-mem_timeline-1796123163716.txt"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("SECRET-CONTENT " * 100)
+    other_tool = _spill(env, session, "SECRET-CONTENT " * 100, tool="mem_search")
+    for path in (secret, other_tool):
+        session.pre("mem_timeline", "toolu_x", observation_id=42)
+        after = session.post("mem_timeline", "toolu_x", _pointer(path, 1500), observation_id=42)
+        assert "SECRET-CONTENT" not in (after.output or ""), "not this session's file of this very tool"
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input"),
+    [
+        ("Read", {"file_path": "{path}"}),
+        ("Read", {"file_path": "{path}", "offset": 1, "limit": 200}),
+        ("Grep", {"pattern": "decision", "path": "{folder}"}),
+        ("Glob", {"pattern": "**/tool-results/mcp-engram-*"}),
+        ("Bash", {"command": "cat {folder}/mcp-*.txt | head -200", "description": "read it"}),
+    ],
+    ids=["read", "read-chunk", "grep-folder", "glob", "bash-cat"],
+)
+def test_reading_a_spilled_memory_result_back_is_refused(
+    env: Env, session: Session, tool: str, tool_input: dict[str, Any]
+) -> None:
+    session.prompt("what happened around the JWT decision?")
+    path = _spill(env, session, big_search(40))
+    filled = {k: v.format(path=path, folder=path.parent) if isinstance(v, str) else v for k, v in tool_input.items()}
+    answer = session.pre(tool, **filled)
+    assert answer.denied and "spilled-result" in answer.reason
+
+
+def test_a_spilled_result_of_a_tool_the_policy_does_not_govern_can_be_read(env: Env, session: Session) -> None:
+    session.prompt("read the big log")
+    path = _spill(env, session, "log " * 1000, tool="read_logs", server="github")
+    assert session.pre("Read", file_path=str(path)).silent
+
+
+# -- 9. routes around the MCP tools -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input", "route"),
+    [
+        ("Bash", {"command": "engram search 'jwt decision'"}, "engram-cli"),
+        ("Bash", {"command": "cd /tmp && engram context myapp"}, "engram-cli"),
+        ("Bash", {"command": "curl -s 'http://127.0.0.1:7437/search?q=jwt'"}, "engram-http-api"),
+        ("WebFetch", {"url": "http://localhost:7437/observations/42", "prompt": "read it"}, "engram-http-api"),
+        ("Bash", {"command": "sqlite3 ~/.engram/engram.db 'select * from observations'"}, "engram-database"),
+        ("Read", {"file_path": "/home/me/.engram/engram.db"}, "engram-database"),
+    ],
+)
+def test_the_memory_reached_around_its_tools_is_refused(
+    session: Session, tool: str, tool_input: dict[str, str], route: str
+) -> None:
+    session.prompt("what did we decide about JWT?")
+    answer = session.pre(tool, **tool_input)
+    assert answer.denied and f"route '{route}'" in answer.reason and "mem_search tool instead" in answer.reason
+
+
+@pytest.mark.parametrize("command", ["ls -la", "git log --oneline -5", "grep -rn engram_access_tier .claude/agents"])
+def test_other_commands_are_left_alone(session: Session, command: str) -> None:
+    session.prompt("look around")
+    assert session.pre("Bash", command=command).silent
+
+
+def test_doctor_warns_of_a_memory_server_the_policy_does_not_map(env: Env) -> None:
+    env.write(".mcp.json", json.dumps({"mcpServers": {
+        "engram-memory": {"command": "engram", "args": ["mcp"]},
+        "github": {"command": "github-mcp"}}}))  # fmt: skip
+    env.cli("install", "claude-code", check=True)
+    out = env.cli("doctor")
+    assert "engram-memory" in out.stdout and "not governed" in out.stdout
+    assert "github" not in out.stdout.split("engram-memory")[1].split("\n")[0]

@@ -35,6 +35,8 @@ RETRIEVAL = ("search", "timeline", "fetch", "context")
 GOVERNOR_ROLE = "governor"  # text the governor itself adds to the model's context
 LAYER_OF = {"search": "L1", "timeline": "L2", "fetch": "L3"}
 SERVER_DEFAULT_LIMIT = 10  # what Engram's mem_search returns when no limit is given
+SERVER_DEFAULT_NEIGHBOURS = 5  # what Engram's mem_timeline shows before and after when not told
+MAX_IDS = 20  # ids one timeline or fetch call may name (Engram reads one)
 
 
 class DecisionTimeout(Exception):
@@ -189,7 +191,11 @@ def _prepare(case: _Case) -> None:
         topic = event.tool_input.get(topic_param) if topic_param else None
         namespaces = policy.blob["index"]["topic_namespaces"]
         case.prepared["findings"] = save_findings(event.tool_input, policy.data["save"], topic, namespaces)
-    elif event.kind == ev.PRE_TOOL and spec is None and event.tool_name in policy.data["briefing"]["dispatch_tools"]:
+    elif event.kind == ev.PRE_TOOL and spec is None and policy.routes_for(event.tool_name):
+        from governor.engine.screening import route_taken
+
+        case.prepared["route"] = route_taken(event.tool_input, policy.routes_for(event.tool_name))
+    if event.kind == ev.PRE_TOOL and spec is None and event.tool_name in policy.data["briefing"]["dispatch_tools"]:
         from governor.engine.briefing import card_blocks
         from governor.engine.screening import line_digests, raw_observation
         from governor.engine.tokens import counter
@@ -329,6 +335,12 @@ def _spec(case: _Case) -> dict[str, Any] | None:
 def _pre_tool(case: _Case) -> Decision:
     spec = _spec(case)
     if spec is None:
+        if case.event.spilled is not None and _governs_spill(case, case.event.spilled):
+            return _route(case, "spilled-result", "That file holds a memory result: what of it fits this turn's budget "
+                          "was delivered as the call's result. Search (limit<=3) for what you still need.")  # fmt: skip
+        route = case.prepared.get("route")
+        if route is not None:
+            return _route(case, route["name"], f"Use the memory server's {route['use']} tool instead.")
         if case.event.tool_name in case.policy.data["briefing"]["dispatch_tools"]:
             return _dispatch(case)
         return Decision()
@@ -357,6 +369,24 @@ def _pre_tool(case: _Case) -> Decision:
 
 
 RAW_LINES = 3  # lines of an earlier full fetch found verbatim in a dispatch prompt
+
+
+def _governs_spill(case: _Case, name: str) -> bool:
+    """Could `<server>-<tool>` (or a prefix of it: '' is any) be a result of a governed server?"""
+    return any(name.startswith(f"{server}-") or f"{server}-".startswith(name) for server in case.policy.tools)
+
+
+def _route(case: _Case, name: str, instead: str) -> Decision:
+    """A way to the memory around its tools: refused, so that what the model reads is counted."""
+    case.enter_turn()
+    decision = Decision(
+        ev.DENY,
+        f"route:{name}",
+        f"memory-governor: this {case.event.tool_name} call reads the memory outside its tools (route '{name}'), "
+        f"where this turn's memory limits cannot count it. {instead}",
+    )
+    case.record(decision, "route")
+    return decision
 
 
 def _dispatch(case: _Case) -> Decision:
@@ -552,7 +582,11 @@ def _judge_by_id(case: _Case, spec: dict[str, Any], usage: dict[str, int]) -> tu
             ), 0
     id_param = spec.get("id_param")
     if layer.get("requires_surfaced_id") and id_param:
-        wanted = _ids(case.event.tool_input.get(id_param))
+        asked = case.event.tool_input.get(id_param)
+        if isinstance(asked, list) and len(asked) > MAX_IDS:
+            return Decision(ev.DENY, f"{layer_name.lower()}_too_many_ids",
+                            f"memory-governor: {tool} names {len(asked)} ids; ask for one at a time.") , 0  # fmt: skip
+        wanted = _ids(asked)
         missing = [i for i in wanted if not case.ledger.surfaced(case.session, case.turn, i)]
         if not wanted or missing:
             shown = ", ".join(missing) or "(none given)"
@@ -566,7 +600,30 @@ def _judge_by_id(case: _Case, spec: dict[str, Any], usage: dict[str, int]) -> tu
     left, budget, enforce = _budget_left(case, usage)
     if enforce == "block" and expected > left:
         return _spent(case, budget - left, budget, expected), 0
-    return Decision(code="allow"), expected
+    return _clamp_neighbours(case, spec, layer), expected
+
+
+def _clamp_neighbours(case: _Case, spec: dict[str, Any], layer: dict[str, Any]) -> Decision:
+    """L2: how many neighbours a timeline shows before and after, clamped to the ladder's
+    max_before/max_after (a larger or missing count is rewritten, never refused)."""
+    updated = dict(case.event.tool_input)
+    for param_key, max_key in (("before_param", "max_before"), ("after_param", "max_after")):
+        param, most = spec.get(param_key), layer.get(max_key)
+        if not param or most is None:
+            continue
+        asked = updated.get(param)
+        count = int(asked) if asked is not None and _is_count(asked) else SERVER_DEFAULT_NEIGHBOURS
+        if asked is None and count <= most:
+            continue
+        if asked is None or not _is_count(asked) or count > most:
+            updated[param] = min(count, most)
+    if updated == case.event.tool_input:
+        return Decision(code="allow")
+    changed = ", ".join(f"{k} {case.event.tool_input.get(k, '(unset)')} -> {v}" for k, v in updated.items()
+                        if case.event.tool_input.get(k) != v)  # fmt: skip
+    decision = Decision(ev.REWRITE, "clamp_neighbours", updated_input=updated)
+    decision.reason = changed
+    return decision
 
 
 def _judge_context(case: _Case, usage: dict[str, int]) -> tuple[Decision, int]:
@@ -725,7 +782,7 @@ def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prio
     over = total > left
     decision = Decision(code="counted")
     delivered, kept_all = total, set(range(len(parsed.entries)))
-    if (over and enforce == "block") or too_many:
+    if (over and enforce == "block") or too_many or event.result_elsewhere:
         trim = case.policy.data["trimming"]
         order = parsed.ranked()
         costs = case.prepared["costs"]
@@ -739,8 +796,8 @@ def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prio
             _truncate(parsed, chosen.truncated, chosen.truncate_to, tally)
         rendered, delivered = _render_within(case, parsed, kept, room, budget, tally, total)
         kept_all = set(kept)
-        decision = Decision(ev.REPLACE, "trimmed" if over and enforce == "block" else "l1_max_results",
-                            updated_output=rendered)  # fmt: skip
+        code = "trimmed" if over and enforce == "block" else "l1_max_results" if too_many else "delivered_in_place"
+        decision = Decision(ev.REPLACE, code, updated_output=rendered)
     elif over and enforce == "warn":
         decision = Decision(code="token_budget_warn").tell_user(
             f"memory-governor: this turn's memory reached {budget - left + total} of {budget} "

@@ -35,6 +35,12 @@ class Event:
     events. A harness that gives none sets `call_key` instead (`call_key(tool_name, input)`
     on both events): every call before is a new call, and a result is matched to the oldest
     pending call with its key, so identical calls in one parallel batch still count apart.
+
+    `result_elsewhere`: the harness stored the result elsewhere and showed the model only a
+    pointer to it; `tool_result` holds the result itself, and the model must get that (within
+    the budget) in the pointer's place. `spilled`: this (non-memory) call reads a file the
+    harness spilled a result to, named `<server>-<tool>` (or a prefix of it, for a pattern):
+    reading it would deliver a memory result around its budget.
     """
 
     __slots__ = (
@@ -46,9 +52,11 @@ class Event:
         "kind",
         "project",
         "prompt",
+        "result_elsewhere",
         "server",
         "session_id",
         "source",
+        "spilled",
         "tool",
         "tool_input",
         "tool_name",
@@ -72,6 +80,8 @@ class Event:
         self.source: str | None = fields.get("source")
         self.prompt: str | None = fields.get("prompt")
         self.cwd: str | None = fields.get("cwd")
+        self.result_elsewhere: bool = bool(fields.get("result_elsewhere"))
+        self.spilled: str | None = fields.get("spilled")
         self.project: str | None = fields.get("project") or self.cwd
 
 

@@ -42,6 +42,11 @@ class CompiledPolicy:
         by_tool = self.tools.get(server)
         return by_tool.get(tool) if by_tool else None
 
+    def routes_for(self, tool_name: str) -> list[dict[str, Any]]:
+        """The policy's other ways to the memory that go through this (non-memory) tool."""
+        numbers = self.blob["index"].get("routes", {}).get(tool_name, ())
+        return [self.data["routes"][n] for n in numbers]
+
     def limit(self, name: str) -> tuple[int, str]:
         entry = self.limits[name]
         return entry["value"], entry["enforce"]
@@ -55,7 +60,12 @@ def index(policy: dict[str, Any]) -> dict[str, Any]:
             for tool, spec in mapping["map"].items():
                 tools.setdefault(server, {})[tool] = {"format": mapping["format"], **spec}
     recall = policy["mem_context"]["unlocked_by"].get("explicit_user_recall", {})
+    routes: dict[str, list[int]] = {}
+    for number, route in enumerate(policy.get("routes", [])):
+        for tool in route["tools"]:
+            routes.setdefault(tool, []).append(number)
     return {
         "tools": tools,
         "recall_phrases": [p.casefold() for p in recall.get("phrases", [])],
+        "routes": routes,
     }

@@ -48,6 +48,17 @@ def save_findings(tool_input: dict[str, Any], save: dict[str, Any], topic: Any, 
     return found
 
 
+def route_taken(tool_input: dict[str, Any], routes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first of `routes` whose pattern the call's input text matches (its command, path,
+    URL, pattern: every free-text argument, each judged by its ends when long)."""
+    texts = [saves.judged(text) for text in saves.text_fields(tool_input)]
+    for route in routes:
+        pattern = re.compile(route["pattern"])
+        if any(pattern.search(text) for text in texts):
+            return route
+    return None
+
+
 def raw_observation(text: str) -> bool:
     """Does `text` hold a mem_get_observation body as the server formats it?"""
     seen = saves.judged(text)

@@ -40,6 +40,8 @@ _ORDERS: dict[Path, list[Any]] = {
 _HIGHER_IS_LOOSER: list[Path] = [
     ("limits", "*", "value"),
     ("ladder", "*", "max_limit"),
+    ("ladder", "*", "max_before"),
+    ("ladder", "*", "max_after"),
     ("mem_context", "unlocked_by", "*", "uses"),
     ("briefing", "max_tokens", "value"),
     ("subagents", "tiers", "*", "max_search_calls"),
@@ -62,6 +64,7 @@ _ADDED_IS_TIGHTER: list[Path] = [
     ("briefing", "dispatch_tools"),
     ("save", "speakers", "human"),
     ("save", "speakers", "machine"),
+    ("routes", "*", "tools"),
 ]
 # Mappings where an added key permits more (a new trigger unlocks mem_context more often).
 _KEY_ADDED_IS_LOOSER: list[Path] = [("mem_context", "unlocked_by")]
@@ -216,8 +219,18 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
         else:
             _walk(("tools", name), old_tools[name], new_tools[name], out)
     _agent_tiers(old, new, out)
-    rest_old = {k: v for k, v in old.items() if k != "tools"}
-    rest_new = {k: v for k, v in new.items() if k != "tools"}
+    old_routes = {r["name"]: r for r in old.get("routes", [])}
+    new_routes = {r["name"]: r for r in new.get("routes", [])}
+    for name in sorted(set(old_routes) | set(new_routes)):
+        where = f"routes.{name}"
+        if name not in new_routes:
+            out.append(Change(where, LOOSENED, old_routes[name]["pattern"], None, "no longer refused"))
+        elif name not in old_routes:
+            out.append(Change(where, TIGHTENED, None, new_routes[name]["pattern"], "now refused"))
+        else:
+            _walk(("routes", name), old_routes[name], new_routes[name], out)
+    rest_old = {k: v for k, v in old.items() if k not in ("tools", "routes")}
+    rest_new = {k: v for k, v in new.items() if k not in ("tools", "routes")}
     for side in (rest_old, rest_new):
         side["subagents"] = {k: v for k, v in side["subagents"].items() if k not in ("agents", "default_tier")}
     _walk((), rest_old, rest_new, out)

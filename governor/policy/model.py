@@ -57,6 +57,8 @@ class ToolSpec(Strict):
     title_param: Name | None = Field(None, description="Argument holding a save's title.")
     topic_key_param: Name | None = Field(None, description="Argument holding a save's topic key.")
     default_type: Name | None = Field(None, description="The type the server gives a save that names none.")
+    before_param: Name | None = Field(None, description="Argument holding how many neighbours a timeline shows before.")
+    after_param: Name | None = Field(None, description="Argument holding how many neighbours a timeline shows after.")
 
 
 class ToolMap(Strict):
@@ -67,9 +69,22 @@ class ToolMap(Strict):
     map: dict[Name, ToolSpec] = Field(min_length=1, description="Tool name -> its role.")
 
 
+class Route(Strict):
+    """Another way to the same memory (a CLI, an HTTP API, the database file, a spilled
+    result): a call of one of `tools` whose input matches `pattern` is refused, and the model
+    is told to use the memory tool instead, where the turn's limits can count it."""
+
+    name: Name
+    tools: list[Name] = Field(min_length=1, description="Harness tools the route goes through (e.g. Bash, Read).")
+    pattern: Pattern = Field(description="A regex searched in the call's input text (its command, path, URL).")
+    use: Name = Field("mem_search", description="The memory tool the model is told to use instead.")
+
+
 class Layer(Strict):
     expected_tokens: Tokens = Field(description="Expected tokens of one result (per result for L1).")
     max_limit: Count | None = Field(None, description="Most results one call may ask for (L1).")
+    max_before: Count | None = Field(None, description="Most neighbours before the focus one call may ask for (L2).")
+    max_after: Count | None = Field(None, description="Most neighbours after the focus one call may ask for (L2).")
     snippets_only: bool = False
     requires_surfaced_id: bool = Field(
         False, description="The id must have been surfaced by an L1/L2 result in this turn."
@@ -256,6 +271,7 @@ class Policy(Strict):
     save: Save
     subagents: Subagents
     briefing: Briefing
+    routes: list[Route] = Field(default_factory=list, description="Other ways to the memory, refused.")
     ledger: Ledger
     runtime: Runtime = Runtime()
     loosen_allowed: list[Name] = Field(

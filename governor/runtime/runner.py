@@ -154,6 +154,8 @@ def _concerns(event: Event, policy: CompiledPolicy) -> bool:
         return True
     if event.kind == ev.PRE_TOOL and event.tool_name in policy.data["briefing"]["dispatch_tools"]:
         return True
+    if event.kind == ev.PRE_TOOL and (policy.routes_for(event.tool_name) or event.spilled):
+        return True
     return event.server is not None and event.tool is not None and policy.tool(event.server, event.tool) is not None
 
 

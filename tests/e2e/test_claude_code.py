@@ -16,6 +16,7 @@ import re
 import time
 
 import pytest
+from conftest import ENGRAM_TOOLS
 from fake_model import Reply, Request, call, dispatch, engram, text, tool_uses
 
 from governor.engine.tokens import counter
@@ -494,3 +495,38 @@ def test_server_memory_mapped_by_team_policy(cc):
     assert o200k(search.text) <= 1200
     assert denied(held_back, "not surfaced"), held_back.text
     assert not shown.is_error and json.loads(shown.text)["entities"][0]["name"] == entities[0]["name"], shown.text
+
+
+# -- results Claude Code spills to a file ----------------------------------------------------------
+
+
+def test_a_spilled_result_reaches_the_model_trimmed_and_its_file_cannot_be_read_back(cc):
+    cc.env["MAX_MCP_OUTPUT_TOKENS"] = "300"  # Claude Code's own output limit, low enough that a timeline spills
+    for i in range(12):
+        cc.add_observation(
+            session_id="sess-auth-0301",
+            type="decision",
+            title=f"Auth follow-up {i}",
+            content="token rotation and session notes " * 8,
+            created_at=f"2025-03-01 15:00:{i:02d}",
+        )
+
+    def timeline_of_the_first_hit(request: Request) -> Reply:
+        first = hit_ids(request.tool_results()[0].text)[0]
+        return tool_uses(engram("mem_timeline", observation_id=first, before=1000, after=1000))
+
+    def read_the_spill(request: Request) -> Reply:
+        spilled = sorted(cc.home.glob(".claude/projects/*/*/tool-results/mcp-engram-mem_timeline-*.txt"))
+        assert spilled, "Claude Code spilled the timeline to a file"
+        return tool_uses(call("Read", {"file_path": str(spilled[0])}))
+
+    run = cc.run("What happened around the JWT decision?",
+                 main=[tool_uses(engram("mem_search", query="jwt sessions", limit=3)), timeline_of_the_first_hit,
+                       read_the_spill, text("Done.")],
+                 allowed=[*ENGRAM_TOOLS, "Read"])  # fmt: skip
+    [timeline] = run.results_of("mem_timeline")
+    assert timeline.text.startswith("Session:") and "exceeds maximum allowed tokens" not in timeline.text
+    assert sum(o200k(r.text) for r in run.results() if not r.is_error) <= 1200, run.describe()
+    assert [c["arguments"]["before"] for c in cc.calls("mem_timeline")] == [5], "L2 clamped before it ran"
+    [read] = run.results(prefix="Read")
+    assert read.is_error and "spilled-result" in read.text, run.describe()

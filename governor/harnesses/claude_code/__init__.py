@@ -33,6 +33,7 @@ NAME = "claude-code"
 TITLE = "Claude Code"
 MAX_STRING = 10_000
 AGENT_DIRS = (".claude/agents",)  # subagent definitions, under the project and under HOME
+FILE_TOOLS = ("Read", "Grep", "Glob", "Bash")  # tools that can read a spilled result back
 # Its row in docs/harnesses.md: what it can express, and how the governor uses it.
 CAPABILITIES = {
     "deny": "yes: `permissionDecision: deny`; the model gets the reason",
@@ -135,7 +136,18 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         if kind == ev.POST_TOOL:
             from governor.engine.results import result_text
 
-            fields["tool_result"] = result_text(payload.get("tool_response"))
+            text = result_text(payload.get("tool_response"))
+            if server and tool and text.startswith("Error: result ("):
+                from governor.harnesses.claude_code.spills import spilled_result
+
+                spilled = spilled_result(payload, text, server, tool)
+                if spilled is not None:  # the model saw only a pointer: it gets the result in its place
+                    text, fields["result_elsewhere"] = spilled, True
+            fields["tool_result"] = text
+        elif kind == ev.PRE_TOOL and tool_name in FILE_TOOLS and tool_input:
+            from governor.harnesses.claude_code.spills import spill_read
+
+            fields["spilled"] = spill_read(tool_input)
     elif kind == ev.PROMPT:
         fields["prompt"] = _text(payload, "prompt") or ""
     elif kind == ev.SESSION_START:

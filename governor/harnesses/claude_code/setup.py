@@ -15,7 +15,8 @@ import re
 from typing import Any
 
 from governor.harnesses import hook_command
-from governor.harnesses.checks import BAD, OK, Check, isolation, run_hook_command
+from governor.harnesses.checks import BAD, OK, WARN, Check, isolation, run_hook_command
+from governor.harnesses.claude_code import FILE_TOOLS
 from governor.harnesses.settings import Change, hook_groups, json_text, read_json, with_hooks, without_hooks
 
 NAME = "claude-code"
@@ -56,7 +57,12 @@ def is_ours(hook: Any) -> bool:
 def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, Any]]]:
     entry = {"type": "command", "command": command, "timeout": TIMEOUT_SECONDS}
     tools = governed_tools(policy)
-    pre_matcher = "|".join(tools + [t for t in policy["briefing"]["dispatch_tools"] if t not in tools])
+    others = [
+        *policy["briefing"]["dispatch_tools"],
+        *FILE_TOOLS,
+        *(t for r in policy.get("routes", []) for t in r["tools"]),
+    ]
+    pre_matcher = "|".join(dict.fromkeys([*tools, *others]))
     out: dict[str, list[dict[str, Any]]] = {
         "PreToolUse": [{"matcher": pre_matcher, "hooks": [entry]}],
         "PostToolUse": [{"matcher": "|".join(tools), "hooks": [entry]}],
@@ -114,12 +120,50 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
             checks.append(
                 Check(OK, f"claude-code ({scope})", f"{path}: {len(events)} hook events, {len(tools)} memory tools")
             )
+    checks += _unmapped_memory_servers(project, policy)
     for command in sorted(set(commands)):
         unsafe = isolation(NAME, command)
         if unsafe is not None:
             checks.append(unsafe)
     if commands and tools:
         checks.append(_selftest(commands[0], tools[0]))
+    return checks
+
+
+# A server that looks like a memory server by its name or command (Engram, server-memory, ...).
+_MEMORY_LIKE = re.compile(r"engram|memor|mem0|remember|recall|knowledge|brain", re.I)
+
+
+def mcp_servers(project: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """(where, name, entry) of every MCP server Claude Code is configured with for `project`:
+    the project's .mcp.json, and ~/.claude.json (for every project, and for this one)."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    user = os.path.join(os.path.expanduser("~"), ".claude.json")
+    for path in (os.path.join(project, ".mcp.json"), user):
+        try:
+            data = read_json(path, "an MCP config")
+        except Exception:
+            continue
+        sections = [data.get("mcpServers")]
+        if path == user and isinstance(data.get("projects"), dict):
+            mine = data["projects"].get(os.path.abspath(project))
+            sections.append(mine.get("mcpServers") if isinstance(mine, dict) else None)
+        for section in sections:
+            for name, entry in (section or {}).items() if isinstance(section, dict) else ():
+                out.append((path, str(name), entry if isinstance(entry, dict) else {}))
+    return out
+
+
+def _unmapped_memory_servers(project: str, policy: dict[str, Any]) -> list[Check]:
+    """A memory server the policy does not map is a memory no limit counts: say so."""
+    mapped = {server for mapping in policy["tools"] for server in mapping["servers"]}
+    checks = []
+    for path, name, entry in mcp_servers(project):
+        described = " ".join([name, str(entry.get("command", "")), *map(str, entry.get("args") or [])])
+        if name not in mapped and _MEMORY_LIKE.search(described):
+            checks.append(Check(WARN, "memory server", f"{path}: MCP server '{name}' looks like a memory server the "
+                                "policy does not map: its tools are not governed",
+                                f"map it in the policy: tools: [{{servers: [{name}], ...}}]"))  # fmt: skip
     return checks
 
 

@@ -1,0 +1,84 @@
+"""Results Claude Code spills to a file, and calls that would read them back.
+
+Seen on the real binary (2.1.197 and 2.1.332): an MCP result over Claude Code's output
+limit never reaches PostToolUse as text. The hook gets, as `tool_response`,
+
+    Error: result (146,257 characters across 725 lines) exceeds maximum allowed tokens.
+    Output has been saved to <dirname(transcript_path)>/<session_id>/tool-results/
+    mcp-<server>-<tool>-<digits>.txt. ...
+
+and the model is told to `Read` that file in chunks. So the adapter reads the file (only
+that file: this session's own tool-results folder, a regular file named for this very
+server and tool) and hands the engine the result itself, which the model then gets in the
+pointer's place, trimmed to the turn's budget; and a Read, Grep, Glob or Bash call that
+names such a file (or the folder, or a pattern over it) is reported as `spilled`, so the
+engine refuses it for a governed server.
+
+Imported only when a result looks spilled or a file tool is called.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+MAX_SPILL = 64 * 1024 * 1024  # read at most this much of a spilled result
+POINTER = re.compile(
+    r"\AError: result \([^)\n]{1,200}\) exceeds maximum allowed tokens\. Output has been saved to (/[^\n]{1,4096}?\.txt)"
+)
+# A reference to a spilled file, the folder, or a pattern over it; group 1: what follows the folder.
+_FOLDER_REFERENCE = re.compile(r"tool-results(?:[/\\]+([^\s/\\'\"`;|&)]*))?")
+_FILE_REFERENCE = re.compile(r"(?<![\w.-])mcp-([\w.-]{1,300}?)-\d{6,}\.txt")
+_WILDCARD = re.compile(r"[*?\[{]")
+
+
+def spilled_result(payload: dict[str, Any], text: str, server: str, tool: str) -> str | None:
+    """The result a pointer stands for, read from this session's own spill file; None when the
+    text is no pointer, or the file is not exactly where and what Claude Code writes."""
+    found = POINTER.match(text)
+    transcript, session = payload.get("transcript_path"), payload.get("session_id")
+    if found is None or not isinstance(transcript, str) or not isinstance(session, str) or "/" in session:
+        return None
+    path = found.group(1)
+    expected = os.path.join(os.path.dirname(transcript), session, "tool-results")
+    name = os.path.basename(path)
+    if not re.fullmatch(rf"mcp-{re.escape(server)}-{re.escape(tool)}-\d+\.txt", name):
+        return None
+    try:
+        if os.path.realpath(os.path.dirname(path)) != os.path.realpath(expected):
+            return None
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            return None
+        with open(path, "rb") as handle:
+            return handle.read(MAX_SPILL).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def spill_read(tool_input: dict[str, Any]) -> str | None:
+    """If a file tool's input names a spilled MCP result: '<server>-<tool>' of it, or a prefix
+    of that ('' for any, e.g. the folder or `mcp-*`). None when it names none."""
+    from governor.engine.saves import judged, text_fields
+
+    names: list[str] = []
+    for raw in text_fields(tool_input):
+        text = judged(raw)
+        for found in _FILE_REFERENCE.finditer(text):
+            names.append(found.group(1))
+        for found in _FOLDER_REFERENCE.finditer(text):
+            rest = found.group(1) or ""
+            wild = _WILDCARD.search(rest)
+            fixed = rest[: wild.start()] if wild else rest
+            if "mcp-".startswith(fixed) or not rest:
+                names.append("")  # the folder itself, or a pattern that takes in every MCP spill
+            elif fixed.startswith("mcp-"):
+                names.append(re.sub(r"-\d+\.txt$", "", fixed[4:]) if not wild else fixed[4:])
+    if not names:
+        return None
+    return min(names, key=len)  # the widest reference decides
