@@ -41,7 +41,8 @@ SERVER_DEFAULT_LIMIT = 10  # what Engram's mem_search returns when no limit is g
 
 class World:
     """What a decision needs from outside the event: the time, the project, and the folders
-    where the harness keeps subagent definitions (which may declare an access tier)."""
+    where the harness keeps subagent definitions (which may declare an access tier), or path
+    templates with `{name}` (see engine.tiers)."""
 
     __slots__ = ("agent_dirs", "now", "project")
 
@@ -144,6 +145,9 @@ def decide(event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -
     case = _Case(event, policy, ledger, world)
     _prepare(case)
     with ledger.write():
+        if event.agent_id:  # a subagent's own session id counts as the session that dispatched it
+            case.session = ledger.dispatching_session(case.session)
+            ledger.remember_agent(case.session, case.agent[0])
         decision = handler(case)
     if policy.mode == "monitor":
         return _as_monitor(decision)

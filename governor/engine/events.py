@@ -35,6 +35,12 @@ class Event:
     events. A harness that gives none sets `call_key` instead (`call_key(tool_name, input)`
     on both events): every call before is a new call, and a result is matched to the oldest
     pending call with its key, so identical calls in one parallel batch still count apart.
+
+    A harness that runs each subagent as a session of its own passes the subagent's id as
+    `agent_id` and, as `session_id`, the id of whoever dispatched it: the session, or another
+    subagent. The ledger resolves an id it has seen as a subagent's `agent_id` to that
+    subagent's session, so a subagent's calls count in the dispatching session's turn at any
+    depth, and spawning subagents never opens a fresh budget.
     """
 
     __slots__ = (
