@@ -298,3 +298,17 @@ def test_a_governor_that_cannot_decide_denies_with_its_reason_under_on_error_clo
     log = copilot.state / "errors.log"
     assert "memory calls are denied (on_error: closed)" in log.read_text()
     log.unlink()  # expected here; the fixture fails a test on any other
+
+
+# -- replay of Copilot's own session log --------------------------------------------------------------
+
+
+def test_replay_reads_the_session_log_copilot_wrote(copilot: Copilot) -> None:
+    copilot.installs = []  # an ungoverned session: every memory call goes through
+    run = copilot.run(FOUR_TOPICS, main=[FOUR_SEARCHES, fetch_surfaced(), text("Summarised.")])
+    assert len(copilot.calls("mem_search")) == 4
+    log = copilot.home / ".copilot" / "session-state" / run.session_id / "events.jsonl"
+    data = json.loads(copilot.governor("replay", str(log), "--format", "json").stdout)
+    [turn] = data["turns"]
+    assert (turn["calls"], turn["denied"], turn["clamped"]) == (5, 2, 2), turn
+    assert [d["decision"] for d in turn["decisions"]][:4] == ["clamp", "clamp", "deny", "deny"], turn["decisions"]

@@ -380,3 +380,40 @@ def test_server_keys_are_spelled_as_copilot_spells_them(env: Env) -> None:
     answer = copilot.send("preToolUse", toolName="my-engram-mem_search", toolArgs={"query": "q", "limit": 10})
     assert answer.args == {"query": "q", "limit": 3}
     assert copilot.pre("mem_search", query="q", limit=10).silent, "engram is not this policy's server"
+
+
+# -- replay: Copilot's session log ----------------------------------------------------------------
+
+
+def test_session_log_steps_follow_subagents_and_play_what_the_server_returned(tmp_path: Path) -> None:
+    from governor.harnesses.copilot import transcripts
+
+    def record(kind: str, **data: Any) -> dict[str, Any]:
+        return {"type": kind, "data": data, "timestamp": "2026-12-01T09:56:21.000Z"}
+
+    records = [  # the fields Copilot 1.0.102 writes (events.jsonl), trimmed to what replay reads
+        record("session.start", sessionId="s", producer="copilot-agent", copilotVersion="1.0.102"),
+        record("user.message", content="Validate the change.", messageId="m1"),
+        record("tool.execution_start", toolCallId="c1", toolName="engram-mem_search", arguments={"query": "a"},
+               mcpServerName="engram", mcpToolName="mem_search"),
+        record("tool.execution_complete", toolCallId="c1", success=True,
+               result={"content": "REPLACED BY A HOOK", "detailedContent": SEARCH}),
+        record("tool.execution_start", toolCallId="t1", toolName="task", arguments={"agent_type": "validator"}),
+        record("subagent.started", toolCallId="t1", agentName="validator"),
+        record("user.message", content="Do it.", source="agent-s", messageId="m2"),
+        record("tool.execution_start", toolCallId="c2", toolName="engram-mem_search", arguments={"query": "b"},
+               mcpServerName="engram", mcpToolName="mem_search", parentToolCallId="t1"),
+        record("tool.execution_complete", toolCallId="c2", success=False,
+               error={"message": "Denied by preToolUse hook: no", "code": "denied"}),
+        record("session.resume", resumeTime="2026-12-01T10:00:00Z"),
+        record("session.compaction_start", trigger="manual"),
+    ]  # fmt: skip
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert transcripts.recognise(records)
+    plan = transcripts.steps(str(path))
+    assert [s.kind for s in plan] == ["start", "prompt", "pre", "post", "pre", "pre", "start", "start"]
+    assert plan[1].args[0] == "Validate the change.", "a subagent's dispatch prompt is no prompt"
+    assert plan[2].args[0].tool_name == "mcp__engram__mem_search" and plan[3].args[1] == SEARCH
+    assert plan[5].args[0].agent == ("agent-t1", "validator")
+    assert [s.args[0] for s in plan if s.kind == "start"] == ["startup", "resume", "compact"]
