@@ -518,6 +518,16 @@ def test_a_payload_from_a_harness_without_an_adapter_is_never_decided_as_claude_
     assert log.count("run by cursor") == 1, "said once per session in the error log"
 
 
+def test_claude_code_started_from_copilots_shell_is_still_claude_code(session: Session) -> None:
+    # Copilot sets COPILOT_CLI=1 for every command its agent runs, `claude -p …` included.
+    session.prompt("what did we decide about caching?")
+    payload = {"session_id": session.id, "transcript_path": "/t.jsonl", "cwd": str(session.sandbox.project),
+               "hook_event_name": "PreToolUse", "permission_mode": "default", "prompt_id": session.prompt_id,
+               "tool_name": "mcp__engram__mem_search", "tool_input": {"query": "q", "limit": 10}, "tool_use_id": "t1"}  # fmt: skip
+    answer = run_hook(session.sandbox, payload, extra_env={"COPILOT_CLI": "1"})
+    assert answer.updated_input == {"query": "q", "limit": 3}, "answered as Claude Code reads it"
+
+
 def test_a_copilot_payload_is_decided_by_the_copilot_adapter(env: Env) -> None:
     """Copilot CLI runs these hooks from .claude/settings.json with its own Claude-style payload
     (no tool_use_id, no prompt_id, Copilot's tool names, COPILOT_CLI=1): the copilot adapter
