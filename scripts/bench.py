@@ -7,7 +7,8 @@ Every hook timing is a whole process (spawn, read stdin, decide, answer, exit), 
 --runs times, interleaved with `python -c pass` so the yardstick is measured in the same
 run under the same load; the table gives the median, the p95 and the ratio of medians.
 The hook command is the one `memory-governor install` writes (`python -I -S governor/runtime/entry.py
-claude-code`), with the warm server up (the default) and with it off (every hook decides in
+claude-code`, or `copilot`: Copilot CLI's own payloads, and the Claude-style ones it sends to the
+hooks of .claude/settings.json, which the claude-code entry hands to the copilot adapter), with the warm server up (the default) and with it off (every hook decides in
 its own process). Also: the ledger's reserve/commit under 1, 8 and 32 concurrent processes;
 the packer at 10 to 100k candidates; counting throughput against raw tiktoken; the warm
 server's round trip; and the transports Claude Code offers besides a command (an HTTP
@@ -87,9 +88,27 @@ class Sandbox:
         subprocess.run([PY, "-m", "governor", "serve", "--stop"], env={**self.env, "PYTHONPATH": str(ROOT)},
                        capture_output=True)  # fmt: skip
 
-    def hook(self, data: bytes) -> float:
+    def copilot(self, event: str, hand_off: bool = False, **fields: Any) -> tuple[str, bytes, dict[str, str]]:
+        """A Copilot CLI payload: its own dialect, or the Claude-style one it sends to the hooks of
+        .claude/settings.json (run by the claude-code entry, handed over to the copilot adapter)."""
+        self.n += 1
+        project = str(self.dir / "project")
+        env = {"COPILOT_CLI": "1", "COPILOT_PROJECT_DIR": project}
+        if hand_off:
+            base = {"hook_event_name": event, "session_id": f"cp-{self.n // 2}", "cwd": project,
+                    "timestamp": "2026-12-01T09:50:31.421Z"}  # fmt: skip
+            return "claude-code", json.dumps({**base, **fields}).encode(), env
+        env["COPILOT_HOOK_DIR"] = os.path.join(project, ".github", "hooks")
+        base = {"sessionId": f"cp-{self.n // 2}", "timestamp": 1796118631421, "cwd": project}
+        return "copilot", json.dumps({**base, **fields}).encode(), env
+
+    def hook(self, data: bytes | tuple[str, bytes, dict[str, str]]) -> float:
+        harness, env = "claude-code", self.env
+        if isinstance(data, tuple):
+            harness, data, extra = data
+            env = {**self.env, **extra}
         started = time.perf_counter()
-        proc = subprocess.run(HOOK, input=data, capture_output=True, env=self.env)
+        proc = subprocess.run([*HOOK[:-1], harness], input=data, capture_output=True, env=env)
         elapsed = time.perf_counter() - started
         if proc.returncode != 0 or b"could not decide" in proc.stderr:
             raise RuntimeError(f"hook failed: {proc.stderr.decode()[-300:]}")
@@ -112,6 +131,13 @@ def hook_cases(unit: str) -> dict[str, Any]:
                                                            tool_input={"query": "q", "limit": 3}, tool_response=SEARCH),
         "PostToolUse (50 KB fetch)": lambda s: s.payload("PostToolUse", tool_name="mcp__engram__mem_get_observation",
                                                          tool_input={"id": 42}, tool_response=FETCH_50K),
+        "Copilot preToolUse (memory tool)": lambda s: s.copilot("preToolUse", toolName="engram-mem_search",
+                                                                toolArgs={"query": "importer", "limit": 10}),
+        "Copilot userPromptSubmitted": lambda s: s.copilot("userPromptSubmitted",
+                                                           prompt="where did we leave off with the importer?"),
+        "Copilot PreToolUse via .claude hooks": lambda s: s.copilot("PreToolUse", hand_off=True,
+                                                                     tool_name="engram-mem_search",
+                                                                     tool_input={"query": "importer", "limit": 10}),
     }  # fmt: skip
 
 

@@ -159,6 +159,9 @@ def decide(event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -
     case = _Case(event, policy, ledger, world)
     _prepare(case)
     with ledger.write():
+        if event.agent_id:  # a subagent's own session id counts as the session that dispatched it
+            case.session = ledger.dispatching_session(case.session)
+            ledger.remember_agent(case.session, case.agent[0])
         decision = handler(case)
     if policy.mode == "monitor":
         return _as_monitor(decision)

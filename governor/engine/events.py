@@ -41,6 +41,12 @@ class Event:
     the budget) in the pointer's place. `spilled`: this (non-memory) call reads a file the
     harness spilled a result to, named `<server>-<tool>` (or a prefix of it, for a pattern):
     reading it would deliver a memory result around its budget.
+
+    A harness that runs each subagent as a session of its own passes the subagent's id as
+    `agent_id` and, as `session_id`, the id of whoever dispatched it: the session, or another
+    subagent. The ledger resolves an id it has seen as a subagent's `agent_id` to that
+    subagent's session, so a subagent's calls count in the dispatching session's turn at any
+    depth, and spawning subagents never opens a fresh budget.
     """
 
     __slots__ = (

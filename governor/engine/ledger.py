@@ -27,7 +27,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-SCHEMA_VERSION = 3  # 2 added `fetched`, 3 `call_keys`; tables are only ever added, so an older file upgrades in place
+# 2 added `fetched`, 3 `call_keys`, 4 `agents`; tables are only ever added, so an older file upgrades in place
+SCHEMA_VERSION = 4
 DB_NAME = "ledger.db"
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
 
@@ -117,6 +118,11 @@ CREATE TABLE IF NOT EXISTS call_keys (
     call_id TEXT NOT NULL,
     PRIMARY KEY (session, key, call_id)
 );
+CREATE TABLE IF NOT EXISTS agents (
+    session TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    PRIMARY KEY (agent)
+);
 CREATE TABLE IF NOT EXISTS usage (
     memory TEXT PRIMARY KEY,
     last_used REAL NOT NULL,
@@ -125,7 +131,7 @@ CREATE TABLE IF NOT EXISTS usage (
 """
 
 # Rows a session owns, for isolation checks and pruning.
-SESSION_TABLES = ("calls", "turns", "surfaced", "triggers", "saves", "decisions", "fetched", "call_keys")
+SESSION_TABLES = ("calls", "turns", "surfaced", "triggers", "saves", "decisions", "fetched", "call_keys", "agents")
 
 
 class LedgerError(Exception):
@@ -374,6 +380,24 @@ class Ledger:
             "UPDATE calls SET state='released', updated=? WHERE session=? AND call_id=? AND state='pending'",
             now, session, call_id,
         )  # fmt: skip
+
+    # -- subagents that are sessions of their own ----------------------------------------
+
+    def dispatching_session(self, session: str) -> str:
+        """The session that `session` belongs to when it names a subagent seen before (at any
+        depth: a subagent's subagent resolves to the first one's session); else `session`."""
+        seen = {session}
+        while True:
+            row = self.one("SELECT session FROM agents WHERE agent=?", session)
+            if row is None or row[0] in seen:
+                return session
+            session = row[0]
+            seen.add(session)
+
+    def remember_agent(self, session: str, agent: str) -> None:
+        """Subagent `agent` works for `session`, should the harness later name it as a session."""
+        if agent and agent != session:
+            self.q("INSERT OR IGNORE INTO agents (session, agent) VALUES (?, ?)", session, agent)
 
     # -- calls with no harness id, matched by key ---------------------------------------
 

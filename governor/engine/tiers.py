@@ -1,7 +1,7 @@
 """Which access tier a subagent is in: the policy's list, its definition file, or the default.
 
-A subagent's definition (`<name>.md` in a folder where the harness keeps them, or the file a
-harness's path template names: `.../{name}.toml`) may declare
+A subagent's definition (`<name>.md` in a folder where the harness keeps them, or the path a
+harness's template names, `{name}` standing for the agent's name) may declare
 its tier in YAML front matter (`engram_access_tier: search-capable`, the key is the policy's) or, as the seed
 writes it, in its body (`Engram access tier: search-capable`). The policy's own agent list
 wins over what an agent says of itself.
@@ -47,8 +47,8 @@ def declared_tier(text: str, key: str) -> str | None:
 
 def tier_of(agent_type: str | None, subagents: dict[str, Any], agent_dirs: list[str]) -> tuple[str, str]:
     """(tier, where it came from) for a subagent of type `agent_type`; `agent_dirs` are the
-    folders holding subagent definitions as `<name>.md`, or path templates with `{name}` in
-    them for a harness whose definitions are other files; the first found wins."""
+    folders holding `<name>.md` subagent definitions, or path templates with `{name}` for
+    harnesses that name them otherwise; the first found wins."""
     tiers = subagents["tiers"]
     if agent_type and agent_type in subagents["agents"]:
         return str(subagents["agents"][agent_type]), "policy"

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 REGISTRY = {
     "claude-code": "governor.harnesses.claude_code",
     "codex": "governor.harnesses.codex",
+    "copilot": "governor.harnesses.copilot",
 }
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -248,7 +248,9 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
         policy = _policy_for_errors(env, event)
     on_error = policy.on_error if policy is not None else "open"  # no policy at all: nothing says closed
     governed = _governed(event, policy)
-    closed = on_error == "closed" and (governed or (event is None and name in ("PreToolUse", "PostToolUse")))
+    # Unread input: closed applies when it names an event the harness can deny or withhold.
+    deniable = event is None and adapter.refusal(name, "") is not None
+    closed = on_error == "closed" and (governed or deniable)
     verdict = "denied, their results withheld (on_error: closed)" if closed else "let through (on_error: open)"
     message = f"memory-governor could not decide ({what}); memory calls are {verdict}."
     out.errors.append(message)

@@ -90,8 +90,11 @@ def sniff_event(raw: bytes) -> str | None:
 def foreign(payload: Any, env: Mapping[str, str]) -> str | None:
     """The harness that really sent this, when it is not Claude Code: others run the hooks in
     Claude Code's settings files with their own payloads. Copilot CLI sets COPILOT_CLI=1 and
-    sends `tool_result: {result_type, text_result_for_llm}`; Cursor adds `cursor_version`."""
-    if env.get("COPILOT_CLI") == "1":
+    sends `tool_result: {result_type, text_result_for_llm}`; Cursor adds `cursor_version`.
+    COPILOT_CLI=1 is also in the environment of every command Copilot's agent runs, so a
+    Claude Code started from there is known by the fields only it sends."""
+    own = isinstance(payload, dict) and any(k in payload for k in ("permission_mode", "tool_use_id", "prompt_id"))
+    if env.get("COPILOT_CLI") == "1" and not own:
         return "copilot"
     if isinstance(payload, dict):
         if "cursor_version" in payload:
