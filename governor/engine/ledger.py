@@ -392,6 +392,23 @@ class Ledger:
         )  # fmt: skip
         return row[0] if row else None
 
+    # -- running subagents, for harnesses that do not say which agent made a call --------
+
+    def open_agent(self, session: str, turn: str, call_id: str, tool: str, agent_type: str, now: float,
+                   ttl: float) -> None:  # fmt: skip
+        """A dispatch started a subagent of `agent_type`: a pending 'dispatch' row until it ends
+        (commit or release), bounded by its turn and by `ttl`."""
+        self.reserve(session, turn, call_id, "dispatch", tool, ("", agent_type), 0, now, ttl)
+
+    def running_agents(self, session: str, turn: str, now: float) -> list[tuple[str, str]]:
+        """(dispatch call id, agent type) of the subagents started in this turn and still running."""
+        rows = self.q(
+            "SELECT call_id, agent_type FROM calls WHERE session=? AND turn=? AND role='dispatch' AND state='pending' "
+            "AND expires>? ORDER BY created, rowid",
+            session, turn, now,
+        )  # fmt: skip
+        return [(str(call_id), str(agent_type)) for call_id, agent_type in rows]
+
     def pending(self, session: str, turn: str, now: float) -> list[Any]:
         return self.q(
             "SELECT call_id, role, tool, reserved, expires FROM calls WHERE session=? AND turn=? AND state='pending' "
