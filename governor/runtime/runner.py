@@ -243,7 +243,8 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
         policy = _policy_for_errors(env, event)
     on_error = policy.on_error if policy is not None else "open"  # no policy at all: nothing says closed
     governed = _governed(event, policy)
-    closed = on_error == "closed" and (governed or (event is None and name == "PreToolUse"))
+    # Unreadable input names no tool: closed refuses it when its event is one the harness lets us deny.
+    closed = on_error == "closed" and (governed or (event is None and adapter.refusal(name, "") is not None))
     verdict = "denied (on_error: closed)" if closed else "let through (on_error: open)"
     message = f"memory-governor could not decide ({what}); memory calls are {verdict}."
     out.errors.append(message)
