@@ -57,6 +57,8 @@ EVENTS = {
 }
 # Events whose answer may carry hookSpecificOutput.additionalContext.
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse")
+# Event names only Gemini CLI sends.
+GEMINI_EVENTS = ("BeforeTool", "AfterTool", "BeforeAgent", "AfterAgent", "PreCompress", "BeforeModel", "AfterModel")
 
 
 class BadPayload(ValueError):
@@ -98,12 +100,15 @@ def sniff_event(raw: bytes) -> str | None:
 def foreign(payload: Any, env: Mapping[str, str]) -> str | None:
     """The harness that really sent this, when it is not Claude Code: others run the hooks in
     Claude Code's settings files with their own payloads. Copilot CLI sets COPILOT_CLI=1 and
-    sends `tool_result: {result_type, text_result_for_llm}`; Cursor adds `cursor_version`."""
+    sends `tool_result: {result_type, text_result_for_llm}`; Cursor adds `cursor_version`; Gemini
+    CLI (`gemini hooks migrate` copies these hooks into its settings) names events of its own."""
     if env.get("COPILOT_CLI") == "1":
         return "copilot"
     if isinstance(payload, dict):
         if "cursor_version" in payload:
             return "cursor"
+        if payload.get("hook_event_name") in GEMINI_EVENTS:
+            return "gemini-cli"
         result = payload.get("tool_result")
         if isinstance(result, dict) and "text_result_for_llm" in result:
             return "copilot"
