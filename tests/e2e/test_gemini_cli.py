@@ -14,6 +14,7 @@ Run: .venv/bin/python -m pytest tests/e2e/test_gemini_cli.py -m e2e -q
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -364,3 +365,27 @@ def test_on_error_closed_refuses_memory_calls_and_says_so(gem):
     # The user was told, through Gemini's own channel for a hook's systemMessage.
     assert "memory calls are denied (on_error: closed)" in run.stderr, run.stderr[-2000:]
     gem.env["MEMORY_GOVERNOR_STATE_DIR"] = str(gem.state)  # the fixture reads the error log here
+
+
+# -- replay: Gemini's own session log -------------------------------------------------------
+
+
+def test_replay_of_an_ungoverned_session_log_decides_as_the_hooks_would(gem):
+    gem.hooks = False  # ungoverned: every call goes through, and Gemini logs it
+    marker = "LANE-VALIDATOR"
+    gem.agent("validator", f"You are the validator. {marker}", tools=["mcp_engram_mem_search"])
+    batch = [engram("mem_search", query=q, limit=3) for q in ("jwt auth", "fts5 search", "sqlite", "errors")]
+    run = gem.run(
+        "What did we decide about auth, search, storage and errors? Then validate.",
+        main=[tool_uses(*batch), _invoke("validator", f"Validate the auth change. {marker}"), text("Done.")],
+        lanes={marker: [tool_uses(engram("mem_search", query="token", limit=3)), _finish("Validated.")]},
+    )
+    assert len(gem.calls("mem_search")) == 5 and not any(r.is_error for r in run.results_of("mem_search"))
+    [log] = (gem.home / ".gemini" / "tmp").glob(f"*/chats/session-*-{run.session_id[:8]}.jsonl")
+    replayed = json.loads(gem.governor("replay", str(log), "--format", "json").stdout)
+    [turn] = replayed["turns"]
+    searches = [d for d in turn["decisions"] if d["tool"] == "mcp__engram__mem_search"]
+    assert sorted(d["decision"] for d in searches[:4]) == ["allow", "allow", "deny", "deny"], searches
+    validator = searches[4]
+    assert validator["agent_type"] == "validator" and validator["decision"] == "deny", validator
+    assert "is save-only" in validator["reason"], "played as the subagent it was, not as the parent"
