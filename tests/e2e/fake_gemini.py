@@ -10,8 +10,8 @@ answers
 - ``POST ...:countTokens`` with ``{"totalTokens": N}``;
 - side queries, outside the script: a request that asks for JSON (``generationConfig.
   responseMimeType: application/json`` — the model router's classifier, the next-speaker
-  check) gets a JSON object that fits its schema (the router is told ``flash``, the
-  next-speaker check ``user``); a request without tools (chat compression's summary and its
+  check) gets a JSON object that fits its schema (the router is told ``flash``, or complexity
+  1 of 100; the next-speaker check ``user``); a request without tools (chat compression's summary and its
   verification) gets a fixed ``<state_snapshot>``.
 
 The script, its lanes and the recording are script.py's; ``engram(tool, ...)`` names an Engram
@@ -156,7 +156,7 @@ class Request(BaseRequest):
         return _parts_text(self.last_user.get("parts"))
 
 
-def _fill(schema: Any, hints: dict[str, str]) -> Any:
+def _fill(schema: Any, hints: dict[str, Any]) -> Any:
     """A value that fits a JSON schema (OpenAPI-style or JSON Schema), preferring `hints` by property."""
     if not isinstance(schema, dict):
         return ""
@@ -168,14 +168,17 @@ def _fill(schema: Any, hints: dict[str, str]) -> Any:
         return out
     if schema.get("enum"):
         return schema["enum"][0]
-    return {"string": "stand-in", "integer": 0, "number": 0, "boolean": False, "array": []}.get(kind, "")
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 0)
+    return {"string": "stand-in", "boolean": False, "array": []}.get(kind, "")
 
 
 class FakeGemini(ScriptedModel):
     """The generateContent stand-in. Use as a context manager, or start()/stop(). Thread-safe."""
 
-    # What the JSON side queries are told: the router picks flash, the next speaker is the user.
-    JSON_HINTS: ClassVar[dict[str, str]] = {"model_choice": "flash", "next_speaker": "user",
+    # What the JSON side queries are told: the router picks flash (or the lowest complexity, 1-100),
+    # the next speaker is the user.
+    JSON_HINTS: ClassVar[dict[str, Any]] = {"model_choice": "flash", "complexity_score": 1, "next_speaker": "user",
                                             "reasoning": "Scripted stand-in."}  # fmt: skip
 
     def handle(self, method: str, path: str, body: Any) -> Response:
