@@ -131,7 +131,7 @@ class _Case:
         if event.call_id:
             return key(event.call_id)
         if event.call_key:
-            return self.ledger.pending_by_key(self.session, key(event.call_key))
+            return self.ledger.pending_by_key(self.session, key(event.call_key), self.turn)
         return None
 
     def text_tokens(self, name: str) -> int:

@@ -383,12 +383,13 @@ class Ledger:
         """A rewritten call's result carries the rewritten arguments: match that key too."""
         self.q("INSERT OR IGNORE INTO call_keys (session, key, call_id) VALUES (?, ?, ?)", session, call_key, call_id)
 
-    def pending_by_key(self, session: str, call_key: str) -> str | None:
-        """The oldest pending call with this key: the one a result with that key belongs to."""
+    def pending_by_key(self, session: str, call_key: str, turn: str | None = None) -> str | None:
+        """The oldest pending call with this key, of `turn` first: the one a result with that key
+        belongs to (a call of an earlier turn that never reported back must not take its result)."""
         row = self.one(
             "SELECT c.call_id FROM call_keys k JOIN calls c ON c.session=k.session AND c.call_id=k.call_id "
-            "WHERE k.session=? AND k.key=? AND c.state='pending' ORDER BY c.created, c.rowid LIMIT 1",
-            session, call_key,
+            "WHERE k.session=? AND k.key=? AND c.state='pending' ORDER BY c.turn IS NOT ?, c.created, c.rowid LIMIT 1",
+            session, call_key, turn,
         )  # fmt: skip
         return row[0] if row else None
 
