@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmarks: what a hook costs, measured as whole processes beside the bare interpreter.
 
-    python scripts/bench.py [--runs 30] [--quick] [--write docs/benchmarks.md] [--harness gemini-cli]
+    python scripts/bench.py [--runs 30] [--quick] [--write docs/benchmarks.md] [--harness claude-code|gemini-cli]
 
 Every hook timing is a whole process (spawn, read stdin, decide, answer, exit), repeated
 --runs times, interleaved with `python -c pass` so the yardstick is measured in the same
@@ -506,14 +506,14 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="Fewer runs and only o200k_base (a smoke run).")
     parser.add_argument("--write", type=Path, help="Write the results as Markdown here.")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--harness", default="claude-code",
-                        help="Time another harness's hook payloads (gemini-cli): the hook table only.")  # fmt: skip
+    parser.add_argument("--harness", choices=("claude-code", "gemini-cli"),
+                        help="Only the hook table, with this harness's payloads.")  # fmt: skip
     args = parser.parse_args()
     runs = 5 if args.quick else args.runs
     units = ("o200k_base",) if args.quick else UNITS
     subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "governor")], check=True)
     result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "machine": machine()}
-    if args.harness != "claude-code":
+    if args.harness is not None:
         result["hooks"] = time_hooks(runs, units, args.harness)
         print(json.dumps(result, indent=2, default=str) if args.json else "\n".join(hook_table(result["hooks"])))
         return 0
