@@ -8,17 +8,24 @@ no turn id, no call id, mcp_context on MCP tools, llmContent as text parts wrapp
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from governor.engine.ledger import open_ledger
 from governor.engine.tokens import counter
+from governor.runtime.runner import respond
 from tests.conftest import ROOT, Env, fixture_text
+from tests.test_hardening import HOSTILE, JSON, fuzz_env
 
 HOOK = [sys.executable, "-I", "-S", str(ROOT / "governor" / "runtime" / "entry.py"), "gemini-cli"]
 SEARCH = fixture_text("engram/search_v1.txt")
@@ -358,6 +365,42 @@ def test_a_gemini_payload_sent_to_the_claude_code_hook_is_decided_as_gemini(env:
     gemini.prompt("what did we decide?")
     answer = run_hook(env, gemini.pre_payload("mem_search", query="a", limit=10), hook=claude_hook)
     assert answer.tool_input == {"query": "a", "limit": 3}
+
+
+EVENTS = ["BeforeTool", "AfterTool", "BeforeAgent", "AfterAgent", "SessionStart", "PreCompress", "SessionEnd",
+          "BeforeModel", "PreToolUse", ""]  # fmt: skip
+TOOLS = ["mcp_engram_mem_search", "mcp_engram_mem_get_observation", "mcp_engram_mem_context", "mcp_engram_mem_save",
+         "invoke_agent", "run_shell_command", "mcp_", "mcp__x"]  # fmt: skip
+PARTS = st.lists(st.fixed_dictionaries({}, optional={"text": JSON}) | JSON, max_size=3)
+PAYLOADS = st.fixed_dictionaries(
+    {},
+    optional={
+        "session_id": JSON | HOSTILE, "hook_event_name": st.sampled_from(EVENTS) | JSON,
+        "tool_name": st.sampled_from(TOOLS) | JSON, "cwd": JSON | HOSTILE, "timestamp": JSON,
+        "tool_input": JSON | st.fixed_dictionaries({}, optional={"query": JSON, "limit": JSON, "id": JSON,
+                                                                 "agent_name": JSON | HOSTILE, "prompt": JSON}),
+        "mcp_context": JSON | st.fixed_dictionaries({}, optional={"server_name": JSON, "tool_name": JSON}),
+        "tool_response": JSON | st.fixed_dictionaries({}, optional={"llmContent": PARTS | JSON, "error": JSON}),
+        "prompt": JSON, "source": JSON, "trigger": st.sampled_from(["manual", "auto"]) | JSON,
+    },
+)  # fmt: skip
+
+
+@settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
+@given(payload=PAYLOADS)
+def test_fuzzed_gemini_payloads_always_get_a_valid_answer(tmp_path: Path, payload: dict[str, Any]) -> None:
+    raw = json.dumps(payload, default=str).encode("utf-8", "surrogatepass")
+    started = time.monotonic()
+    out = respond("gemini-cli", raw, fuzz_env(tmp_path)).stdout()
+    assert time.monotonic() - started < 10
+    if out:
+        text = out.decode("utf-8")
+        assert text.endswith("\n") and text.count("\n") == 1
+        data = json.loads(text)
+        assert isinstance(data, dict) and set(data) <= {"decision", "reason", "hookSpecificOutput", "systemMessage"}
+        assert data.get("decision") in (None, "deny"), "never allow"
+    assert [p.name for p in tmp_path.iterdir() if p.name not in ("home", "state")] == []
 
 
 # -- install, uninstall, doctor ----------------------------------------------------------------
