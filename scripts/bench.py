@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmarks: what a hook costs, measured as whole processes beside the bare interpreter.
 
-    python scripts/bench.py [--runs 30] [--quick] [--write docs/benchmarks.md]
+    python scripts/bench.py [--runs 30] [--quick] [--write docs/benchmarks.md] [--harness claude-code|gemini-cli]
 
 Every hook timing is a whole process (spawn, read stdin, decide, answer, exit), repeated
 --runs times, interleaved with `python -c pass` so the yardstick is measured in the same
@@ -55,7 +55,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 class Sandbox:
-    def __init__(self, unit: str = "o200k_base", warm: bool = True) -> None:
+    def __init__(self, unit: str = "o200k_base", warm: bool = True, harness: str = "claude-code") -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="memory-governor-bench-"))
         (self.dir / "project" / ".memory-governor").mkdir(parents=True)
         (self.dir / "project" / ".memory-governor" / "policy.yaml").write_text(f"token_counter: {unit}\n")
@@ -63,6 +63,7 @@ class Sandbox:
                     "MEMORY_GOVERNOR_STATE_DIR": str(self.dir / "state"), "CLAUDE_PROJECT_DIR": str(self.dir / "project"),
                     "MEMORY_GOVERNOR_WARM_SERVER": "auto" if warm else "off"}  # fmt: skip
         self.warm = warm
+        self.harness = harness
         self.n = 0
 
     def payload(self, event: str, **fields: Any) -> bytes:
@@ -103,7 +104,7 @@ class Sandbox:
         return "copilot", json.dumps({**base, **fields}).encode(), env
 
     def hook(self, data: bytes | tuple[str, bytes, dict[str, str]]) -> float:
-        harness, env = "claude-code", self.env
+        harness, env = self.harness, self.env
         if isinstance(data, tuple):
             harness, data, extra = data
             env = {**self.env, **extra}
@@ -141,16 +142,40 @@ def hook_cases(unit: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def time_hooks(runs: int, units: tuple[str, ...]) -> list[dict[str, Any]]:
+def gemini_cases(unit: str) -> dict[str, Any]:
+    """The same events as Gemini CLI sends them (no turn or call id; MCP context; wrapped results)."""
+
+    def tool(name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+        server, _, bare = name.removeprefix("mcp_").partition("_")
+        return {"tool_name": name, "tool_input": tool_input, "mcp_context": {"server_name": server, "tool_name": bare}}
+
+    def result(text: str) -> dict[str, Any]:
+        return {"llmContent": [{"text": f"<untrusted_context>\n{text}\n</untrusted_context>"}], "returnDisplay": text}
+
+    return {
+        "BeforeAgent": lambda s: s.payload("BeforeAgent", prompt="where did we leave off with the importer?"),
+        "BeforeTool (memory tool)": lambda s: s.payload("BeforeTool", **tool("mcp_engram_mem_search",
+                                                                               {"query": "importer", "limit": 10})),
+        "BeforeTool (dispatch)": lambda s: s.payload("BeforeTool", tool_name="invoke_agent",
+                                                     tool_input={"agent_name": "validator", "prompt": f"go {s.n}"}),
+        "AfterTool (search result)": lambda s: s.payload("AfterTool", **tool("mcp_engram_mem_search",
+                                                                               {"query": f"q{s.n}", "limit": 3}),
+                                                         tool_response=result(SEARCH)),
+        "AfterTool (50 KB fetch)": lambda s: s.payload("AfterTool", **tool("mcp_engram_mem_get_observation", {"id": 42}),
+                                                       tool_response=result(FETCH_50K)),
+    }  # fmt: skip
+
+
+def time_hooks(runs: int, units: tuple[str, ...], harness: str = "claude-code") -> list[dict[str, Any]]:
     rows = []
     for warm in (True, False):
         for unit in units:
-            box = Sandbox(unit, warm)
+            box = Sandbox(unit, warm, harness)
             if warm:
                 box.start_server()
-            cases = hook_cases(unit)
+            cases = gemini_cases(unit) if harness == "gemini-cli" else hook_cases(unit)
             if unit != "o200k_base":
-                cases = {k: v for k, v in cases.items() if k.startswith("PostToolUse")}
+                cases = {k: v for k, v in cases.items() if k.startswith(("PostToolUse", "AfterTool"))}
             samples: dict[str, list[float]] = {name: [] for name in cases}
             yardstick: list[float] = []
             for make in cases.values():  # one warm-up each
@@ -430,6 +455,14 @@ def machine() -> str:
     return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, {cpu or 'cpu unknown'}, Python {platform.python_version()}"
 
 
+def hook_table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["| event | unit | path | median | p95 | bare | × bare |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['event']} | {r['unit']} | {r['path']} | {r['median_ms']:.1f} ms | {r['p95_ms']:.1f} ms | "
+                     f"{r['bare_ms']:.1f} ms | {r['ratio']:.2f} |")  # fmt: skip
+    return lines
+
+
 def markdown(result: dict[str, Any], command: str) -> str:
     lines = [
         "# Benchmarks",
@@ -440,12 +473,8 @@ def markdown(result: dict[str, Any], command: str) -> str:
         "",
         "## Hook processes (the command `memory-governor install` writes)",
         "",
-        "| event | unit | path | median | p95 | bare | × bare |",
-        "|---|---|---|---|---|---|---|",
+        *hook_table(result["hooks"]),
     ]
-    for r in result["hooks"]:
-        lines.append(f"| {r['event']} | {r['unit']} | {r['path']} | {r['median_ms']:.1f} ms | {r['p95_ms']:.1f} ms | "
-                     f"{r['bare_ms']:.1f} ms | {r['ratio']:.2f} |")  # fmt: skip
     lines += [
         "",
         "## Targets (median, warm server, the default install)",
@@ -503,11 +532,17 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="Fewer runs and only o200k_base (a smoke run).")
     parser.add_argument("--write", type=Path, help="Write the results as Markdown here.")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--harness", choices=("claude-code", "gemini-cli"),
+                        help="Only the hook table, with this harness's payloads.")  # fmt: skip
     args = parser.parse_args()
     runs = 5 if args.quick else args.runs
     units = ("o200k_base",) if args.quick else UNITS
     subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "governor")], check=True)
     result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "machine": machine()}
+    if args.harness is not None:
+        result["hooks"] = time_hooks(runs, units, args.harness)
+        print(json.dumps(result, indent=2, default=str) if args.json else "\n".join(hook_table(result["hooks"])))
+        return 0
     result["hooks"] = time_hooks(runs, units)
     result["ledger"] = time_ledger(20 if args.quick else 100)
     result["race"] = time_race()

@@ -60,3 +60,18 @@ def test_a_clamped_call_is_found_by_its_rewritten_arguments(tmp_path: Path) -> N
     decide(_event(ev.POST_TOOL, {"query": "jwt", "limit": 3}, SEARCH), policy, ledger, world)
     assert [row[0] for row in ledger.q("SELECT state FROM calls WHERE role='search'")] == ["committed"]
     assert ledger.surfaced("s:keyed", ledger.one("SELECT turn FROM sessions")[0], "42")
+
+
+def test_a_result_goes_to_its_own_turns_call_before_an_older_one_left_pending(tmp_path: Path) -> None:
+    policy, ledger = _setup(tmp_path)
+    now = 1_800_000_000.0
+    world = World(now, "/p")
+    same = {"query": "jwt", "limit": 3}
+    decide(ev.Event(ev.PROMPT, "keyed", prompt="what did we decide about jwt?"), policy, ledger, world)
+    decide(_event(ev.PRE_TOOL, same), policy, ledger, world)  # never reports back (its hook was killed)
+    decide(ev.Event(ev.PROMPT, "keyed", prompt="and now, what about jwt?"), policy, ledger, world)
+    decide(_event(ev.PRE_TOOL, same), policy, ledger, world)
+    decide(_event(ev.POST_TOOL, same, SEARCH), policy, ledger, world)
+    rows = ledger.q("SELECT t.seq, c.state FROM calls c JOIN turns t ON t.session=c.session AND t.turn=c.turn "
+                    "WHERE c.role='search' ORDER BY t.seq")  # fmt: skip
+    assert rows == [(1, "pending"), (2, "committed")]

@@ -73,7 +73,7 @@ def _replay_table(result: dict[str, Any]) -> str:
 @click.option("--compare", type=click.Path(exists=True, dir_okay=False), help="A second policy, side by side.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 def replay(transcript: str, policy: str | None, compare: str | None, fmt: str) -> int:
-    """What a policy would have denied, clamped or trimmed in a recorded session (Claude Code, Codex CLI, Copilot CLI)."""
+    """What a policy would have denied, clamped or trimmed in a recorded session (Claude Code, Codex CLI, Copilot CLI, Gemini CLI)."""
     from governor.review.replay import TranscriptError
     from governor.review.replay import replay as run
 

@@ -43,6 +43,9 @@ class DecisionTimeout(Exception):
     """A decision ran past its deadline: the policy's on_error applies to this call only."""
 
 
+AGENT_WINDOW_SECONDS = 3600  # a running subagent's window, when no after event closes it; a new turn ends it too
+
+
 class World:
     """What a decision needs from outside the event: the time, the project, the folders where
     the harness keeps subagent definitions (which may declare an access tier), and the
@@ -145,7 +148,7 @@ class _Case:
         if event.call_id:
             return key(event.call_id)
         if event.call_key:
-            return self.ledger.pending_by_key(self.session, key(event.call_key))
+            return self.ledger.pending_by_key(self.session, key(event.call_key), self.turn)
         return None
 
     def text_tokens(self, name: str) -> int:
@@ -198,7 +201,7 @@ def _prepare(case: _Case) -> None:
         from governor.engine.screening import route_taken
 
         case.prepared["route"] = route_taken(event.tool_input, policy.routes_for(event.tool_name))
-    if event.kind == ev.PRE_TOOL and spec is None and event.tool_name in policy.data["briefing"]["dispatch_tools"]:
+    if event.kind == ev.PRE_TOOL and spec is None and _is_dispatch(case):
         from governor.engine.briefing import card_blocks
         from governor.engine.screening import line_digests, raw_observation
         from governor.engine.tokens import counter
@@ -344,11 +347,10 @@ def _pre_tool(case: _Case) -> Decision:
         route = case.prepared.get("route")
         if route is not None:
             return _route(case, route["name"], f"Use the memory server's {route['use']} tool instead.")
-        if case.event.tool_name in case.policy.data["briefing"]["dispatch_tools"]:
-            return _dispatch(case)
-        return Decision()
+        return _dispatch(case) if _is_dispatch(case) else Decision()
     role = spec["role"]
     case.enter_turn()
+    _attribute(case)
     ledger, event, now = case.ledger, case.event, case.world.now
     call_id = case.new_call_id()
     prior = ledger.call(case.session, call_id)
@@ -392,6 +394,11 @@ def _route(case: _Case, name: str, instead: str) -> Decision:
     return decision
 
 
+def _is_dispatch(case: _Case) -> bool:
+    """A tool that starts a subagent: one the policy lists, or one the adapter says starts one."""
+    return case.event.dispatches is not None or case.event.tool_name in case.policy.data["briefing"]["dispatch_tools"]
+
+
 def _dispatch(case: _Case) -> Decision:
     """A subagent dispatch: memory cards within the briefing budget, and no raw L3 body."""
     case.enter_turn()
@@ -419,7 +426,47 @@ def _dispatch(case: _Case) -> Decision:
         else:
             decision.code = "briefing_budget" if decision.code == "dispatch" else decision.code
             decision.tell_user(why)
+    if case.event.dispatches is not None and not (decision.kind == ev.DENY and case.policy.mode == "enforce"):
+        ttl = max(case.policy.data["ledger"]["reservation_ttl_seconds"], AGENT_WINDOW_SECONDS)
+        case.ledger.open_agent(case.session, case.turn, case.new_call_id(), case.event.tool_name,
+                               case.event.dispatches, case.world.now, ttl)  # fmt: skip
     case.record(decision, "dispatch", counted=tokens)
+    return decision
+
+
+def _attribute(case: _Case) -> None:
+    """A call from a harness that does not say which agent made it: the subagent a dispatch in
+    this turn started and that is still running, the most restrictive when several are."""
+    event = case.event
+    if not event.agent_unknown or event.agent_id:
+        return
+    running = case.ledger.running_agents(case.session, case.turn, case.world.now)
+    if not running:
+        return
+    from governor.engine.tiers import tier_of
+
+    subagents = case.policy.data["subagents"]
+
+    def reach(agent: tuple[str, str]) -> int:
+        tier, _ = tier_of(agent[1], subagents, case.world.agent_dirs)
+        return len(subagents["tiers"][tier]["roles"])
+
+    window, agent_type = min(running, key=reach)
+    event.agent_id, event.agent_type = f"dispatch:{window}", agent_type
+    case.agent = (key(event.agent_id), agent_type)
+
+
+def _agent_ended(case: _Case, finished: bool) -> Decision:
+    """A dispatch tool's after (or failure) event: the subagent it started is no longer running."""
+    case.enter_turn()
+    call_id = case.known_call_id()
+    if call_id:
+        if finished:
+            case.ledger.commit(case.session, call_id, 0, case.world.now)
+        else:
+            case.ledger.release(case.session, call_id, case.world.now)
+    decision = Decision(code="subagent_ended")
+    case.record(decision, "dispatch")
     return decision
 
 
@@ -746,7 +793,7 @@ def _judge_save(case: _Case, spec: dict[str, Any]) -> Decision:
 def _post_tool(case: _Case) -> Decision:
     spec = _spec(case)
     if spec is None:
-        return Decision()
+        return _agent_ended(case, True) if case.event.dispatches is not None else Decision()
     role = spec["role"]
     case.enter_turn()
     ledger, event, now = case.ledger, case.event, case.world.now
@@ -890,7 +937,7 @@ def _truncate(parsed: Any, index: int, tokens: int, tally: Any) -> None:
 def _tool_failed(case: _Case) -> Decision:
     spec = _spec(case)
     if spec is None:
-        return Decision()
+        return _agent_ended(case, False) if case.event.dispatches is not None else Decision()
     case.enter_turn()
     call_id = case.known_call_id()
     if call_id:

@@ -47,14 +47,23 @@ class Event:
     subagent. The ledger resolves an id it has seen as a subagent's `agent_id` to that
     subagent's session, so a subagent's calls count in the dispatching session's turn at any
     depth, and spawning subagents never opens a fresh budget.
+
+    `agent_unknown` is set by an adapter whose harness does not say which agent made a tool
+    call (a subagent's calls look like its parent's). A call before is then attributed to a
+    subagent that a dispatch in this turn started and that has not finished (the most
+    restrictive tier when several run), else to the main agent. Such a harness's dispatch
+    events (before, after and failure of a dispatch tool, with `call_key`) name the agent type
+    they start in `dispatches`: the before opens that window, the after or failure closes it.
     """
 
     __slots__ = (
         "agent_id",
         "agent_type",
+        "agent_unknown",
         "call_id",
         "call_key",
         "cwd",
+        "dispatches",
         "kind",
         "project",
         "prompt",
@@ -83,6 +92,8 @@ class Event:
         self.tool_result: str | None = fields.get("tool_result")
         self.call_id: str | None = fields.get("call_id")
         self.call_key: str | None = fields.get("call_key")
+        self.agent_unknown: bool = bool(fields.get("agent_unknown"))
+        self.dispatches: str | None = fields.get("dispatches")
         self.source: str | None = fields.get("source")
         self.prompt: str | None = fields.get("prompt")
         self.cwd: str | None = fields.get("cwd")

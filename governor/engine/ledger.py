@@ -412,14 +412,32 @@ class Ledger:
         """A rewritten call's result carries the rewritten arguments: match that key too."""
         self.q("INSERT OR IGNORE INTO call_keys (session, key, call_id) VALUES (?, ?, ?)", session, call_key, call_id)
 
-    def pending_by_key(self, session: str, call_key: str) -> str | None:
-        """The oldest pending call with this key: the one a result with that key belongs to."""
+    def pending_by_key(self, session: str, call_key: str, turn: str | None = None) -> str | None:
+        """The oldest pending call with this key, of `turn` first: the one a result with that key
+        belongs to (a call of an earlier turn that never reported back must not take its result)."""
         row = self.one(
             "SELECT c.call_id FROM call_keys k JOIN calls c ON c.session=k.session AND c.call_id=k.call_id "
-            "WHERE k.session=? AND k.key=? AND c.state='pending' ORDER BY c.created, c.rowid LIMIT 1",
-            session, call_key,
+            "WHERE k.session=? AND k.key=? AND c.state='pending' ORDER BY c.turn IS NOT ?, c.created, c.rowid LIMIT 1",
+            session, call_key, turn,
         )  # fmt: skip
         return row[0] if row else None
+
+    # -- running subagents, for harnesses that do not say which agent made a call --------
+
+    def open_agent(self, session: str, turn: str, call_id: str, tool: str, agent_type: str, now: float,
+                   ttl: float) -> None:  # fmt: skip
+        """A dispatch started a subagent of `agent_type`: a pending 'dispatch' row until it ends
+        (commit or release), bounded by its turn and by `ttl`."""
+        self.reserve(session, turn, call_id, "dispatch", tool, ("", agent_type), 0, now, ttl)
+
+    def running_agents(self, session: str, turn: str, now: float) -> list[tuple[str, str]]:
+        """(dispatch call id, agent type) of the subagents started in this turn and still running."""
+        rows = self.q(
+            "SELECT call_id, agent_type FROM calls WHERE session=? AND turn=? AND role='dispatch' AND state='pending' "
+            "AND expires>? ORDER BY created, rowid",
+            session, turn, now,
+        )  # fmt: skip
+        return [(str(call_id), str(agent_type)) for call_id, agent_type in rows]
 
     def pending(self, session: str, turn: str, now: float) -> list[Any]:
         return self.q(

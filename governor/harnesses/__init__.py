@@ -35,6 +35,7 @@ REGISTRY = {
     "claude-code": "governor.harnesses.claude_code",
     "codex": "governor.harnesses.codex",
     "copilot": "governor.harnesses.copilot",
+    "gemini-cli": "governor.harnesses.gemini_cli",
 }
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

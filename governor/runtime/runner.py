@@ -152,6 +152,8 @@ def _concerns(event: Event, policy: CompiledPolicy) -> bool:
     """Does this event need the ledger? A tool event only for a governed tool."""
     if event.kind not in (ev.PRE_TOOL, ev.POST_TOOL, ev.TOOL_FAILED):
         return True
+    if event.dispatches is not None:
+        return True  # starts or ends a subagent the adapter cannot otherwise tell apart
     if event.kind == ev.PRE_TOOL and event.tool_name in policy.data["briefing"]["dispatch_tools"]:
         return True
     if event.kind == ev.PRE_TOOL and (policy.routes_for(event.tool_name) or event.spilled):

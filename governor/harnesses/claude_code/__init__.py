@@ -59,6 +59,8 @@ EVENTS = {
 }
 # Events whose answer may carry hookSpecificOutput.additionalContext.
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse")
+# Event names only Gemini CLI sends.
+GEMINI_EVENTS = ("BeforeTool", "AfterTool", "BeforeAgent", "AfterAgent", "PreCompress", "BeforeModel", "AfterModel")
 
 
 class BadPayload(ValueError):
@@ -90,7 +92,8 @@ def sniff_event(raw: bytes) -> str | None:
 def foreign(payload: Any, env: Mapping[str, str]) -> str | None:
     """The harness that really sent this, when it is not Claude Code: others run the hooks in
     Claude Code's settings files with their own payloads. Copilot CLI sets COPILOT_CLI=1 and
-    sends `tool_result: {result_type, text_result_for_llm}`; Cursor adds `cursor_version`.
+    sends `tool_result: {result_type, text_result_for_llm}`; Cursor adds `cursor_version`; Gemini
+    CLI (`gemini hooks migrate` copies these hooks into its settings) names events of its own.
     COPILOT_CLI=1 is also in the environment of every command Copilot's agent runs, so a
     Claude Code started from there is known by the fields only it sends."""
     own = isinstance(payload, dict) and any(k in payload for k in ("permission_mode", "tool_use_id", "prompt_id"))
@@ -99,6 +102,8 @@ def foreign(payload: Any, env: Mapping[str, str]) -> str | None:
     if isinstance(payload, dict):
         if "cursor_version" in payload:
             return "cursor"
+        if payload.get("hook_event_name") in GEMINI_EVENTS:
+            return "gemini-cli"
         result = payload.get("tool_result")
         if isinstance(result, dict) and "text_result_for_llm" in result:
             return "copilot"
