@@ -58,8 +58,15 @@ class Outcome:
         return "".join(f"{line}\n" for line in self.errors).encode("utf-8", "backslashreplace")
 
 
-def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None = None) -> Outcome:
-    """Decide one hook event. Never raises. `now` replaces the clock (replay plays recorded time)."""
+_UNREAD: Any = object()  # respond: the payload is still to be parsed from the raw bytes
+
+
+def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None = None,
+            payload: Any = _UNREAD) -> Outcome:  # fmt: skip
+    """Decide one hook event. Never raises. `now` replaces the clock (replay plays recorded time).
+
+    A long-lived caller that has parsed the event already (the MCP proxy) passes `payload`
+    instead of the bytes, and gets the same decision, errors and on_error handling."""
     out = Outcome()
     try:
         adapter = harnesses.adapter(harness)
@@ -70,17 +77,18 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
     event: Event | None = None
     policy: CompiledPolicy | None = None
     try:
-        if len(raw) > MAX_INPUT:
+        if payload is _UNREAD and len(raw) > MAX_INPUT:
             name = adapter.sniff_event(raw[:4096])
             raise adapter.BadPayload(f"the hook input is larger than {MAX_INPUT} bytes")
-        try:
-            payload = json.loads(raw)
-        except ValueError as err:
-            name = adapter.sniff_event(raw[:4096])
-            raise adapter.BadPayload(f"the hook input is not valid JSON ({err})") from None
-        except RecursionError:
-            name = adapter.sniff_event(raw[:4096])
-            raise adapter.BadPayload("the hook input is nested too deeply to read") from None
+        if payload is _UNREAD:
+            try:
+                payload = json.loads(raw)
+            except ValueError as err:
+                name = adapter.sniff_event(raw[:4096])
+                raise adapter.BadPayload(f"the hook input is not valid JSON ({err})") from None
+            except RecursionError:
+                name = adapter.sniff_event(raw[:4096])
+                raise adapter.BadPayload("the hook input is nested too deeply to read") from None
         sender = adapter.foreign(payload, env) if hasattr(adapter, "foreign") else None
         if sender is not None:  # another harness ran this one's hooks (it reads its settings)
             if sender not in harnesses.REGISTRY:
@@ -241,7 +249,8 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
         policy = _policy_for_errors(env, event)
     on_error = policy.on_error if policy is not None else "open"  # no policy at all: nothing says closed
     governed = _governed(event, policy)
-    closed = on_error == "closed" and (governed or (event is None and name == "PreToolUse"))
+    before_call = event is None and getattr(adapter, "EVENTS", {}).get(name or "") == ev.PRE_TOOL
+    closed = on_error == "closed" and (governed or before_call)
     verdict = "denied (on_error: closed)" if closed else "let through (on_error: open)"
     message = f"memory-governor could not decide ({what}); memory calls are {verdict}."
     out.errors.append(message)
