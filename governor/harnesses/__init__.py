@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 # name (as on the command line and in the installed hook command) -> its package.
 REGISTRY = {
     "claude-code": "governor.harnesses.claude_code",
+    "mcp-proxy": "governor.harnesses.mcp_proxy",
 }
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
