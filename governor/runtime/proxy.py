@@ -385,8 +385,9 @@ class Proxy:
         for line in outcome.errors:
             self.say(line.removeprefix("memory-governor: "))
         answer = outcome.answer or {}
-        if answer.get("systemMessage"):
-            self.say(str(answer["systemMessage"]).removeprefix("memory-governor: "))
+        message = answer.get("systemMessage")
+        if message and message not in outcome.errors:  # the user's copy of an error is said once
+            self.say(str(message).removeprefix("memory-governor: "))
         return answer
 
 
