@@ -98,7 +98,6 @@ class Proxy:
         except (OSError, ValueError) as err:
             self.say(f"cannot start the memory server `{' '.join(self.command)}`: {err}")
             return 1
-        threading.Thread(target=self._warm, daemon=True).start()
         threading.Thread(target=self._from_server, daemon=True).start()
         try:
             self._from_client()
@@ -250,12 +249,16 @@ class Proxy:
     def _from_server(self) -> None:
         child = self.child
         assert child is not None and child.stdout is not None
+        warming = False
         try:
             while True:
                 line = child.stdout.readline()
                 if not line:
                     break
                 self.to_client(self._server_line(line))
+                if not warming:  # after the first answer (initialize): loading it holds the GIL for a while
+                    warming = True
+                    threading.Thread(target=self._warm, daemon=True).start()
         except (OSError, ValueError):
             pass
         if not self.closing:
