@@ -25,14 +25,16 @@ client goes away, the child is stopped (stdin closed, then SIGTERM, then SIGKILL
 here raises past `run`: a line it cannot read is passed on as it came, and when the governor
 itself cannot decide, the policy's on_error applies, visibly (governor.runtime.runner).
 
-Two threads: the main one reads the client and decides calls; the other reads the server and
-decides results. Standard library only (JSON-RPC is one JSON object per line).
+One thread relays both ways and decides every event (one ledger connection, no hand-offs between
+threads on the hot path); a second only loads the tokenizer once, after the server's first
+answer. Standard library only (JSON-RPC over stdio is one JSON object per line).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -49,7 +51,9 @@ if TYPE_CHECKING:
 HARNESS = "mcp-proxy"
 DEFAULT_SERVER = "engram"
 STOP_SECONDS = 2.0  # after closing the child's stdin, then after SIGTERM (as the MCP spec's shutdown)
+POLICY_RECHECK_SECONDS = 1.0  # a policy edit reaches a running proxy within this long
 SERVER_GONE = -32000  # JSON-RPC error code for requests the child left unanswered
+CHUNK = 4096  # at most this much per write: a pipe that selects writable takes it without blocking
 USAGE = "usage: memory-governor proxy [--name SERVER] -- COMMAND [ARGS...]"
 
 
@@ -75,36 +79,133 @@ class Proxy:
         self.session = self.adapter.session_of(env) or f"mcp-proxy:{self.instance}"
         self.project = self.adapter.project_of(env, cwd)
         self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
-        self.lock = threading.Lock()  # guards the tables below and the turn
-        self.out_lock = threading.Lock()  # one writer at a time on the client's stdout
+        self.outbox: dict[int, bytearray] = {}  # fd -> bytes waiting to be written (client, server)
+        self.client_out = self.server_in = -1  # the two fds written to, once the relay runs
         self.governed: dict[str, _Call] = {}  # request id (as JSON) -> governed call in flight
         self.lists: set[str] = set()  # tools/list requests in flight
         self.open: dict[str, Any] = {}  # every client request in flight: id (as JSON) -> id
         self.turn = 0
         self.last_activity: float | None = None
         self.hooked = False  # the client's hooks decide calls of this session: follow their turn
-        self.closing = False
         self.child: subprocess.Popen[bytes] | None = None
 
     # -- the process ------------------------------------------------------------------
 
     def run(self) -> int:
+        from governor.policy.compiled import recheck_every
         from governor.runtime.runner import keep_connections
 
         keep_connections()
+        recheck_every(POLICY_RECHECK_SECONDS)
         try:
             self.child = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           env=dict(self.env))  # fmt: skip
         except (OSError, ValueError) as err:
             self.say(f"cannot start the memory server `{' '.join(self.command)}`: {err}")
             return 1
-        threading.Thread(target=self._from_server, daemon=True).start()
         try:
-            self._from_client()
+            closed = self._relay()
         except (KeyboardInterrupt, SystemExit):
-            pass  # SIGTERM or SIGINT: stop as when the client goes away
+            closed = "client"  # SIGTERM or SIGINT: stop as when the client goes away
+        if closed == "server":
+            return self._server_gone()
         self._stop()
         return 0
+
+    def _relay(self) -> str:
+        """Relay lines both ways until one side closes; which one ("client" or "server")."""
+        child = self.child
+        assert child is not None and child.stdin is not None and child.stdout is not None
+        client_in, server_out = self.stdin.fileno(), child.stdout.fileno()
+        self.client_out, self.server_in = self.stdout.fileno(), child.stdin.fileno()
+        os.set_blocking(self.server_in, False)  # our own pipe: a full one never stalls the loop
+        self.outbox = {self.client_out: bytearray(), self.server_in: bytearray()}
+        selector = selectors.DefaultSelector()
+        selector.register(client_in, selectors.EVENT_READ)
+        selector.register(server_out, selectors.EVENT_READ)
+        partial = {client_in: b"", server_out: b""}
+        writing: set[int] = set()
+        warming = False
+        deadline: float | None = None  # once the client has gone: how long the server may take to finish
+        while True:
+            for fd, waiting in self.outbox.items():
+                if waiting and fd not in writing:
+                    selector.register(fd, selectors.EVENT_WRITE)
+                    writing.add(fd)
+                elif not waiting and fd in writing:
+                    selector.unregister(fd)
+                    writing.discard(fd)
+            ready = selector.select(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if deadline is not None and not ready and time.monotonic() >= deadline:
+                selector.close()
+                return "client"
+            for key, _ in ready:
+                fd = key.fd
+                if fd in writing:
+                    self._write_some(fd)
+                    continue
+                if fd not in partial or (fd == client_in and deadline is not None):
+                    continue  # closed earlier in this round
+                try:
+                    data = os.read(fd, 1 << 16)
+                except OSError:
+                    data = b""
+                lines = (partial[fd] + data).split(b"\n")
+                partial[fd] = b"" if not data else lines.pop()
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    if fd == client_in:
+                        self._client_line(line + b"\n")
+                    else:
+                        self.to_client(self._server_line(line + b"\n"))
+                if fd == server_out and not warming:  # after the first answer: loading it holds the GIL
+                    warming = True
+                    threading.Thread(target=self._warm, daemon=True).start()
+                if not data and fd == server_out:
+                    selector.close()
+                    return "client" if deadline is not None else "server"
+                if not data:  # the client is done: the server gets the rest, then EOF, and may finish
+                    selector.unregister(client_in)
+                    if self.server_in in writing:
+                        selector.unregister(self.server_in)
+                        writing.discard(self.server_in)
+                    self._close_server_input()
+                    deadline = time.monotonic() + STOP_SECONDS
+
+    def _close_server_input(self) -> None:
+        """Everything for the server written, its stdin closed (the MCP spec's first step of shutdown)."""
+        child = self.child
+        assert child is not None and child.stdin is not None
+        self._drain(self.server_in)
+        self.outbox.pop(self.server_in, None)
+        try:
+            child.stdin.close()
+        except OSError:
+            pass
+
+    def _write_some(self, fd: int) -> None:
+        waiting = self.outbox[fd]
+        try:
+            written = os.write(fd, waiting[:CHUNK])
+        except BlockingIOError:
+            return
+        except OSError:  # that side is gone; its end of the other pipe closes too
+            waiting.clear()
+            return
+        del waiting[:written]
+
+    def _drain(self, fd: int) -> None:
+        """Write out what waits for `fd`, blocking: the proxy is about to stop."""
+        waiting = self.outbox.get(fd)
+        if not waiting:
+            return
+        try:
+            os.set_blocking(fd, True)
+            while waiting:
+                del waiting[: os.write(fd, waiting[:CHUNK])]
+        except OSError:
+            waiting.clear()
 
     def _warm(self) -> None:
         """Load the tokenizer now, so the first result does not wait for it."""
@@ -118,14 +219,12 @@ class Proxy:
             pass  # the first result loads it, or reports why it cannot
 
     def _stop(self) -> None:
-        """The client went away: stop the child, release what it never answered."""
-        self.closing = True
+        """The client went away (and the server did not finish in time): stop the child, release what it
+        never answered."""
         child = self.child
-        assert child is not None and child.stdin is not None
-        try:
-            child.stdin.close()
-        except OSError:
-            pass
+        assert child is not None
+        if self.server_in in self.outbox:
+            self._close_server_input()
         for sig in (None, signal.SIGTERM, signal.SIGKILL):
             if sig is not None:
                 try:
@@ -137,9 +236,8 @@ class Proxy:
                 break
             except subprocess.TimeoutExpired:
                 continue
-        with self.lock:
-            left = list(self.governed.values())
-            self.governed.clear()
+        left = list(self.governed.values())
+        self.governed.clear()
         for call in left:
             self.decide("failed", call.tool, call.call_id, call.turn_id)
 
@@ -153,21 +251,17 @@ class Proxy:
 
     # -- client -> server -------------------------------------------------------------
 
-    def _from_client(self) -> None:
-        while True:
-            line = self.stdin.readline()
-            if not line:
-                return
-            try:
-                message = json.loads(line)
-            except (ValueError, RecursionError):
-                self.to_server(line)  # not ours to judge: the server answers it as it would
-                continue
-            if isinstance(message, list):  # a JSON-RPC batch (before MCP 2025-06-18): one by one
-                for item in message:
-                    self._client_message(item, _line(item))
-            else:
-                self._client_message(message, line)
+    def _client_line(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            self.to_server(line)  # not ours to judge: the server answers it as it would
+            return
+        if isinstance(message, list):  # a JSON-RPC batch (before MCP 2025-06-18): one by one
+            for item in message:
+                self._client_message(item, _line(item))
+        else:
+            self._client_message(message, line)
 
     def _client_message(self, message: Any, line: bytes) -> None:
         if not isinstance(message, dict):
@@ -176,10 +270,9 @@ class Proxy:
         method = message.get("method")
         if "id" in message and isinstance(method, str):
             ident = _id_key(message["id"])
-            with self.lock:
-                self.open[ident] = message["id"]
-                if method == "tools/list":
-                    self.lists.add(ident)
+            self.open[ident] = message["id"]
+            if method == "tools/list":
+                self.lists.add(ident)
             if method == "tools/call" and self._call(message, ident):
                 return
         elif method == "notifications/cancelled":
@@ -195,28 +288,24 @@ class Proxy:
             return False  # not a governed tool: relayed as it came
         assert isinstance(params, dict)
         call_id = self.adapter.call_id_of(params) or f"rpc:{self.instance}:{ident}"
-        with self.lock:
-            turn_id = self._turn_id(time.time(), policy)
+        turn_id = self._turn_id(time.time(), policy)
         answer = self.decide("call", tool, call_id, turn_id, arguments=params.get("arguments"))
         if "deny" in answer:
-            with self.lock:
-                self.open.pop(ident, None)
+            self.open.pop(ident, None)
             result = {"content": [{"type": "text", "text": str(answer["deny"])}], "isError": True}
             self.to_client(_line({"jsonrpc": "2.0", "id": message["id"], "result": result}))
             return True
         if answer.get("defer"):
-            with self.lock:
-                self.hooked = True  # the client's hooks decide; they number the turns
+            self.hooked = True  # the client's hooks decide; they number the turns
             return False
-        with self.lock:
-            self.governed[ident] = _Call(call_id, tool, turn_id, str(answer.get("context") or ""))
+        self.governed[ident] = _Call(call_id, tool, turn_id, str(answer.get("context") or ""))
         if "arguments" in answer:
             self.to_server(_line({**message, "params": {**params, "arguments": answer["arguments"]}}))
             return True
         return False
 
     def _turn_id(self, now: float, policy: CompiledPolicy | None) -> str | None:
-        """This call's turn (under self.lock): the hooks' when they decide, else by quiet gaps."""
+        """This call's turn: the hooks' when they decide, else by quiet gaps."""
         if self.hooked:
             return None
         gap = policy.data["proxy"]["turn_gap_seconds"] if policy is not None else 60
@@ -228,41 +317,16 @@ class Proxy:
     def _cancelled(self, message: dict[str, Any]) -> None:
         params = message.get("params")
         ident = _id_key(params.get("requestId")) if isinstance(params, dict) else None
-        with self.lock:
-            call = self.governed.pop(ident, None) if ident is not None else None
-            if ident is not None:
-                self.open.pop(ident, None)
+        call = self.governed.pop(ident, None) if ident is not None else None
+        if ident is not None:
+            self.open.pop(ident, None)
         if call is not None:  # the model will not read its result: free the turn's budget
             self.decide("failed", call.tool, call.call_id, call.turn_id)
 
     def to_server(self, line: bytes) -> None:
-        child = self.child
-        assert child is not None and child.stdin is not None
-        try:
-            child.stdin.write(line if line.endswith(b"\n") else line + b"\n")
-            child.stdin.flush()
-        except (OSError, ValueError):
-            pass  # the child is gone: its reader answers what is open, then the proxy exits
+        self.outbox[self.server_in] += line if line.endswith(b"\n") else line + b"\n"
 
     # -- server -> client -------------------------------------------------------------
-
-    def _from_server(self) -> None:
-        child = self.child
-        assert child is not None and child.stdout is not None
-        warming = False
-        try:
-            while True:
-                line = child.stdout.readline()
-                if not line:
-                    break
-                self.to_client(self._server_line(line))
-                if not warming:  # after the first answer (initialize): loading it holds the GIL for a while
-                    warming = True
-                    threading.Thread(target=self._warm, daemon=True).start()
-        except (OSError, ValueError):
-            pass
-        if not self.closing:
-            self._server_gone()
 
     def _server_line(self, line: bytes) -> bytes:
         if b'"id"' not in line:
@@ -274,13 +338,12 @@ class Proxy:
         if not isinstance(message, dict) or "id" not in message or "method" in message:
             return line  # a request from the server to the client: relayed
         ident = _id_key(message["id"])
-        with self.lock:
-            call = self.governed.pop(ident, None)
-            listed = ident in self.lists
-            self.lists.discard(ident)
-            self.open.pop(ident, None)
-            if call is not None:
-                self.last_activity = time.time()
+        call = self.governed.pop(ident, None)
+        listed = ident in self.lists
+        self.lists.discard(ident)
+        self.open.pop(ident, None)
+        if call is not None:
+            self.last_activity = time.time()
         if call is not None:
             return self._result(call, message, line)
         if listed:
@@ -327,44 +390,31 @@ class Proxy:
         assert isinstance(result, dict)
         return _line({**message, "result": {**result, "tools": out}})
 
-    def _server_gone(self) -> None:
-        """The child exited: answer what it left open, release its calls, say so, exit."""
+    def _server_gone(self) -> int:
+        """The child exited: answer what it left open, release its calls, say so; the exit status."""
         child = self.child
         assert child is not None
         try:
             code: int | None = child.wait(STOP_SECONDS)
         except subprocess.TimeoutExpired:
             code = None  # it closed its output but lives on: stopped below
-        with self.lock:
-            calls = list(self.governed.values())
-            self.governed.clear()
-            left = list(self.open.values())
-            self.open.clear()
+            child.kill()
+        calls = list(self.governed.values())
+        self.governed.clear()
+        left = list(self.open.values())
+        self.open.clear()
         for call in calls:
             self.decide("failed", call.tool, call.call_id, call.turn_id)
         how = f"exited with code {code}" if code is not None else "closed its output"
         for ident in left:
             error = {"code": SERVER_GONE, "message": f"memory-governor proxy: the memory server {how} before answering"}
             self.to_client(_line({"jsonrpc": "2.0", "id": ident, "error": error}))
+        self._drain(self.client_out)
         self.say(f"the memory server `{' '.join(self.command)}` {how}; closing the connection")
-        if code is None:
-            try:
-                child.kill()
-            except OSError:
-                pass
-        try:
-            self.stdout.flush()
-        except (OSError, ValueError):
-            pass
-        os._exit(0 if code == 0 else 1)  # the main thread is blocked reading the client
+        return 0 if code == 0 else 1
 
     def to_client(self, line: bytes) -> None:
-        with self.out_lock:
-            try:
-                self.stdout.write(line)
-                self.stdout.flush()
-            except (OSError, ValueError):
-                pass  # the client is gone: its end of stdin closes too, and the proxy stops
+        self.outbox[self.client_out] += line
 
     # -- deciding ---------------------------------------------------------------------
 
