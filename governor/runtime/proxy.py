@@ -123,7 +123,7 @@ class Proxy:
         selector = selectors.DefaultSelector()
         selector.register(client_in, selectors.EVENT_READ)
         selector.register(server_out, selectors.EVENT_READ)
-        partial = {client_in: b"", server_out: b""}
+        partial = {client_in: bytearray(), server_out: bytearray()}  # a line still arriving
         writing: set[int] = set()
         warming = False
         deadline: float | None = None  # once the client has gone: how long the server may take to finish
@@ -150,8 +150,12 @@ class Proxy:
                     data = os.read(fd, 1 << 16)
                 except OSError:
                     data = b""
-                lines = (partial[fd] + data).split(b"\n")
-                partial[fd] = b"" if not data else lines.pop()
+                if data and b"\n" not in data:  # a long line arriving in pieces: no copying it each time
+                    partial[fd] += data
+                    continue
+                lines = data.split(b"\n")
+                lines[0] = bytes(partial[fd]) + lines[0]
+                partial[fd] = bytearray(lines.pop()) if data else bytearray()
                 for line in lines:
                     if not line.strip():
                         continue

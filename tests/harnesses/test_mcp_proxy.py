@@ -31,10 +31,12 @@ ENGRAM = ROOT / "tests" / "e2e" / "engram_mcp.py"
 NOTE = "[memory-governor]"
 O200K = counter("o200k_base").count
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
-# A server that answers only what a test tells it to (env STUB_RULES: method -> "silent" | "exit" | a result).
+# A server that answers only what a test tells it to (env STUB_RULES, or a file named by STUB_RULES_FILE:
+# method -> "silent" | "exit" | a result).
 STUB = """
 import json, os, sys
-rules = json.loads(os.environ.get("STUB_RULES", "{}"))
+rules = json.loads(open(os.environ["STUB_RULES_FILE"]).read() if "STUB_RULES_FILE" in os.environ
+                   else os.environ.get("STUB_RULES", "{}"))
 for line in sys.stdin:
     message = json.loads(line)
     rule = rules.get(message.get("method"))
@@ -198,6 +200,20 @@ def test_a_result_over_the_budget_is_cut_to_whole_entries_and_counted_as_deliver
     assert O200K(delivered) <= 300
     [(_, _, state, tokens)] = [row for row in ledger_calls(env) if row[1] == "search"]
     assert state == "committed" and tokens == O200K(delivered)
+
+
+def test_a_result_of_megabytes_is_cut_to_the_budget(env: Env, wire: Any) -> None:
+    hits = "".join(f"[{i}] #{1000 + i} (decision) — Entry {i}\n    {'detail ' * 400}\n    2025-01-01 | scope: project\n\n"
+                   for i in range(1, 1200))  # fmt: skip
+    huge = {"content": [{"type": "text", "text": f"Found 1199 memories:\n\n{hits}"}]}
+    assert len(json.dumps(huge)) > 3_000_000
+    rules = env.tmp / "rules.json"
+    rules.write_text(json.dumps({"tools/call": huge}))
+    w = wire(server=[sys.executable, "-c", STUB], extra_env={"STUB_RULES_FILE": str(rules)})
+    w.initialize()
+    delivered = text(w.call("mem_search", query="entry", limit=3))
+    assert delivered.startswith("Found 1199 memories") and NOTE in delivered
+    assert O200K(delivered) <= 1200
 
 
 def test_a_quiet_gap_starts_a_new_turn(env: Env, wire: Any) -> None:
