@@ -37,19 +37,33 @@ def cli(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
     return env.cli(*args, "--project", str(env.project))
 
 
+def nest(keys: tuple[str, ...], servers: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {keys[-1]: servers, "theme": "dark"}
+    for key in reversed(keys[:-1]):
+        out = {key: out}
+    return out
+
+
+def servers_of(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    for key in keys:
+        data = data[key]
+    return data
+
+
 @pytest.mark.parametrize(("client", "scope"), [(c, s) for c, target in CLIENTS.items() for s in target.scopes])
 def test_install_puts_the_proxy_in_front_and_uninstall_restores_the_entry(env: Env, client: str, scope: str) -> None:
-    key = CLIENTS[client].key
+    keys = CLIENTS[client].keys(scope, str(env.project))
     path = CLIENTS[client].path(scope, str(env.project))
-    original = {key: {"engram": ENGRAM, "other": OTHER}, "theme": "dark"}
+    original = nest(keys, {"engram": ENGRAM, "other": OTHER})
     write(path, original)
     out = cli(env, "install", "mcp-proxy", "--client", client, "--scope", scope)
     assert out.returncode == 0, out.stderr
-    entry = read(path)[key]["engram"]
+    key = keys[-1]
+    entry = servers_of(read(path), keys[:-1])[key]["engram"]
     assert entry["args"][-5:] == ["engram", "--", "uvx", "engram", "mcp", "--tools=agent"][-5:]
     assert entry["args"][:3] == ["-I", "-S", str(ROOT / "governor" / "runtime" / "proxy.py")]
     assert entry["command"] == sys.executable and entry["env"] == ENGRAM["env"]
-    assert read(path)[key]["other"] == OTHER and read(path)["theme"] == "dark"
+    assert servers_of(read(path), keys)["other"] == OTHER and servers_of(read(path), keys[:-1])["theme"] == "dark"
     again = cli(env, "install", "mcp-proxy", "--client", client, "--scope", scope)
     assert "already in front of engram, nothing changed" in again.stdout
     assert cli(env, "uninstall", "mcp-proxy", "--client", client, "--scope", scope).returncode == 0

@@ -21,7 +21,7 @@ Code 2.1.197 ran an entry written here, through `--mcp-config`):
 | claude-desktop | user | macOS `~/Library/Application Support/Claude/claude_desktop_config.json`, Windows `%APPDATA%\\Claude\\claude_desktop_config.json`, else `$XDG_CONFIG_HOME/Claude/claude_desktop_config.json` | mcpServers |
 | cursor | project, user | `.cursor/mcp.json`, `~/.cursor/mcp.json` | mcpServers |
 | windsurf | user | `~/.codeium/windsurf/mcp_config.json` | mcpServers |
-| claude-code | project, user | `.mcp.json`, `~/.claude.json` | mcpServers |
+| claude-code | project, user, local | `.mcp.json`, `~/.claude.json`, `~/.claude.json` | mcpServers; local: projects.<project>.mcpServers |
 | gemini-cli | project, user | `.gemini/settings.json`, `~/.gemini/settings.json` | mcpServers |
 | vscode | project | `.vscode/mcp.json` | servers |
 
@@ -62,10 +62,11 @@ def _claude_desktop(_project: str) -> str:
 
 class Client:
     """One MCP client: its config file in each scope it has (the first is the default), and the key
-    its servers live under."""
+    its servers live under (`nested`: a scope whose servers sit deeper, as a key path)."""
 
-    def __init__(self, title: str, files: dict[str, Callable[[str], str]], key: str = "mcpServers") -> None:
-        self.title, self.files, self.key = title, files, key
+    def __init__(self, title: str, files: dict[str, Callable[[str], str]], key: str = "mcpServers",
+                 nested: dict[str, Callable[[str], tuple[str, ...]]] | None = None) -> None:  # fmt: skip
+        self.title, self.files, self.key, self.nested = title, files, key, nested or {}
 
     @property
     def scopes(self) -> tuple[str, ...]:
@@ -74,19 +75,26 @@ class Client:
     def path(self, scope: str, project: str) -> str:
         return self.files[scope](project)
 
+    def keys(self, scope: str, project: str) -> tuple[str, ...]:
+        return self.nested[scope](project) if scope in self.nested else (self.key,)
+
 
 CLIENTS = {
     "claude-desktop": Client("Claude Desktop", {"user": _claude_desktop}),
     "cursor": Client("Cursor", {"project": lambda p: os.path.join(p, ".cursor", "mcp.json"),
                                 "user": lambda _p: _home(".cursor", "mcp.json")}),
     "windsurf": Client("Windsurf", {"user": lambda _p: _home(".codeium", "windsurf", "mcp_config.json")}),
+    # `claude mcp add` keeps a server in ~/.claude.json: top level (--scope user) or under the
+    # project's own entry (--scope local, its default).
     "claude-code": Client("Claude Code", {"project": lambda p: os.path.join(p, ".mcp.json"),
-                                          "user": lambda _p: _home(".claude.json")}),
+                                          "user": lambda _p: _home(".claude.json"),
+                                          "local": lambda _p: _home(".claude.json")},
+                          nested={"local": lambda p: ("projects", os.path.abspath(p), "mcpServers")}),
     "gemini-cli": Client("Gemini CLI", {"project": lambda p: os.path.join(p, ".gemini", "settings.json"),
                                         "user": lambda _p: _home(".gemini", "settings.json")}),
     "vscode": Client("VS Code", {"project": lambda p: os.path.join(p, ".vscode", "mcp.json")}, key="servers"),
 }  # fmt: skip
-SCOPES = ("project", "user")  # every scope some client has; each client says which of them it has
+SCOPES = ("project", "user", "local")  # every scope some client has; each client says which it has
 
 
 def _client(name: str | None) -> Client:
@@ -134,35 +142,39 @@ def wrapped(entry: dict[str, Any], server: str, python: str | None = None) -> di
             "args": ["-I", "-S", PROXY, "--name", server, "--", *command]}  # fmt: skip
 
 
-def _servers(data: dict[str, Any], path: str, key: str) -> dict[str, Any]:
-    servers = data.get(key)
-    if servers is None:
-        return {}
-    if not isinstance(servers, dict):
-        raise SettingsError(f"{path}: `{key}` should be an object of MCP servers; nothing was changed")
-    return servers
+def _servers(data: dict[str, Any], path: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The object of MCP servers at `keys` in `data` ({} where there is none)."""
+    node: Any = data
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+        if node is None:
+            return {}
+    if not isinstance(node, dict):
+        raise SettingsError(f"{path}: `{'.'.join(keys)}` should be an object of MCP servers; nothing was changed")
+    return node
 
 
 def plan_install(policy: dict[str, Any], scope: str, project: str, client: str | None = None) -> list[Change]:
     target = _client(client)
-    path = target.path(scope, project)
+    path, keys = target.path(scope, project), target.keys(scope, project)
     before = read_json(path)
-    servers = _servers(before, path, target.key)
+    servers = _servers(before, path, keys)
     names = governed_servers(policy)
     found = [name for name in names if name in servers]
     if not found:
         raise SettingsError(
-            f"{path}: no MCP server named {' or '.join(names)} under `{target.key}`. Add your memory server there "
-            "first, or map its name in the policy's tools[].servers; nothing was changed"
+            f"{path}: no MCP server named {' or '.join(names)} under `{'.'.join(keys)}`. Add your memory server "
+            "there first, or map its name in the policy's tools[].servers; nothing was changed"
         )
     after = copy.deepcopy(before)
+    into = _servers(after, path, keys)
     done = []
     for name in found:
         entry = servers[name]
         if not isinstance(entry, dict) or "command" not in unwrapped(entry):
             raise SettingsError(f"{path}: `{name}` is not a local command (a remote `url` server cannot run behind "
                                 "the stdio proxy); nothing was changed")  # fmt: skip
-        after[target.key][name] = wrapped(entry, name)
+        into[name] = wrapped(entry, name)
         done.append(name)
     return [Change(path, before, after, f"{target.title} starts {', '.join(done)} behind the governing proxy",
                    "the proxy is already in front of " + ", ".join(done), json_text)]  # fmt: skip
@@ -170,13 +182,14 @@ def plan_install(policy: dict[str, Any], scope: str, project: str, client: str |
 
 def plan_uninstall(scope: str, project: str, client: str | None = None) -> list[Change]:
     target = _client(client)
-    path = target.path(scope, project)
+    path, keys = target.path(scope, project), target.keys(scope, project)
     before = read_json(path)
-    servers = _servers(before, path, target.key)
+    servers = _servers(before, path, keys)
     after = copy.deepcopy(before)
+    into = _servers(after, path, keys)
     restored = [name for name, entry in servers.items() if is_ours(entry)]
     for name in restored:
-        after[target.key][name] = unwrapped(servers[name])
+        into[name] = unwrapped(servers[name])
     return [Change(path, before, after, f"{', '.join(restored)} restored to run without the proxy",
                    "the proxy is not installed there", json_text)]  # fmt: skip
 
@@ -190,7 +203,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
             if not os.path.exists(path):
                 continue
             try:
-                servers = _servers(read_json(path), path, target.key)
+                servers = _servers(read_json(path), path, target.keys(scope, project))
             except SettingsError as err:
                 checks.append(Check(BAD, f"mcp-proxy {name}", str(err), "fix the file by hand"))
                 continue
