@@ -168,7 +168,10 @@ class Proxy:
                     threading.Thread(target=self._warm, daemon=True).start()
                 if not data and fd == server_out:
                     selector.close()
-                    return "client" if deadline is not None else "server"
+                    if deadline is not None:  # the client left first; the server has finished
+                        self._drain(self.client_out)
+                        return "client"
+                    return "server"
                 if not data:  # the client is done: the server gets the rest, then EOF, and may finish
                     selector.unregister(client_in)
                     if self.server_in in writing:
@@ -199,17 +202,23 @@ class Proxy:
             return
         del waiting[:written]
 
-    def _drain(self, fd: int) -> None:
-        """Write out what waits for `fd`, blocking: the proxy is about to stop."""
+    def _drain(self, fd: int, seconds: float = STOP_SECONDS) -> None:
+        """Write out what waits for `fd` before the proxy stops, for at most `seconds`: a side that
+        stopped reading does not hold the proxy up."""
         waiting = self.outbox.get(fd)
         if not waiting:
             return
-        try:
-            os.set_blocking(fd, True)
-            while waiting:
-                del waiting[: os.write(fd, waiting[:CHUNK])]
-        except OSError:
-            waiting.clear()
+        deadline = time.monotonic() + seconds
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_WRITE)
+            while waiting and selector.select(max(0.0, deadline - time.monotonic())):
+                try:
+                    del waiting[: os.write(fd, waiting[:CHUNK])]
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    break
+        waiting.clear()
 
     def _warm(self) -> None:
         """Load the tokenizer now, so the first result does not wait for it."""
