@@ -232,8 +232,8 @@ class Proxy:
             pass  # the first result loads it, or reports why it cannot
 
     def _stop(self) -> None:
-        """The client went away (and the server did not finish in time): stop the child, release what it
-        never answered."""
+        """The client went away: see the child stopped (stdin closed, then SIGTERM, then SIGKILL, each
+        after STOP_SECONDS), and release what it never answered."""
         child = self.child
         assert child is not None
         if self.server_in in self.outbox:
