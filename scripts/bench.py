@@ -11,8 +11,10 @@ claude-code`, or `copilot`: Copilot CLI's own payloads, and the Claude-style one
 hooks of .claude/settings.json, which the claude-code entry hands to the copilot adapter), with the warm server up (the default) and with it off (every hook decides in
 its own process). Also: the ledger's reserve/commit under 1, 8 and 32 concurrent processes;
 the packer at 10 to 100k candidates; counting throughput against raw tiktoken; the warm
-server's round trip; and the transports Claude Code offers besides a command (an HTTP
-endpoint, an MCP tool over stdio), measured as round trips to the same decision code.
+server's round trip; the transports Claude Code offers besides a command (an HTTP
+endpoint, an MCP tool over stdio), measured as round trips to the same decision code; and the
+MCP proxy per call beside the bare server (and beside the MCP Python SDK's transports, when
+the SDK is installed).
 """
 
 from __future__ import annotations
@@ -403,6 +405,133 @@ def time_transports(runs: int) -> list[dict[str, Any]]:
     return rows
 
 
+ENGRAM_STANDIN = ROOT / "tests" / "e2e" / "engram_mcp.py"
+PROXY = ROOT / "governor" / "runtime" / "proxy.py"
+# The MCP Python SDK's own stdio transports (stdio_server to the client, stdio_client to the server),
+# relaying every message and deciding nothing: what building the proxy on the SDK would cost at least.
+SDK_RELAY = """
+import os, sys, anyio
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.server.stdio import stdio_server
+
+async def main():
+    params = StdioServerParameters(command=sys.argv[1], args=sys.argv[2:], env=dict(os.environ))
+    async with stdio_server() as (c_read, c_write), stdio_client(params) as (s_read, s_write):
+        async with anyio.create_task_group() as tg:
+            async def down():
+                async for m in c_read:
+                    if not isinstance(m, Exception):
+                        await s_write.send(m)
+                tg.cancel_scope.cancel()
+            async def up():
+                async for m in s_read:
+                    if not isinstance(m, Exception):
+                        await c_write.send(m)
+                tg.cancel_scope.cancel()
+            tg.start_soon(down)
+            tg.start_soon(up)
+        await c_write.aclose()
+anyio.run(main)
+"""
+
+
+class McpConnection:
+    """A stdio MCP server (or a proxy in front of one), spoken to line by line as a client would."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.n = 0
+        self.rpc(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
+        )
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        self.proc.stdin.flush()
+
+    def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.n += 1
+        self.proc.stdin.write(
+            (json.dumps({"jsonrpc": "2.0", "id": self.n, "method": method, "params": params}) + "\n").encode()
+        )
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(30)
+
+
+def time_proxy(runs: int) -> list[dict[str, Any]]:
+    """Per call, side by side in one run: the Engram stand-in bare, behind the proxy, and behind the SDK's
+    transports. Each connection serves 20 calls (then a fresh one: a new session, so a new turn); the
+    policy lifts the per-turn caps so every call takes the whole governed path (reserve, clamp check,
+    relay, count in o200k_base, trim check, commit, audit)."""
+    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+    import seed
+
+    box = Sandbox("o200k_base", warm=False)
+    (box.dir / "project" / ".memory-governor" / "policy.yaml").write_text(
+        "limits:\n  max_search_calls: {value: 1000, enforce: block}\n"
+        "  max_memory_tokens_injected: {value: 10000000, enforce: block}\n")  # fmt: skip
+    env = {**box.env, "ENGRAM_SEED": str(seed.write_engram_seed(box.dir / "seed.json"))}
+    server = [PY, str(ENGRAM_STANDIN)]
+    kinds: dict[str, list[str]] = {
+        "bare": server,
+        "proxy": [PY, "-I", "-S", str(PROXY), "--name", "engram", "--", *server],
+    }
+    try:
+        import mcp  # noqa: F401
+
+        kinds["sdk"] = [PY, "-c", SDK_RELAY, *server]
+    except ImportError:
+        pass
+    calls = {"governed": ("mem_search", {"query": "jwt auth", "limit": 3}), "relayed": ("mem_stats", {})}
+    samples: dict[tuple[str, str], list[float]] = {(k, c): [] for k in kinds for c in calls}
+    cpu: dict[tuple[str, str], list[float]] = {(k, c): [] for k in kinds for c in calls}
+    for call_name, (tool, arguments) in calls.items():
+        for _ in range(max(1, runs // 4)):
+            conns = {kind: McpConnection(command, {**env, "CLAUDE_PROJECT_DIR": str(box.dir / "project")})
+                     for kind, command in kinds.items()}  # fmt: skip
+            for conn in conns.values():  # warm-up: the proxy loads the tokenizer with its first result
+                conn.rpc("tools/call", {"name": "mem_search", "arguments": {"query": "warm", "limit": 3}})
+            time.sleep(0.2)
+            before = {kind: cpu_seconds(conn.proc.pid) for kind, conn in conns.items()}
+            for _ in range(20):
+                for kind, conn in conns.items():
+                    started = time.perf_counter()
+                    answer = conn.rpc("tools/call", {"name": tool, "arguments": arguments})
+                    samples[(kind, call_name)].append(time.perf_counter() - started)
+                    if call_name == "governed":
+                        assert not answer["result"].get("isError"), answer
+            for kind, conn in conns.items():
+                used = cpu_seconds(conn.proc.pid)
+                if used is not None and before[kind] is not None:
+                    cpu[(kind, call_name)].append((used - before[kind]) / 20)
+                conn.close()
+    bare = {c: statistics.median(samples[("bare", c)]) for c in calls}
+    names = {"bare": "the Engram stand-in alone", "proxy": "behind `memory-governor proxy`",
+             "sdk": "behind the MCP Python SDK's stdio transports (relay only, nothing decided)"}  # fmt: skip
+    rows = []
+    for (kind, call_name), values in samples.items():
+        median = statistics.median(values)
+        spent = cpu[(kind, call_name)]
+        rows.append({"server": names[kind], "kind": kind, "call": call_name, "median_ms": median * 1000,
+                     "p95_ms": pct(values, 0.95) * 1000, "over_bare_ms": (median - bare[call_name]) * 1000,
+                     "cpu_ms": statistics.median(spent) * 1000 if spent else None, "n": len(values)})  # fmt: skip
+    return rows
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time a process has used so far, in seconds, to the nanosecond (Linux); None elsewhere."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def time_policy(runs: int) -> list[dict[str, Any]]:
     """Loading the compiled policy (what a hook does) against building it from the YAML files."""
     box = Sandbox("o200k_base", warm=False)
@@ -523,7 +652,37 @@ def markdown(result: dict[str, Any], command: str) -> str:
               "silently. Claude Code's `http` and `mcp_tool` hook types avoid the process start, but when nothing "
               "answers the call is a non-blocking error: the gate opens without a word. They are measured here for "
               "comparison, not offered.", ""]  # fmt: skip
+    lines += proxy_markdown(result, command).splitlines()
     return "\n".join(lines)
+
+
+PROXY_BEGIN = "<!-- proxy section: written by scripts/bench.py (a whole run, or --only proxy --write FILE) -->"
+PROXY_END = "<!-- end of proxy section -->"
+
+
+def proxy_markdown(result: dict[str, Any], command: str) -> str:
+    """The MCP proxy section, between markers, so `--only proxy --write` can replace it alone."""
+    lines = [PROXY_BEGIN]
+    lines += ["## MCP proxy (per tools/call, a warm connection)", "",
+              f"Measured {result['date']} by `{command}`, load average {result.get('load', '?')}. "
+              "Each call timed from the client's write to its read of the answer, the three servers "
+              "interleaved call by call. *governed*: `mem_search` (limit 3), every call allowed (the bench "
+              "policy lifts the per-turn caps), so each takes the whole path: reserve, relay, count in "
+              "o200k_base, commit, audit. *relayed*: `mem_stats`, a tool the policy does not govern.", "",
+              "| server | call | median | p95 | over bare | CPU of that process per call |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in result["proxy"]:
+        over = "—" if r["kind"] == "bare" else f"+{r['over_bare_ms']:.2f} ms"
+        spent = f"{r['cpu_ms']:.2f} ms" if r["cpu_ms"] is not None else "—"
+        lines.append(
+            f"| {r['server']} | {r['call']} | {r['median_ms']:.2f} ms | {r['p95_ms']:.2f} ms | {over} | {spent} |"
+        )
+    lines += ["", "CPU: what the proxy process itself (not the server behind it) spends per call, from "
+              "/proc/PID/schedstat; less sensitive to a busy machine than the wall-clock figures.", ""]  # fmt: skip
+    proxy = next(r for r in result["proxy"] if r["kind"] == "proxy" and r["call"] == "governed")
+    met = "met" if proxy["over_bare_ms"] <= 1 else "**not met**"
+    lines += [f"Target: the proxy adds ≤ 1 ms per governed call over the bare server (median): "
+              f"+{proxy['over_bare_ms']:.2f} ms, {met}.", ""]  # fmt: skip
+    return "\n".join([*lines, PROXY_END, ""])
 
 
 def main() -> int:
@@ -534,8 +693,28 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--harness", choices=("claude-code", "gemini-cli"),
                         help="Only the hook table, with this harness's payloads.")  # fmt: skip
+    parser.add_argument("--only", choices=["proxy"], help="Time one section and print its rows (writes nothing).")
     args = parser.parse_args()
     runs = 5 if args.quick else args.runs
+    if args.only == "proxy":
+        only = {"date": time.strftime("%Y-%m-%d"), "proxy": time_proxy(runs),
+                "load": " / ".join(f"{x:.1f}" for x in os.getloadavg())}  # fmt: skip
+        if args.write:
+            text = args.write.read_text(encoding="utf-8") if args.write.exists() else ""
+            command = f"./scripts/bench.sh --only proxy --runs {runs} --write {args.write}"
+            fresh = proxy_markdown(only, command)
+            if PROXY_BEGIN in text and PROXY_END in text:
+                head, rest = text.split(PROXY_BEGIN, 1)
+                text = head + fresh.rstrip("\n") + rest.split(PROXY_END, 1)[1]
+            else:
+                text = text.rstrip("\n") + "\n\n" + fresh
+            args.write.write_text(text, encoding="utf-8")
+        for row in only["proxy"]:
+            print(
+                f"{row['server']:80} {row['call']:9} {row['median_ms']:6.2f} ms  p95 {row['p95_ms']:6.2f} ms  "
+                f"over bare {row['over_bare_ms']:+.2f} ms  cpu {row['cpu_ms'] or 0:.2f} ms  (n={row['n']})"
+            )
+        return 0
     units = ("o200k_base",) if args.quick else UNITS
     subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "governor")], check=True)
     result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "machine": machine()}
@@ -550,6 +729,8 @@ def main() -> int:
     result["counting"] = time_counting()
     result["transports"] = time_transports(runs)
     result["policy"] = time_policy(runs)
+    result["proxy"] = time_proxy(runs)
+    result["load"] = " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
     def find(event: str, path: str = "warm server") -> dict[str, Any]:
         return next(
@@ -557,6 +738,7 @@ def main() -> int:
         )
 
     socket_row = result["transports"][0]
+    proxy_row = next(r for r in result["proxy"] if r["kind"] == "proxy" and r["call"] == "governed")
     packer_10k = next((r for r in result["packer"] if r["candidates"] == 10_000), None)
     result["targets"] = [
         ("PreToolUse (memory tool) ≤ 2.5× bare", f"{find('PreToolUse (memory tool)')['ratio']:.2f}×",
@@ -567,6 +749,8 @@ def main() -> int:
         ("warm decision round trip ≤ 2 ms", f"{socket_row['median_ms']:.2f} ms", socket_row["median_ms"] <= 2),
         ("packer at 10k candidates ≤ 100 ms", f"{packer_10k['median_ms']:.1f} ms" if packer_10k else "-",
          bool(packer_10k and packer_10k["median_ms"] <= 100)),
+        ("MCP proxy adds ≤ 1 ms per governed call over the bare server (median)", f"+{proxy_row['over_bare_ms']:.2f} ms",
+         proxy_row["over_bare_ms"] <= 1),
         ("32 concurrent reserves answered ≤ 1 s, exact", f"{result['race']['all_answered_ms']:.0f} ms, "
          f"{result['race']['granted']} of limit 2 granted", result["race"]["all_answered_ms"] <= 1000 and result["race"]["granted"] == 2),
     ]  # fmt: skip

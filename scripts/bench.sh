@@ -9,5 +9,7 @@ PY="${PYTHON:-python3}"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$ROOT"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$ROOT"
+# The MCP Python SDK, for the row that times its stdio transports beside the proxy (not a dependency).
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "mcp>=2.3,<3"
 cd "$ROOT"
 exec "$VENV/bin/python" scripts/bench.py "$@"

@@ -14,12 +14,25 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from governor.commands import classify, demo, doctor, harnesses, install, ledger, policy, review, serve, tokens
+    from governor.commands import (
+        classify,
+        demo,
+        doctor,
+        harnesses,
+        install,
+        ledger,
+        policy,
+        proxy,
+        review,
+        serve,
+        tokens,
+    )
 
     cli.add_command(policy.group)
     cli.add_command(install.install)
     cli.add_command(install.uninstall)
     cli.add_command(serve.command)
+    cli.add_command(proxy.command)
     cli.add_command(classify.command)
     cli.add_command(tokens.count)
     cli.add_command(tokens.brief)

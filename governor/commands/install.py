@@ -1,7 +1,7 @@
 """`memory-governor install HARNESS` / `uninstall HARNESS`: the hooks in a harness's settings.
 
 Each harness's setup module (governor/harnesses/<name>/setup.py) says which files change and
-how; this command shows (`--dry-run`) or applies the change with the promises of
+how (one that installs into other programs' configs lists them as CLIENTS: `--client`); this command shows (`--dry-run`) or applies the change with the promises of
 governor.harnesses.settings: idempotent, atomic, backed up, other hooks kept, invalid files
 refused.
 """
@@ -23,20 +23,34 @@ def _project(project: str | None) -> str:
     return os.path.abspath(project or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
 
 
-def _setup(harness: str, scope: str) -> ModuleType:
+def _setup(harness: str, scope: str | None, client: str | None) -> tuple[ModuleType, str, dict[str, str]]:
+    """The harness's setup module, the scope (its first when none is given), and the options its
+    plans take: a setup that installs into other programs' configs (CLIENTS) needs --client."""
     setup = harnesses.part(harness, "setup")
     if setup is None:
         raise click.ClickException(f"{harness} cannot be installed: it has no setup module")
-    if scope not in setup.SCOPES:
-        raise click.BadParameter(f"{harness} has no {scope!r} scope: use one of {', '.join(setup.SCOPES)}",
+    clients = getattr(setup, "CLIENTS", None)
+    if clients is None and client:
+        raise click.BadParameter(
+            f"{harness} installs into its own settings: it takes no --client", param_hint="--client"
+        )
+    if clients is not None and client not in clients:
+        raise click.BadParameter(f"{harness} needs --client, one of: {', '.join(clients)}", param_hint="--client")
+    scopes = setup.scopes(client) if clients is not None else setup.SCOPES
+    scope = scope or scopes[0]
+    if scope not in scopes:
+        where = f"{harness} --client {client}" if client else harness
+        raise click.BadParameter(f"{where} has no {scope!r} scope: use one of {', '.join(scopes)}",
                                  param_hint="--scope")  # fmt: skip
-    return setup
+    return setup, scope, ({"client": client} if clients is not None and client else {})
 
 
 _HARNESS = click.argument("harness", type=click.Choice(harnesses.names()))
-_SCOPE = click.option("--scope", type=click.Choice(["project", "user", "local"]), default="project", show_default=True,
+_SCOPE = click.option("--scope", type=click.Choice(["project", "user", "local"]), default=None,
                       help="project: in the project's settings (committed); local: its uncommitted settings; "
-                      "user: your own, for every project.")  # fmt: skip
+                      "user: your own, for every project. Default: the harness's (or client's) first.")  # fmt: skip
+_CLIENT = click.option("--client", help="mcp-proxy: the MCP client whose configuration starts the memory server "
+                       "(claude-desktop, cursor, windsurf, claude-code, gemini-cli, vscode).")  # fmt: skip
 _PROJECT = click.option("--project", type=click.Path(file_okay=False), help="The project directory (default: here).")
 _DRY_RUN = click.option("--dry-run", is_flag=True, help="Show the settings that would be written; change nothing.")
 
@@ -44,17 +58,18 @@ _DRY_RUN = click.option("--dry-run", is_flag=True, help="Show the settings that 
 @click.command("install")
 @_HARNESS
 @_SCOPE
+@_CLIENT
 @_PROJECT
 @_DRY_RUN
-def install(harness: str, scope: str, project: str | None, dry_run: bool) -> int:
-    """Install the hooks into a harness's settings."""
-    setup = _setup(harness, scope)
+def install(harness: str, scope: str | None, client: str | None, project: str | None, dry_run: bool) -> int:
+    """Install the hooks into a harness's settings (mcp-proxy: the proxy into an MCP client's)."""
+    setup, scope, options = _setup(harness, scope, client)
     root = _project(project)
     policy, notices = compiled.load(os.environ, root, state_dir(os.environ))
     for notice in notices:
         click.echo(notice, err=True)
     try:
-        for change in setup.plan_install(policy.data, scope, root):
+        for change in setup.plan_install(policy.data, scope, root, **options):
             apply(change, dry_run, click.echo)
     except (SettingsError, OSError) as err:
         raise click.ClickException(str(err)) from err
@@ -64,13 +79,14 @@ def install(harness: str, scope: str, project: str | None, dry_run: bool) -> int
 @click.command("uninstall")
 @_HARNESS
 @_SCOPE
+@_CLIENT
 @_PROJECT
 @_DRY_RUN
-def uninstall(harness: str, scope: str, project: str | None, dry_run: bool) -> int:
+def uninstall(harness: str, scope: str | None, client: str | None, project: str | None, dry_run: bool) -> int:
     """Remove memory-governor's hooks from a harness's settings, keeping all others."""
-    setup = _setup(harness, scope)
+    setup, scope, options = _setup(harness, scope, client)
     try:
-        for change in setup.plan_uninstall(scope, _project(project)):
+        for change in setup.plan_uninstall(scope, _project(project), **options):
             apply(change, dry_run, click.echo)
     except (SettingsError, OSError) as err:
         raise click.ClickException(str(err)) from err

@@ -349,16 +349,19 @@ def _pre_tool(case: _Case) -> Decision:
             return _route(case, route["name"], f"Use the memory server's {route['use']} tool instead.")
         return _dispatch(case) if _is_dispatch(case) else Decision()
     role = spec["role"]
+    ledger, event, now = case.ledger, case.event, case.world.now
+    if event.call_id:
+        # A call seen before is answered before any turn is looked up: a second observer of the
+        # same call (an MCP proxy behind a client whose hooks decided it) must not move the turn.
+        repeat = _repeat(ledger.call(case.session, key(event.call_id)))
+        if repeat is not None:
+            return repeat
     case.enter_turn()
     _attribute(case)
-    ledger, event, now = case.ledger, case.event, case.world.now
     call_id = case.new_call_id()
-    prior = ledger.call(case.session, call_id)
-    if prior is not None:
-        # The same call seen again counts once; a refusal stays a refusal.
-        if prior[0] == "denied":
-            return Decision(ev.DENY, "repeat", "memory-governor: this call was already refused; do not retry it.")
-        return Decision(code="repeat")
+    repeat = _repeat(ledger.call(case.session, call_id)) if not event.call_id else None
+    if repeat is not None:
+        return repeat
     decision, expected = _judge(case, spec)
     if decision.kind == ev.DENY and case.policy.mode == "enforce":
         ledger.deny(case.session, case.turn, call_id, role, event.tool or "", case.agent, now)
@@ -371,6 +374,15 @@ def _pre_tool(case: _Case) -> Decision:
     extra = _add_context(case, ["static:save_over_limit"]) if decision.code == "save_over_limit" else 0
     case.record(decision, role, counted=expected, delivered=extra)
     return decision
+
+
+def _repeat(prior: Any) -> Decision | None:
+    """The same call seen again counts once; a refusal stays a refusal."""
+    if prior is None:
+        return None
+    if prior[0] == "denied":
+        return Decision(ev.DENY, "repeat", "memory-governor: this call was already refused; do not retry it.")
+    return Decision(code="repeat")
 
 
 RAW_LINES = 3  # lines of an earlier full fetch found verbatim in a dispatch prompt

@@ -12,6 +12,7 @@ pays it once for every hook.
 
 from __future__ import annotations
 
+import _thread
 import os
 import re
 
@@ -105,13 +106,17 @@ def pieces(text: str, size: int = CHUNK) -> Iterator[str]:
 
 
 _counters: dict[str, Counter] = {}
+_building = _thread.allocate_lock()  # a process that warms up in a thread must not build it twice at once
 
 
 def counter(unit: str) -> Counter:
-    """The counter for `unit`, built once per process."""
+    """The counter for `unit`, built once per process (also when two threads ask at once)."""
     found = _counters.get(unit)
     if found is None:
-        found = _counters[unit] = build(unit)
+        with _building:
+            found = _counters.get(unit)
+            if found is None:
+                found = _counters[unit] = build(unit)
     return found
 
 

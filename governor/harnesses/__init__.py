@@ -36,6 +36,7 @@ REGISTRY = {
     "codex": "governor.harnesses.codex",
     "copilot": "governor.harnesses.copilot",
     "gemini-cli": "governor.harnesses.gemini_cli",
+    "mcp-proxy": "governor.harnesses.mcp_proxy",
 }
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -43,6 +43,15 @@ def _read_json(path: str) -> Any:
 
 
 _memo: dict[str, tuple[list[list[Any]], CompiledPolicy]] = {}  # a long-lived process skips re-reading
+_recent: dict[tuple[Any, ...], tuple[float, CompiledPolicy]] = {}  # with recheck_every: the last clean load
+_recheck_seconds = 0.0
+
+
+def recheck_every(seconds: float) -> None:
+    """For a long-lived process that decides many events of one project (the MCP proxy): look at the
+    policy files at most every `seconds` (finding and stating them is most of a load's cost)."""
+    global _recheck_seconds
+    _recheck_seconds = seconds
 
 
 def load(env: Mapping[str, str], cwd: str | None, state: str) -> tuple[CompiledPolicy, list[str]]:
@@ -51,6 +60,22 @@ def load(env: Mapping[str, str], cwd: str | None, state: str) -> tuple[CompiledP
     Compiles on a cache miss. A broken policy never stops enforcement: the last valid
     compile for this project is used, else the shipped default, and the notice says so.
     """
+    recent_key: tuple[Any, ...] = ()
+    if _recheck_seconds:
+        import time
+
+        now = time.monotonic()
+        recent_key = (cwd, state, env.get("MEMORY_GOVERNOR_POLICY"), env.get("XDG_CONFIG_HOME"), env.get("HOME"))
+        recent = _recent.get(recent_key)
+        if recent is not None and now - recent[0] < _recheck_seconds:
+            return recent[1], []
+    policy, notices = _load(env, cwd, state)
+    if recent_key and not notices:
+        _recent[recent_key] = (now, policy)
+    return policy, notices
+
+
+def _load(env: Mapping[str, str], cwd: str | None, state: str) -> tuple[CompiledPolicy, list[str]]:
     sources = Sources(env, cwd)
     signature = sources.signature()
     try:

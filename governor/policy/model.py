@@ -255,6 +255,16 @@ class Runtime(Strict):
     )
 
 
+class Proxy(Strict):
+    """The MCP proxy (`memory-governor proxy`), for clients whose calls carry no turn id."""
+
+    turn_gap_seconds: Annotated[int, Field(ge=1, le=86_400)] = Field(
+        60,
+        description="With no turn from the client or its hooks: a governed call after this many quiet seconds "
+        "(no memory call in flight or answered) starts a new turn.",
+    )
+
+
 class Policy(Strict):
     """The whole policy. Field order is the order `explain` and the rendered Markdown use."""
 
@@ -274,6 +284,7 @@ class Policy(Strict):
     routes: list[Route] = Field(default_factory=list, description="Other ways to the memory, refused.")
     ledger: Ledger
     runtime: Runtime = Runtime()
+    proxy: Proxy = Proxy()
     loosen_allowed: list[Name] = Field(
         default_factory=list,
         description="Dotted keys a local override may loosen (e.g. limits.max_search_calls).",

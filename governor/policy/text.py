@@ -166,6 +166,11 @@ def render_markdown(policy: dict[str, Any], source_name: str) -> str:
         f"sessions are kept {policy['ledger']['retention_days']} days; memory contents are "
         f"{'recorded' if policy['ledger']['record_contents'] else 'never recorded'}.",
         "",
+        "## MCP proxy",
+        "",
+        f"For a client with no hooks, a governed call after {policy['proxy']['turn_gap_seconds']} quiet seconds "
+        "starts a new turn.",
+        "",
     ]
     return "\n".join(lines)
 

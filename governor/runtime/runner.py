@@ -59,8 +59,15 @@ class Outcome:
         return "".join(f"{line}\n" for line in self.errors).encode("utf-8", "backslashreplace")
 
 
-def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None = None) -> Outcome:
-    """Decide one hook event. Never raises. `now` replaces the clock (replay plays recorded time)."""
+_UNREAD: Any = object()  # respond: the payload is still to be parsed from the raw bytes
+
+
+def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None = None,
+            payload: Any = _UNREAD) -> Outcome:  # fmt: skip
+    """Decide one hook event. Never raises. `now` replaces the clock (replay plays recorded time).
+
+    A long-lived caller that has parsed the event already (the MCP proxy) passes `payload`
+    instead of the bytes, and gets the same decision, errors and on_error handling."""
     out = Outcome()
     try:
         adapter = harnesses.adapter(harness)
@@ -71,20 +78,21 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
     event: Event | None = None
     policy: CompiledPolicy | None = None
     try:
-        if len(raw) > MAX_INPUT:
+        if payload is _UNREAD and len(raw) > MAX_INPUT:
             name = adapter.sniff_event(raw[:4096])
             raise adapter.BadPayload(f"the hook input is larger than {MAX_INPUT} bytes")
-        if raw.count(b",") + raw.count(b":") > MAX_VALUES:
-            name = adapter.sniff_event(raw[:4096])
-            raise adapter.BadPayload(f"the hook input holds more than {MAX_VALUES} JSON values")
-        try:
-            payload = json.loads(raw)
-        except ValueError as err:
-            name = adapter.sniff_event(raw[:4096])
-            raise adapter.BadPayload(f"the hook input is not valid JSON ({err})") from None
-        except RecursionError:
-            name = adapter.sniff_event(raw[:4096])
-            raise adapter.BadPayload("the hook input is nested too deeply to read") from None
+        if payload is _UNREAD:
+            if raw.count(b",") + raw.count(b":") > MAX_VALUES:
+                name = adapter.sniff_event(raw[:4096])
+                raise adapter.BadPayload(f"the hook input holds more than {MAX_VALUES} JSON values")
+            try:
+                payload = json.loads(raw)
+            except ValueError as err:
+                name = adapter.sniff_event(raw[:4096])
+                raise adapter.BadPayload(f"the hook input is not valid JSON ({err})") from None
+            except RecursionError:
+                name = adapter.sniff_event(raw[:4096])
+                raise adapter.BadPayload("the hook input is nested too deeply to read") from None
         sender = adapter.foreign(payload, env) if hasattr(adapter, "foreign") else None
         if sender is not None:  # another harness ran this one's hooks (it reads its settings)
             if sender not in harnesses.REGISTRY:
@@ -253,7 +261,7 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
     # Unread input: closed applies when it names an event the harness can deny or withhold.
     deniable = event is None and adapter.refusal(name, "") is not None
     closed = on_error == "closed" and (governed or deniable)
-    verdict = "denied, their results withheld (on_error: closed)" if closed else "let through (on_error: open)"
+    verdict = "denied (on_error: closed)" if closed else "let through (on_error: open)"
     message = f"memory-governor could not decide ({what}); memory calls are {verdict}."
     out.errors.append(message)
     _log_error(env, message)
