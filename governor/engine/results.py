@@ -14,8 +14,8 @@ the whole result is consistent: a search's hits are numbered 1..N under its own 
 memories:" header, a timeline has one focus with older ids before it and newer after. A hit
 line forged inside a preview or title breaks that count or order, so the result surfaces
 nothing; text that merely mentions an id (an echoed query, an unknown format) surfaces
-nothing either. At most MAX_ENTRIES entries are told apart; the rest of a result stays in
-the last one.
+nothing either. (A search cut to its first k hits, as a trim renders it, is consistent.)
+At most MAX_ENTRIES entries are told apart; the rest of a result stays in the last one.
 
 Hot path (PostToolUse): standard library only; `re` is already loaded by `json`.
 """
@@ -135,8 +135,10 @@ def _search(text: str) -> Parsed | None:
     if header is None or not hits:
         return None
     numbers = [int(hit.group(1)) for hit in hits]
-    if numbers != list(range(1, int(header.group(1)) + 1)):
-        return None  # more hit lines than the header counts, or out of order: something was forged
+    if numbers != list(range(1, len(numbers) + 1)) or len(numbers) > int(header.group(1)):
+        # More hit lines than the header counts, or out of order: something was forged. (Fewer, in
+        # order, is a result cut to its first hits, as a trim or a clamped replay renders it.)
+        return None
     hits = hits[:MAX_ENTRIES]
     footer = _SEARCH_FOOTER.search(text, hits[-1].start())
     end = footer.start() if footer else len(text)
