@@ -46,6 +46,8 @@ FETCH_50K = (
     + ("\nSession: s\nProject: p\nScope: project\nDuplicates: 1\nRevisions: 1\nCreated: 2026-01-01 00:00:00")
 )
 UNITS = ("o200k_base", "cl100k_base", "chars", "chars_div4")
+# No pattern of the shipped policy matches it: every pattern is tried, then the memory-need model decides.
+UNMATCHED = "The export job hangs at 99% like it did in spring, what did we change back then?"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -105,6 +107,7 @@ def bare() -> float:
 def hook_cases(unit: str) -> dict[str, Any]:
     return {
         "UserPromptSubmit": lambda s: s.payload("UserPromptSubmit", prompt="where did we leave off with the importer?"),
+        "UserPromptSubmit (no pattern: the model decides)": lambda s: s.payload("UserPromptSubmit", prompt=UNMATCHED),
         "PreToolUse (memory tool)": lambda s: s.payload("PreToolUse", tool_name="mcp__engram__mem_search",
                                                         tool_input={"query": "importer", "limit": 10}),
         "PreToolUse (non-memory tool)": lambda s: s.payload("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}),
@@ -392,6 +395,69 @@ def time_policy(runs: int) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+def time_need_model(runs: int) -> dict[str, Any]:
+    """The memory-need model: loading it (a new process, a warm one) and one decision with it."""
+    from governor.engine import need_model
+    from governor.engine.classify import classify, fold
+    from governor.policy import compiled
+
+    load = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); import json, re; from governor.engine import need_model"
+            "{}")  # fmt: skip
+    samples: dict[str, list[float]] = {"bare": [], "without": [], "with": []}
+    for _ in range(runs):
+        for name, code in (
+            ("bare", "pass"),
+            ("without", load.format("")),
+            ("with", load.format("; need_model.load()")),
+        ):
+            started = time.perf_counter()
+            subprocess.run([PY, "-S", "-c", code], check=True)
+            samples[name].append(time.perf_counter() - started)
+    raw = Path(need_model.WEIGHTS).read_bytes()
+    parse = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        need_model.parse(raw)
+        parse.append(time.perf_counter() - started)
+    box = Sandbox("o200k_base", warm=False)
+    policy, _ = compiled.load(box.env, str(box.dir / "project"), box.env["MEMORY_GOVERNOR_STATE_DIR"])
+    needs = policy.data["memory_needs"]
+    prompts = []
+    for file in sorted((ROOT / "tests" / "fixtures").glob("memory_needs*.jsonl")):
+        prompts += [
+            json.loads(line)["prompt"] for line in file.read_text(encoding="utf-8").splitlines() if line.strip()
+        ]
+    unmatched = [p for p in prompts if classify(p, {**needs, "model_threshold": 1.0}).via != "pattern"]
+    model = need_model.load()
+    decide: list[float] = []
+    alone: list[float] = []
+    for _ in range(3):
+        for prompt in unmatched:
+            started = time.perf_counter()
+            assert classify(prompt, needs).via in ("model", "cues", "default")
+            decide.append(time.perf_counter() - started)
+            folded = fold(prompt)
+            started = time.perf_counter()
+            model.probabilities(folded)
+            alone.append(time.perf_counter() - started)
+    paste = (ROOT / "governor" / "engine" / "decide.py").read_text(encoding="utf-8")  # a long paste
+    worst = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        model.probabilities(fold(paste))
+        worst.append(time.perf_counter() - started)
+    return {
+        "bytes": len(raw), "features": len(model.keys),
+        "process_without_ms": statistics.median(samples["without"]) * 1000,
+        "process_with_ms": statistics.median(samples["with"]) * 1000,
+        "bare_ms": statistics.median(samples["bare"]) * 1000,
+        "parse_ms": statistics.median(parse) * 1000,
+        "prompts": len(unmatched), "decide_median_ms": statistics.median(decide) * 1000,
+        "decide_p95_ms": pct(decide, 0.95) * 1000, "paste_ms": statistics.median(worst) * 1000,
+        "model_median_ms": statistics.median(alone) * 1000, "model_p95_ms": pct(alone, 0.95) * 1000,
+    }  # fmt: skip
+
+
 def machine() -> str:
     cpu = ""
     try:
@@ -438,6 +504,19 @@ def markdown(result: dict[str, Any], command: str) -> str:
     ]
     for r in result["policy"]:
         lines.append(f"| {r['how']} | {r['process_ms']:.1f} ms | {r['ratio']:.2f} | {r['in_process_ms']:.2f} ms |")
+    nm = result["need_model"]
+    lines += ["", "## Memory-need model (the fallback when no pattern matches)", "",
+              f"need_model.json: {nm['bytes'] / 1024:.0f} KiB, {nm['features']:,} features. Loaded only by a "
+              "UserPromptSubmit whose prompt no pattern matches; the warm server loads it at start.", "",
+              "| what | median |", "|---|---|",
+              f"| a new process importing the model module | {nm['process_without_ms']:.1f} ms (bare {nm['bare_ms']:.1f} ms) |",
+              f"| the same, and loading the weights | {nm['process_with_ms']:.1f} ms |",
+              f"| loading the weights in a warm process | {nm['parse_ms']:.2f} ms |",
+              f"| the model's part of classifying a prompt, warm ({nm['prompts']} prompts of the labelled sets that no "
+              f"pattern matches; p95 {nm['model_p95_ms']:.2f} ms) | {nm['model_median_ms']:.2f} ms |",
+              f"| the whole classification of those prompts, warm (every pattern tried, then the model; p95 "
+              f"{nm['decide_p95_ms']:.2f} ms) | {nm['decide_median_ms']:.2f} ms |",
+              f"| the model on a 36 KB paste (its first 400 and last 300 characters) | {nm['paste_ms']:.2f} ms |"]  # fmt: skip
     lines += ["", "## Ledger: reserve + commit per operation", "", "| processes | operations | median | p95 | operations/s |",
               "|---|---|---|---|---|"]  # fmt: skip
     for r in result["ledger"]:
@@ -489,6 +568,7 @@ def main() -> int:
     result["counting"] = time_counting()
     result["transports"] = time_transports(runs)
     result["policy"] = time_policy(runs)
+    result["need_model"] = time_need_model(runs)
 
     def find(event: str, path: str = "warm server") -> dict[str, Any]:
         return next(
@@ -504,6 +584,10 @@ def main() -> int:
         ("PostToolUse, a search result in o200k_base ≤ 3× bare", f"{find('PostToolUse (search result)')['ratio']:.2f}×",
          find("PostToolUse (search result)")["ratio"] <= 3),
         ("warm decision round trip ≤ 2 ms", f"{socket_row['median_ms']:.2f} ms", socket_row["median_ms"] <= 2),
+        ("memory-need model's part of a prompt, warm, ≤ 2 ms (p95)", f"{result['need_model']['model_p95_ms']:.2f} ms",
+         result["need_model"]["model_p95_ms"] <= 2),
+        ("a whole classification the model decides, warm, ≤ 2 ms (median)", f"{result['need_model']['decide_median_ms']:.2f} ms",
+         result["need_model"]["decide_median_ms"] <= 2),
         ("packer at 10k candidates ≤ 100 ms", f"{packer_10k['median_ms']:.1f} ms" if packer_10k else "-",
          bool(packer_10k and packer_10k["median_ms"] <= 100)),
         ("32 concurrent reserves answered ≤ 1 s, exact", f"{result['race']['all_answered_ms']:.0f} ms, "
