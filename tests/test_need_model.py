@@ -192,3 +192,21 @@ def test_the_same_prompt_gets_the_same_probabilities_in_every_process(env: Env) 
 def test_doctor_reports_the_model(env: Env) -> None:
     out = env.cli("doctor")
     assert "memory-need model" in out.stdout and "features, 5 classes" in out.stdout, out.stdout
+
+
+def test_the_fresh_held_out_set_was_never_trained_on() -> None:
+    """tests/fixtures/memory_needs_fresh.jsonl measures prompts the model has not seen: it is not
+    among the training sets, and none of its prompts is in them."""
+    from governor.engine.classify import fold
+
+    document = json.loads(SHIPPED.read_text(encoding="utf-8"))
+    trained = [source["file"] for source in document["trained_from"]]
+    assert "tests/fixtures/memory_needs_fresh.jsonl" not in trained
+    seen = {
+        fold(json.loads(line)["prompt"]) for file in trained for line in (ROOT / file).read_text().splitlines() if line
+    }
+    fresh = [
+        json.loads(line) for line in (ROOT / "tests/fixtures/memory_needs_fresh.jsonl").read_text().splitlines() if line
+    ]
+    assert len(fresh) >= 150 and {row["lang"] for row in fresh} == {"en", "es"}
+    assert not [row["prompt"] for row in fresh if fold(row["prompt"]) in seen]
