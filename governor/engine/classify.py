@@ -97,7 +97,7 @@ def ask_model(text: str, needs: dict[str, Any]) -> ModelOpinion:
 
     A missing or unreadable weights file is no reason to fail a prompt: the opinion says why,
     and cue words and the default decide (`memory-governor doctor` reports it)."""
-    threshold = float(needs.get("model_threshold", 1.0))
+    threshold = float(needs.get("model_threshold", 0.5))  # the policy model's default
     if threshold >= 1:
         return ModelOpinion({}, threshold, "off (model_threshold: 1)")
     from governor.engine import need_model

@@ -77,7 +77,7 @@ class Server:
 
             policy, _ = compiled.load(self.env, self.env.get(WARM_PROJECT) or os.getcwd(), state_dir(self.env))
             counter(policy.unit).count("warm")
-            if policy.data["memory_needs"].get("model_threshold", 1) < 1:
+            if policy.data["memory_needs"].get("model_threshold", 0.5) < 1:
                 need_model.load()
         except Exception:
             pass  # a request will load what it needs, or report why it cannot
