@@ -35,9 +35,11 @@ def fold(text: str) -> str:
 
 
 def _pattern(source: str) -> re.Pattern[str]:
+    """The policy's pattern compiled, accents removed like the text; cached by its source as
+    written, so a prompt costs one dictionary lookup per pattern, not an accent strip."""
     found = _compiled.get(source)
     if found is None:
-        found = _compiled[source] = re.compile(source, re.I)
+        found = _compiled[source] = re.compile(strip_accents(source), re.I)
     return found
 
 
@@ -79,7 +81,7 @@ def classify(prompt: str, needs: dict[str, Any]) -> Verdict:
         if name in EVENT_DRIVEN:
             continue
         for pattern in needs["classes"][name]["patterns"]:
-            match = _pattern(strip_accents(pattern)).search(text)  # compiled on first use: stop early
+            match = _pattern(pattern).search(text)  # compiled on first use: stop early
             if match:
                 return Verdict(name, pattern, match.group(0))
     opinion = ask_model(text, needs)
