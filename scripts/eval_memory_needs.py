@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Precision, recall and F1 of the memory-need classifier on a labelled prompt set.
 
-    python scripts/eval_memory_needs.py [FILE ...] [--policy P] [--min-macro-f1 0.9] [--errors] [--markdown]
+    python scripts/eval_memory_needs.py [FILE ...] [--policy P] [--min-macro-f1 0.9] [--min-class-f1 0]
+        [--errors] [--markdown] [--model WEIGHTS] [--model-threshold T]
 
 FILE: JSON Lines of {"prompt", "label", "lang"} (default: tests/fixtures/memory_needs*.jsonl).
-Exits 1 when macro-F1 is below --min-macro-f1, so CI fails on a regression.
+Exits 1 when macro-F1 is below --min-macro-f1 or a class's F1 below --min-class-f1, so CI
+fails on a regression. --model and --model-threshold evaluate other weights (e.g. a model
+trained without one set, `train_memory_needs.py --without`) or another threshold.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from governor.engine import need_model  # noqa: E402
 from governor.engine.classify import classify  # noqa: E402
 from governor.policy import compiled  # noqa: E402
 from governor.state import state_dir  # noqa: E402
@@ -57,6 +61,9 @@ def main() -> int:
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--policy", help="A policy file (default: the effective policy here).")
     parser.add_argument("--min-macro-f1", type=float, default=0.9)
+    parser.add_argument("--min-class-f1", type=float, default=0.0)
+    parser.add_argument("--model", help="Weights to use instead of the shipped governor/engine/need_model.json.")
+    parser.add_argument("--model-threshold", type=float, help="Override memory_needs.model_threshold.")
     parser.add_argument("--errors", action="store_true", help="List every misclassified prompt.")
     parser.add_argument("--markdown", action="store_true", help="Print the table as Markdown.")
     args = parser.parse_args()
@@ -65,9 +72,21 @@ def main() -> int:
     if args.policy:
         env["MEMORY_GOVERNOR_POLICY"] = args.policy
     policy, _ = compiled.load(env, os.getcwd(), state_dir(env))
-    needs = policy.data["memory_needs"]
+    needs = dict(policy.data["memory_needs"])
+    if args.model_threshold is not None:
+        needs["model_threshold"] = args.model_threshold
+    if args.model:
+        need_model.WEIGHTS = os.path.abspath(args.model)
     rows = load(files)
-    predicted = [classify(r["prompt"], needs).need for r in rows]
+    verdicts = [classify(r["prompt"], needs) for r in rows]
+    predicted = [v.need for v in verdicts]
+    decided_by = Counter(v.via for v in verdicts)
+    right_by = Counter(v.via for v, r in zip(verdicts, rows, strict=True) if v.need == r["label"])
+    parts = " · ".join(
+        f"{via} {decided_by[via]} ({right_by[via]} right)"
+        for via in ("pattern", "model", "cues", "default")
+        if decided_by[via]
+    )
     table, macro, accuracy = scores(rows, predicted)
     by_lang = {}
     for lang in sorted({r.get("lang", "?") for r in rows}):
@@ -83,6 +102,7 @@ def main() -> int:
             f"\nmacro-F1 {macro:.3f} · accuracy {accuracy:.3f} · "
             + " · ".join(f"{k} macro-F1 {v:.3f}" for k, v in by_lang.items())
         )
+        print(f"\ndecided by: {parts}")
     else:
         print(f"{'memory_need':24} {'precision':>9} {'recall':>7} {'F1':>6} {'prompts':>8}")
         for label, row in table.items():
@@ -91,16 +111,22 @@ def main() -> int:
             f"macro-F1 {macro:.3f}  accuracy {accuracy:.3f}  over {len(rows)} prompts from {', '.join(f.name for f in files)}"
         )
         print("by language: " + ", ".join(f"{k} macro-F1 {v:.3f}" for k, v in by_lang.items()))
+        print(f"decided by: {parts}")
     if args.errors:
         confusion = Counter((r["label"], p) for r, p in zip(rows, predicted, strict=True) if r["label"] != p)
         print("\nconfusions (true -> predicted):", dict(confusion))
-        for r, p in zip(rows, predicted, strict=True):
-            if r["label"] != p:
-                print(f"  {r['where']}: {r['label']} -> {p}: {r['prompt']}")
+        for r, v in zip(rows, verdicts, strict=True):
+            if r["label"] != v.need:
+                print(f"  {r['where']}: {r['label']} -> {v.need} ({v.via}): {r['prompt']}")
+    failed = False
     if macro < args.min_macro_f1:
         print(f"FAIL: macro-F1 {macro:.3f} is below {args.min_macro_f1}", file=sys.stderr)
-        return 1
-    return 0
+        failed = True
+    for label, row in table.items():
+        if row["support"] and row["f1"] < args.min_class_f1:
+            print(f"FAIL: {label} F1 {row['f1']:.3f} is below {args.min_class_f1}", file=sys.stderr)
+            failed = True
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -290,3 +290,10 @@ def test_installed_copy_finds_the_shipped_policy(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert check.returncode == 0, check.stderr
+    # the memory-need model is package data too: a prompt no pattern matches is decided by it
+    explain = subprocess.run(
+        [sys.executable, "-m", "governor", "classify", "the export job hangs at 99% like it did in spring",
+         "--explain", "--format", "json"],
+        env=env, capture_output=True, text=True, cwd=tmp_path, check=True,
+    )  # fmt: skip
+    assert json.loads(explain.stdout)["rule"]["via"] == "model", explain.stdout

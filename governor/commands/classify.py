@@ -4,18 +4,54 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import click
 
-from governor.engine.classify import classify, recall_phrase
+from governor.engine.classify import ModelOpinion, Verdict, ask_model, classify, fold, recall_phrase
 from governor.policy import compiled
 from governor.state import state_dir
+
+
+def _opinion(opinion: ModelOpinion) -> dict[str, Any]:
+    return {
+        "probabilities": {name: round(p, 4) for name, p in opinion.probabilities.items()},
+        "threshold": opinion.threshold,
+        "decides": opinion.decides,
+        "error": opinion.error,
+    }
+
+
+def _rule(verdict: Verdict, opinion: ModelOpinion, needs: dict[str, Any]) -> dict[str, Any]:
+    if verdict.via == "pattern":
+        return {"via": "pattern", "pattern": verdict.pattern, "matched": verdict.matched}
+    best = opinion.best
+    if verdict.via == "model" and best is not None:
+        return {"via": "model", "pattern": None, "score": round(best[1], 4), "threshold": opinion.threshold}
+    if verdict.via == "cues":
+        return {"via": "cues", "pattern": None, "cues": verdict.pattern, "threshold": needs["cue_threshold"]}
+    return {"via": "default", "pattern": None, "matched": None, "default": f"no pattern matched, {_abstained(opinion)} "
+            f"and too few cue words: the default class ({needs['default']})"}  # fmt: skip
+
+
+def _abstained(opinion: ModelOpinion) -> str:
+    best = opinion.best
+    if best is None:
+        return f"the model is {opinion.error}"
+    return f"the model abstained ({best[0]} {best[1]:.2f} < {opinion.threshold})"
+
+
+def _model_line(opinion: ModelOpinion) -> str:
+    if opinion.best is None:
+        return f"model: {opinion.error}"
+    ranked = ", ".join(f"{name} {p:.2f}" for name, p in opinion.probabilities.items())
+    return f"model: {ranked} (decides at {opinion.threshold} or more, when no pattern matches)"
 
 
 @click.command("classify")
 @click.argument("prompt")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-@click.option("--explain", is_flag=True, help="Also show the rule that matched.")
+@click.option("--explain", is_flag=True, help="Also show which part decided, the model's scores, and what matched.")
 def command(prompt: str, fmt: str, explain: bool) -> int:
     """Classify PROMPT into the policy's memory needs and give the recommended action."""
     policy, notices = compiled.load(os.environ, os.getcwd(), state_dir(os.environ))
@@ -25,26 +61,18 @@ def command(prompt: str, fmt: str, explain: bool) -> int:
     verdict = classify(prompt, needs)
     need = needs["classes"][verdict.need]
     recall = recall_phrase(prompt, policy.recall_phrases)
-    report = {
+    report: dict[str, Any] = {
         "memory_need": verdict.need,
         "action": need["action"],
         "namespaces": need["namespaces"],
         "advice": need["advice"],
         "unlocks_mem_context": recall is not None,
     }
+    # The hook asks the model only when no pattern matched; --explain shows its opinion anyway.
+    opinion = verdict.model or ask_model(fold(prompt), needs)
     if explain:
-        if verdict.via == "pattern":
-            report["rule"] = {"via": "pattern", "pattern": verdict.pattern, "matched": verdict.matched}
-        elif verdict.via == "cues":
-            report["rule"] = {
-                "via": "cues",
-                "pattern": None,
-                "cues": verdict.pattern,
-                "threshold": needs["cue_threshold"],
-            }
-        else:
-            report["rule"] = {"via": "default", "pattern": None, "matched": None,
-                              "default": f"no pattern matched and too few cue words: the default class ({needs['default']})"}  # fmt: skip
+        report["rule"] = _rule(verdict, opinion, needs)
+        report["model"] = _opinion(opinion)
         report["precedence"] = needs["precedence"]
         report["recall_phrase"] = recall
     if fmt == "json":
@@ -57,11 +85,19 @@ def command(prompt: str, fmt: str, explain: bool) -> int:
     if recall:
         click.echo(f'unlocks mem_context: yes (explicit recall phrase "{recall}")')
     if explain:
+        best = opinion.best
         if verdict.via == "pattern":
-            click.echo(f"matched: {verdict.matched!r} by pattern {verdict.pattern}")
+            click.echo(f"decided by: pattern {verdict.pattern} (matched {verdict.matched!r})")
+        elif verdict.via == "model" and best is not None:
+            click.echo(
+                f"decided by: model, no pattern matched; {best[0]} {best[1]:.2f} >= threshold {opinion.threshold}"
+            )
         elif verdict.via == "cues":
-            click.echo(f"matched: no pattern; cue words {verdict.pattern} (at least {needs['cue_threshold']})")
+            click.echo(f"decided by: cue words {verdict.pattern} (at least {needs['cue_threshold']}); "
+                       f"no pattern matched and {_abstained(opinion)}")  # fmt: skip
         else:
-            click.echo(f"matched: nothing; {verdict.need} is the policy's default")
+            click.echo(f"decided by: nothing; no pattern matched, {_abstained(opinion)}, too few cue words: "
+                       f"{verdict.need} is the policy's default")  # fmt: skip
+        click.echo(_model_line(opinion))
         click.echo(f"precedence: {' > '.join(needs['precedence'])}")
     return 0

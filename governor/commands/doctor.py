@@ -85,6 +85,25 @@ def command(fmt: str) -> int:
         report.add(OK, "tokenizer", f"{policy.unit} loads offline in {(time.perf_counter() - started) * 1000:.0f} ms")
     except Exception as err:
         report.add(BAD, "tokenizer", str(err), "see the message; or set token_counter: chars in the policy")
+    threshold = policy.data["memory_needs"]["model_threshold"]
+    if threshold >= 1:
+        report.add(INFO, "memory-need model", "off by policy (memory_needs.model_threshold: 1)")
+    else:
+        from governor.engine import need_model
+
+        try:
+            started = time.perf_counter()
+            with open(need_model.WEIGHTS, "rb") as handle:  # a fresh load, not the cached one
+                model = need_model.parse(handle.read())
+            took = (time.perf_counter() - started) * 1000
+            report.add(
+                OK,
+                "memory-need model",
+                f"{len(model.keys)} features, {len(model.classes)} classes; loads in {took:.0f} ms",
+            )
+        except Exception as err:
+            report.add(BAD, "memory-need model", f"{need_model.WEIGHTS}: {err}",
+                       "reinstall memory-governor; until then cue words and the default classify what no pattern matches")  # fmt: skip
     from governor.runtime.server import running_pid
 
     pid = running_pid(dict(env))

@@ -1,9 +1,11 @@
 """The memory need of a prompt: which of the policy's classes it falls in, and why.
 
-Deterministic: each class has case-insensitive patterns; the prompt is folded (lower case,
-accents removed, so "qué" matches "que"); the first class in the policy's precedence with
-a matching pattern wins; no match gives the policy's default. `continuation` is never
-chosen here: it comes from events (compaction, resume), not from words.
+Deterministic, in this order (docs/classification.md): the prompt is folded (lower case,
+accents removed, so "qué" matches "que"); the first class in the policy's precedence with a
+matching pattern wins; else the learned model (`need_model`) if its calibrated probability
+reaches `model_threshold`; else the class with the most cue words, if it has `cue_threshold`
+of them; else the policy's default. `continuation` is never chosen here: it comes from
+events (compaction, resume), not from words.
 
 Runs on every UserPromptSubmit. Patterns are compiled when first reached, in precedence order,
 and the search stops at the first match (compiling all of them costs ~16 ms in a new process).
@@ -38,20 +40,44 @@ def fold(text: str) -> str:
 
 
 def _pattern(source: str) -> re.Pattern[str]:
+    """The policy's pattern compiled, accents removed like the text; cached by its source as
+    written, so a prompt costs one dictionary lookup per pattern, not an accent strip."""
     found = _compiled.get(source)
     if found is None:
-        found = _compiled[source] = re.compile(source, re.I)
+        found = _compiled[source] = re.compile(strip_accents(source), re.I)
     return found
 
 
 class Verdict:
-    __slots__ = ("matched", "need", "pattern", "via")
+    __slots__ = ("matched", "model", "need", "pattern", "via")
 
     def __init__(self, need: str, pattern: str | None, matched: str | None, via: str = "pattern") -> None:
         self.need = need
-        self.pattern = pattern  # the pattern that matched (or the cue words), None for the default
+        self.pattern = pattern  # the pattern that matched (or the cue words), None otherwise
         self.matched = matched  # the text it matched
-        self.via = via if pattern is not None else "default"  # pattern | cues | default
+        self.via = via if pattern is not None or via == "model" else "default"  # pattern | model | cues | default
+        self.model: ModelOpinion | None = None  # what the model said, when it was asked
+
+
+class ModelOpinion:
+    """The learned model's answer for one prompt: calibrated probabilities, most likely first,
+    or why there is none (the weights could not be read)."""
+
+    __slots__ = ("error", "probabilities", "threshold")
+
+    def __init__(self, probabilities: dict[str, float], threshold: float, error: str | None = None) -> None:
+        self.probabilities = probabilities
+        self.threshold = threshold
+        self.error = error
+
+    @property
+    def best(self) -> tuple[str, float] | None:
+        return next(iter(self.probabilities.items()), None)
+
+    @property
+    def decides(self) -> bool:
+        best = self.best
+        return best is not None and self.threshold < 1 and best[1] >= self.threshold
 
 
 def classify(prompt: str, needs: dict[str, Any]) -> Verdict:
@@ -60,10 +86,35 @@ def classify(prompt: str, needs: dict[str, Any]) -> Verdict:
         if name in EVENT_DRIVEN:
             continue
         for pattern in needs["classes"][name]["patterns"]:
-            match = _pattern(strip_accents(pattern)).search(text)  # compiled on first use: stop early
+            match = _pattern(pattern).search(text)  # compiled on first use: stop early
             if match:
                 return Verdict(name, pattern, match.group(0))
-    return _by_cues(text, needs) or Verdict(needs["default"], None, None)
+    opinion = ask_model(text, needs)
+    best = opinion.best
+    if best is not None and opinion.decides:
+        verdict = Verdict(best[0], None, None, via="model")
+    else:
+        verdict = _by_cues(text, needs) or Verdict(needs["default"], None, None)
+    verdict.model = opinion
+    return verdict
+
+
+def ask_model(text: str, needs: dict[str, Any]) -> ModelOpinion:
+    """The model's opinion of a folded prompt, over the classes words may decide in this policy.
+
+    A missing or unreadable weights file is no reason to fail a prompt: the opinion says why,
+    and cue words and the default decide (`memory-governor doctor` reports it)."""
+    threshold = float(needs.get("model_threshold", 0.5))  # the policy model's default
+    if threshold >= 1:
+        return ModelOpinion({}, threshold, "off (model_threshold: 1)")
+    from governor.engine import need_model
+
+    try:
+        model = need_model.load()
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return ModelOpinion({}, threshold, f"unavailable: {type(err).__name__}: {err}")
+    among = [n for n in needs["precedence"] if n not in EVENT_DRIVEN]
+    return ModelOpinion(model.probabilities(text, among), threshold)
 
 
 def _by_cues(text: str, needs: dict[str, Any]) -> Verdict | None:

@@ -51,6 +51,9 @@ _LOWER_IS_LOOSER: list[Path] = [
     ("ladder", "*", "expected_tokens"),
     ("mem_context", "expected_tokens"),
     ("mem_context", "unlocked_by", "*", "min_idle_minutes"),
+    # A lower bar lets the model or fewer cue words lift a prompt out of the default (none: no memory).
+    ("memory_needs", "model_threshold"),
+    ("memory_needs", "cue_threshold"),
 ]
 # Sets where an added member permits more.
 _ADDED_IS_LOOSER: list[Path] = [

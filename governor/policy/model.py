@@ -160,8 +160,14 @@ class MemoryNeed(Strict):
 class MemoryNeeds(Strict):
     precedence: list[NeedName] = Field(description="First matching class wins.")
     default: NeedName = Field(description="The class when no pattern matches.")
+    model_threshold: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.5,
+        description="With no pattern match: the learned model's class wins if its calibrated probability is at "
+        "least this; 1 turns the model off.",
+    )
     cue_threshold: Annotated[int, Field(ge=1, le=20)] = Field(
-        2, description="With no pattern match: the class with the most distinct cues wins if it has at least this many."
+        2,
+        description="With no pattern match and no model decision: the class with the most distinct cues wins if it has at least this many.",
     )
     on_none: Literal["advise", "deny"] = Field(
         "advise", description="For `none`: advise skipping memory, or deny retrieval for the turn."

@@ -67,14 +67,18 @@ class Server:
         self.listener = listener
 
     def warm(self) -> None:
-        """Load the tokenizer of the shipped policy's unit before the first request needs it."""
+        """Load the tokenizer of the shipped policy's unit, and the memory-need model, before the
+        first request needs them."""
         try:
+            from governor.engine import need_model
             from governor.engine.tokens import counter
             from governor.policy import compiled
             from governor.state import state_dir
 
             policy, _ = compiled.load(self.env, self.env.get(WARM_PROJECT) or os.getcwd(), state_dir(self.env))
             counter(policy.unit).count("warm")
+            if policy.data["memory_needs"].get("model_threshold", 0.5) < 1:
+                need_model.load()
         except Exception:
             pass  # a request will load what it needs, or report why it cannot
 
