@@ -35,6 +35,13 @@ class Event:
     events. A harness that gives none sets `call_key` instead (`call_key(tool_name, input)`
     on both events): every call before is a new call, and a result is matched to the oldest
     pending call with its key, so identical calls in one parallel batch still count apart.
+
+    `machine_made` marks a prompt the harness wrote itself, not the user: a background task
+    reporting back. It is no request from the user, so it gets no memory-need advice, arms
+    nothing from its text (which quotes what a model wrote), and opens no turn or budget of its
+    own: its turn id joins the turn of the call that launched the task (`origin_call_id`, the
+    harness's id of that call, when known), else the session's current turn. A model therefore
+    cannot mint budget by launching work that reports back.
     """
 
     __slots__ = (
@@ -44,6 +51,8 @@ class Event:
         "call_key",
         "cwd",
         "kind",
+        "machine_made",
+        "origin_call_id",
         "project",
         "prompt",
         "server",
@@ -71,6 +80,8 @@ class Event:
         self.call_key: str | None = fields.get("call_key")
         self.source: str | None = fields.get("source")
         self.prompt: str | None = fields.get("prompt")
+        self.machine_made: bool = bool(fields.get("machine_made"))
+        self.origin_call_id: str | None = fields.get("origin_call_id")
         self.cwd: str | None = fields.get("cwd")
         self.project: str | None = fields.get("project") or self.cwd
 
