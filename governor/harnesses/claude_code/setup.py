@@ -114,8 +114,26 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
             checks.append(
                 Check(OK, f"claude-code ({scope})", f"{path}: {len(events)} hook events, {len(tools)} memory tools")
             )
+    if commands:
+        checks += _server_spellings(policy)
     if commands and tools:
         checks.append(_selftest(commands[0], tools[0]))
+    return checks
+
+
+def _server_spellings(policy: dict[str, Any]) -> list[Check]:
+    """A server the policy names by a config key Claude Code spells otherwise in tool names
+    (`my mem` is `mcp__my_mem__…`) would never match: say how to write it."""
+    from governor.harnesses.claude_code import spelled
+
+    checks = []
+    for mapping in policy["tools"]:
+        for server in mapping["servers"]:
+            if spelled(server) != server:
+                checks.append(Check(BAD, "claude-code server name",
+                                    f"Claude Code names server {server!r} {spelled(server)!r} in its tool names "
+                                    f"(mcp__{spelled(server)}__…), so the policy's tools for it never match",
+                                    f"write {spelled(server)!r} in the policy's servers"))  # fmt: skip
     return checks
 
 
