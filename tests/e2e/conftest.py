@@ -150,14 +150,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every test that drives Claude Code runs once per pin ..."""
+    """Every test that drives Claude Code (through `tools`) runs once per pin."""
     if "claude_code_version" in metafunc.fixturenames:
         metafunc.parametrize("claude_code_version", CLAUDE_CODE_VERSIONS, scope="session",
                              ids=[f"cc{v}" for v in CLAUDE_CODE_VERSIONS])  # fmt: skip
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """... unless it (or one of its parameters) names its pins with @pytest.mark.claude_code."""
+    """A test (or a parameter of one) marked @pytest.mark.claude_code(...) runs on those pins only."""
     keep, drop = [], []
     for item in items:
         version = getattr(item, "callspec", None) and item.callspec.params.get("claude_code_version")  # type: ignore[attr-defined]
