@@ -113,6 +113,35 @@ def test_turns_follow_the_harness_turn_id_or_a_counter(tmp_path: Path) -> None:
         assert ledger.turn("s:a", None, 6.0) == ("s:p-9", 2)
 
 
+def test_a_joined_turn_id_counts_in_the_turn_it_joined(tmp_path: Path) -> None:
+    ledger = open_ledger(str(tmp_path))
+    with ledger.write():
+        assert ledger.turn("s:a", "s:p-1", 1.0, new=True) == ("s:p-1", 1)
+        ledger.remember_launch("s:a", "s:toolu-1", "s:p-1")
+        assert ledger.turn("s:a", "s:p-2", 2.0, new=True) == ("s:p-2", 2)
+        assert ledger.launched_in("s:a", "s:toolu-1") == "s:p-1"
+        assert ledger.launched_in("s:a", "s:toolu-2") is None
+        ledger.join_turn("s:a", "s:n-1", "s:p-1")
+        assert ledger.turn("s:a", "s:n-1", 3.0) == ("s:p-1", 1)
+        assert ledger.turn("s:a", None, 4.0) == ("s:p-2", 2), "joining does not move the current turn"
+        assert ledger.launched_in("s:b", "s:toolu-1") is None, "another session's launch is not this one's"
+
+
+def test_an_older_ledger_file_upgrades_in_place(tmp_path: Path) -> None:
+    ledger = open_ledger(str(tmp_path))
+    with ledger.write():
+        ledger.turn("s:a", "s:p-1", 1.0, new=True)
+        ledger.reserve("s:a", "s:p-1", "c1", "search", "mem_search", ("", ""), 100, 1.0, 300)
+    ledger.q("DROP TABLE turn_links")  # what a file written before the table existed lacks
+    ledger.q("PRAGMA user_version=3")
+    ledger.close()
+    again = open_ledger(str(tmp_path))
+    with again.write():
+        again.join_turn("s:a", "s:n-1", "s:p-1")
+        assert again.turn("s:a", "s:n-1", 2.0) == ("s:p-1", 1)
+        assert again.usage("s:a", "s:p-1", 2.0) == {"search": 1, "tokens": 100}, "the older rows are kept"
+
+
 def test_trigger_scopes(tmp_path: Path) -> None:
     ledger = open_ledger(str(tmp_path))
     with ledger.write():

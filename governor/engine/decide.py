@@ -3,7 +3,9 @@
 The engine knows no harness. Each event is decided inside one ledger write transaction, so
 what it counts, compares and reserves is one atomic step across concurrent hook processes.
 
-- prompt: starts a turn, classifies its memory need, arms explicit recall, advises the agent.
+- prompt: starts a turn, classifies its memory need, arms explicit recall, advises the agent;
+  a machine-made prompt (a background task reporting back) does none of that and joins the
+  turn that launched the task.
 - session_start: compaction and resume arm the triggers that unlock mem_context.
 - pre_tool: the ladder (L1 clamp and cap, L2/L3 only for a surfaced id, L3 cap), mem_context
   triggers, subagent tiers, save discipline, and the token budget's pre-check; reserves.
@@ -179,6 +181,8 @@ def _prepare(case: _Case) -> None:
     wait microseconds, not seconds, whatever one of them was sent."""
     event, policy = case.event, case.policy
     case.prepared["detail"] = case.detail()
+    if event.kind == ev.PROMPT and event.machine_made:
+        return  # nothing of its text is used
     if event.kind == ev.PROMPT:
         from governor.engine.classify import classify, recall_phrase
 
@@ -254,6 +258,8 @@ def _as_monitor(decision: Decision) -> Decision:
 
 
 def _prompt(case: _Case) -> Decision:
+    if case.event.machine_made:
+        return _machine_prompt(case)
     case.enter_turn(new=True)
     policy = case.policy
     needs = policy.data["memory_needs"]
@@ -274,6 +280,23 @@ def _prompt(case: _Case) -> Decision:
     decision = Decision(ev.CONTEXT if lines else ev.NONE, code=f"memory_need:{verdict.need}", context="\n".join(lines))
     tokens = _add_context(case, names) if lines else 0
     case.record(decision, GOVERNOR_ROLE, delivered=tokens)
+    return decision
+
+
+def _machine_prompt(case: _Case) -> Decision:
+    """A prompt the harness wrote (a background task reporting back) is no user request: no
+    advice, nothing armed from its text, and no budget of its own. Its turn joins the turn that
+    launched the task, else the session's current turn, so what it spends comes out of that
+    turn's remainder: launching work that reports back never opens a fresh budget."""
+    event, ledger = case.event, case.ledger
+    launched = ledger.launched_in(case.session, key(event.origin_call_id)) if event.origin_call_id else None
+    current, _ = ledger.touch_session(case.session, case.world.now)
+    joined = launched or current
+    if event.turn_id and joined:
+        ledger.join_turn(case.session, key(event.turn_id), joined)
+    case.enter_turn()
+    decision = Decision(code="machine_prompt:launching_turn" if launched else "machine_prompt:current_turn")
+    case.record(decision)
     return decision
 
 
@@ -414,6 +437,8 @@ def _is_dispatch(case: _Case) -> bool:
 def _dispatch(case: _Case) -> Decision:
     """A subagent dispatch: memory cards within the briefing budget, and no raw L3 body."""
     case.enter_turn()
+    if case.event.call_id:  # the agent may run in the background and report back later
+        case.ledger.remember_launch(case.session, key(case.event.call_id), case.turn)
     briefing = case.policy.data["briefing"]
     tokens = case.prepared["card_tokens"]
     limit = briefing["max_tokens"]

@@ -54,6 +54,12 @@ class Event:
     restrictive tier when several run), else to the main agent. Such a harness's dispatch
     events (before, after and failure of a dispatch tool, with `call_key`) name the agent type
     they start in `dispatches`: the before opens that window, the after or failure closes it.
+    `machine_made` marks a prompt the harness wrote itself, not the user: a background task
+    reporting back. It is no request from the user, so it gets no memory-need advice, arms
+    nothing from its text (which quotes what a model wrote), and opens no turn or budget of its
+    own: its turn id joins the turn of the call that launched the task (`origin_call_id`, the
+    harness's id of that call, when known), else the session's current turn. A model therefore
+    cannot mint budget by launching work that reports back.
     """
 
     __slots__ = (
@@ -65,6 +71,8 @@ class Event:
         "cwd",
         "dispatches",
         "kind",
+        "machine_made",
+        "origin_call_id",
         "project",
         "prompt",
         "result_elsewhere",
@@ -96,6 +104,8 @@ class Event:
         self.dispatches: str | None = fields.get("dispatches")
         self.source: str | None = fields.get("source")
         self.prompt: str | None = fields.get("prompt")
+        self.machine_made: bool = bool(fields.get("machine_made"))
+        self.origin_call_id: str | None = fields.get("origin_call_id")
         self.cwd: str | None = fields.get("cwd")
         self.result_elsewhere: bool = bool(fields.get("result_elsewhere"))
         self.spilled: str | None = fields.get("spilled")

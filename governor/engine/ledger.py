@@ -27,8 +27,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# 2 added `fetched`, 3 `call_keys`, 4 `agents`; tables are only ever added, so an older file upgrades in place
-SCHEMA_VERSION = 4
+# 2 added `fetched`, 3 `call_keys`, 4 `agents`, 5 `turn_links`; tables are only ever added, so an older
+# file upgrades in place
+SCHEMA_VERSION = 5
 DB_NAME = "ledger.db"
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
 
@@ -47,6 +48,12 @@ CREATE TABLE IF NOT EXISTS turns (
     started REAL NOT NULL,
     memory_need TEXT,
     PRIMARY KEY (session, turn)
+);
+CREATE TABLE IF NOT EXISTS turn_links (
+    session TEXT NOT NULL,
+    ref TEXT NOT NULL,
+    turn TEXT NOT NULL,
+    PRIMARY KEY (session, ref)
 );
 CREATE TABLE IF NOT EXISTS calls (
     session TEXT NOT NULL,
@@ -131,7 +138,8 @@ CREATE TABLE IF NOT EXISTS usage (
 """
 
 # Rows a session owns, for isolation checks and pruning.
-SESSION_TABLES = ("calls", "turns", "surfaced", "triggers", "saves", "decisions", "fetched", "call_keys", "agents")
+SESSION_TABLES = ("calls", "turns", "surfaced", "triggers", "saves", "decisions", "fetched", "call_keys", "agents",
+                  "turn_links")  # fmt: skip
 
 
 class LedgerError(Exception):
@@ -285,7 +293,8 @@ class Ledger:
 
         `turn_id` is the harness's own turn id (e.g. a prompt id) when it sends one;
         without it an event belongs to the session's current turn, and `new` (a prompt)
-        starts the next one. An unseen turn id starts a new turn too.
+        starts the next one. An unseen turn id starts a new turn too, unless it was joined to
+        an existing turn (`join_turn`).
         """
         current, seq = self.touch_session(session, now)
         if turn_id is None:
@@ -298,12 +307,36 @@ class Ledger:
             row = self.one("SELECT seq FROM turns WHERE session=? AND turn=?", session, turn_id)
             if row is not None:
                 return turn_id, row[0]
+            joined = self.one(
+                "SELECT t.turn, t.seq FROM turn_links l JOIN turns t ON t.session=l.session AND t.turn=l.turn "
+                "WHERE l.session=? AND l.ref=?",
+                session, "turn:" + turn_id,
+            )  # fmt: skip
+            if joined is not None:
+                return joined[0], joined[1]
         seq += 1
         self.q(
             "INSERT OR IGNORE INTO turns (session, turn, seq, started) VALUES (?, ?, ?, ?)", session, turn_id, seq, now
         )
         self.q("UPDATE sessions SET turn=?, turn_seq=? WHERE session=?", turn_id, seq, session)
         return turn_id, seq
+
+    def join_turn(self, session: str, turn_id: str, turn: str) -> None:
+        """Events with turn id `turn_id` count in the existing turn `turn` (no turn of their own)."""
+        if turn_id != turn:
+            self.q("INSERT OR IGNORE INTO turn_links (session, ref, turn) VALUES (?, ?, ?)", session, "turn:" + turn_id,
+                   turn)  # fmt: skip
+
+    def remember_launch(self, session: str, call_id: str, turn: str) -> None:
+        """Call `call_id` (a dispatch) was made in `turn`: work it launches reports back there."""
+        self.q(
+            "INSERT OR IGNORE INTO turn_links (session, ref, turn) VALUES (?, ?, ?)", session, "call:" + call_id, turn
+        )
+
+    def launched_in(self, session: str, call_id: str) -> str | None:
+        """The turn call `call_id` was made in, if it was remembered as a launch."""
+        row = self.one("SELECT turn FROM turn_links WHERE session=? AND ref=?", session, "call:" + call_id)
+        return row[0] if row else None
 
     def set_memory_need(self, session: str, turn: str, need: str) -> None:
         self.q("UPDATE turns SET memory_need=? WHERE session=? AND turn=?", need, session, turn)

@@ -11,6 +11,13 @@ The npm packages are installed once into the e2e cache (tests/e2e/npm.py: outsid
 checkout, so a fresh clone reuses it) at the pinned versions below. No node/npm, or a failed
 install: the e2e tests are skipped with the reason, except when CI=true, where they fail.
 
+Every test that uses the `tools` fixture (so `cc`) runs once per Claude Code pin
+(CLAUDE_CODE_VERSIONS); `@pytest.mark.claude_code(version, ...)` on a test or a parameter limits
+it to those pins. What differs between the pins (2.1.332: deny reasons framed as
+"PreToolUse:<tool> hook error: ...", tool context in a system message, MCP tools deferred behind
+ToolSearch, agents in the background by default, mcp_server on tool events) is pinned per
+version in test_harness_facts.py and written up in docs/claude-code.md.
+
 BEHAVIOUR of the real binary (Claude Code 2.1.197, observed through fake_model.py with a
 probe hook that logged its stdin and printed chosen answers; re-checked by the tests here):
 
@@ -82,17 +89,24 @@ import npm  # noqa: E402
 import seed  # noqa: E402
 from fake_model import FakeModel, Request, Step, ToolResult  # noqa: E402
 
+from governor.harnesses.claude_code import spelled  # noqa: E402
+
 ROOT = HERE.parent.parent
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 PYTHON = str(VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable))
 
-# The pins: change them here only.
+# The pins: change them here only. Claude Code runs at two: the long-standing pin, and a
+# recent one bumped deliberately (the newest npm served then: what a new user installs).
 CLAUDE_CODE_VERSION = "2.1.197"
+CLAUDE_CODE_RECENT = "2.1.332"
+CLAUDE_CODE_VERSIONS = (CLAUDE_CODE_VERSION, CLAUDE_CODE_RECENT)
 SERVER_MEMORY_VERSION = "2026.8.31"
-NPM_PACKAGES = {
-    "@anthropic-ai/claude-code": CLAUDE_CODE_VERSION,
-    "@modelcontextprotocol/server-memory": SERVER_MEMORY_VERSION,
-}
+
+
+def npm_packages(version: str = CLAUDE_CODE_VERSION) -> dict[str, str]:
+    return {"@anthropic-ai/claude-code": version, "@modelcontextprotocol/server-memory": SERVER_MEMORY_VERSION}
+
+
 ENGRAM_TOOLS = [f"mcp__engram__{t}" for t in ("mem_search", "mem_timeline", "mem_get_observation", "mem_context",
                                                "mem_save", "mem_update", "mem_session_summary")]  # fmt: skip
 MEMORY_TOOLS = [f"mcp__memory__{t}" for t in ("search_nodes", "open_nodes", "read_graph", "create_entities")]
@@ -103,24 +117,63 @@ RUN_TIMEOUT = 120
 
 
 class Tools:
-    def __init__(self, root: Path) -> None:
+    """One pinned Claude Code (and server-memory) in the e2e cache."""
+
+    def __init__(self, root: Path, version: str = CLAUDE_CODE_VERSION) -> None:
         self.root = root
-        self.claude = root / "node_modules" / ".bin" / "claude"
-        self.server_memory = root / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+        self.version = version
+        modules = root / "node_modules"
+        # npm's bin link; newer packages point it at a native binary that their postinstall copies
+        # from the platform's optional dependency. Where install scripts did not run, that
+        # binary is still in the platform package: use it there.
+        self.claude = modules / ".bin" / "claude"
+        if not npm.version_ok(self.claude, version):
+            native = sorted(modules.glob("@anthropic-ai/claude-code-*/claude"))
+            self.claude = next((b for b in native if npm.version_ok(b, version)), self.claude)
+        self.server_memory = modules / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
         self.node = shutil.which("node") or "node"
 
     def ready(self) -> bool:
-        return self.server_memory.exists() and npm.version_ok(self.claude, CLAUDE_CODE_VERSION)
+        return self.server_memory.exists() and npm.version_ok(self.claude, self.version)
 
 
-def install_tools() -> Tools:
+def install_tools(version: str = CLAUDE_CODE_VERSION) -> Tools:
     """The pinned npm packages, installed once into the e2e cache (tests/e2e/npm.py), then reused."""
-    return Tools(npm.install("claude-code", NPM_PACKAGES, lambda folder: Tools(folder).ready()))
+    folder = npm.install("claude-code", npm_packages(version), lambda where: Tools(where, version).ready())
+    return Tools(folder, version)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "claude_code(*versions): run this Claude Code test only on these pins (default: every pin)"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that drives Claude Code (through `tools`) runs once per pin."""
+    if "claude_code_version" in metafunc.fixturenames:
+        metafunc.parametrize("claude_code_version", CLAUDE_CODE_VERSIONS, scope="session",
+                             ids=[f"cc{v}" for v in CLAUDE_CODE_VERSIONS])  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test (or a parameter of one) marked @pytest.mark.claude_code(...) runs on those pins only."""
+    keep, drop = [], []
+    for item in items:
+        version = getattr(item, "callspec", None) and item.callspec.params.get("claude_code_version")  # type: ignore[attr-defined]
+        marker = item.get_closest_marker("claude_code")
+        if version and marker:
+            unknown = set(marker.args) - set(CLAUDE_CODE_VERSIONS)
+            assert not unknown, f"{item.nodeid}: not a pinned Claude Code version: {unknown}"
+        (drop if version and marker and version not in marker.args else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")
-def tools() -> Tools:
-    return install_tools()
+def tools(claude_code_version: str) -> Tools:
+    return install_tools(claude_code_version)
 
 
 @pytest.fixture(scope="session")
@@ -169,6 +222,11 @@ class Run:
                     seen.setdefault(result.tool_use_id, result)
         return list(seen.values())
 
+    def tool_searches(self) -> list[str]:
+        """The queries of the ToolSearch calls the stand-in made to load deferred tools."""
+        return [c["input"]["query"] for r in self.requests for c in (r.reply or {}).get("calls", [])
+                if c["name"] == "ToolSearch"]  # fmt: skip
+
     def results_of(self, tool: str, lane: str | None = None) -> list[ToolResult]:
         return [r for r in self.results(lane) if (r.name or "").endswith("__" + tool)]
 
@@ -199,6 +257,8 @@ class Harness:
         self.mcp_config = tmp / "mcp.json"
         self.memory_server = False
         self.engram_env: dict[str, str] = {}
+        self.engram_key = "engram"  # the Engram stand-in's key in the MCP config
+        self.version = tools.version
         self.hooks = True
         self.installed = False
         self.warm_server = warm_server
@@ -270,7 +330,7 @@ class Harness:
 
     def _write_mcp_config(self) -> None:
         servers: dict[str, Any] = {
-            "engram": {
+            self.engram_key: {
                 "command": PYTHON,
                 "args": [str(HERE / "engram_mcp.py")],
                 "env": {
@@ -303,7 +363,8 @@ class Harness:
             self.install()
         self._write_mcp_config()
         self.model.script(main, lanes)
-        allowed_tools = list(allowed) if allowed is not None else [*ENGRAM_TOOLS, "Agent", "Task"]
+        engram_tools = [t.replace("mcp__engram__", f"mcp__{spelled(self.engram_key)}__") for t in ENGRAM_TOOLS]
+        allowed_tools = list(allowed) if allowed is not None else [*engram_tools, "Agent", "Task"]
         if self.memory_server and allowed is None:
             allowed_tools += MEMORY_TOOLS
         args = [str(self.tools.claude), "-p", prompt, "--mcp-config", str(self.mcp_config), "--output-format", "json",
@@ -330,6 +391,23 @@ class Harness:
             return []
         rows = [json.loads(line) for line in self.call_log.read_text().splitlines() if line.strip()]
         return [r for r in rows if tool is None or r["tool"] == tool]
+
+    def decisions(self, event: str | None = None) -> list[dict[str, Any]]:
+        """The ledger's audit rows (read-only, beside the hooks that write it), oldest first."""
+        path = self.state / "ledger.db"
+        if not path.exists():
+            return []
+        import sqlite3
+
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            db.row_factory = sqlite3.Row
+            rows = db.execute("SELECT * FROM decisions ORDER BY id").fetchall()
+        except sqlite3.Error:
+            return []
+        finally:
+            db.close()
+        return [dict(r) for r in rows if event is None or r["event"] == event]
 
     def governor_errors(self) -> str:
         path = self.state / "errors.log"

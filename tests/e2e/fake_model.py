@@ -40,6 +40,14 @@ up in conftest.py's docstring and pinned by test_harness_facts.py):
   "is_error": true}``, the reason verbatim.
 - ``/compact`` sends one request with the main agent's tools whose last user message asks to
   "create a detailed summary of the conversation"; answered here with a fixed summary.
+
+Newer builds (Claude Code 2.1.332) defer MCP tools behind a ``ToolSearch`` tool unless
+ENABLE_TOOL_SEARCH=false: the request's ``tools`` lack them, and a system message lists them
+under "The following deferred tools are now available via ToolSearch". A real model loads a
+tool (``ToolSearch`` with ``select:<name>``) before calling it, so this stand-in does too: a
+reply that calls a deferred tool is held back, a ``ToolSearch`` call is answered in its place,
+and the held reply answers the lane's next request (``FakeModel.load_deferred = False`` calls
+deferred tools directly, which those builds also run). Scripts never count the extra request.
 """
 
 from __future__ import annotations
@@ -48,12 +56,13 @@ import json
 import uuid
 from typing import Any
 
-from script import BaseRequest, Reply, Response, ScriptedModel, Step, call, text, tool_uses
+from script import BaseRequest, Reply, Response, ScriptedModel, Step, after, call, text, tool_uses
 
-__all__ = ["Reply", "Request", "Step", "ToolResult", "call", "dispatch", "engram", "text", "tool_uses"]
+__all__ = ["Reply", "Request", "Step", "ToolResult", "after", "call", "dispatch", "engram", "text", "tool_uses"]
 # /compact's summary request (2.1.197): the last user message holds this instruction; it is answered
 # here, outside the script, so scripts never have to count it.
 COMPACT_MARKER = "create a detailed summary of the conversation"
+DEFERRED_HEADER = "The following deferred tools are now available via ToolSearch"
 COMPACT_SUMMARY = (
     "<analysis>The user searched project memory.</analysis>\n<summary>1. Primary Request: work on myapp with "
     "memory from Engram.\n2. Pending Tasks: none.</summary>"
@@ -68,12 +77,19 @@ def engram(tool: str, **tool_input: Any) -> dict[str, Any]:
     return call(f"mcp__engram__{tool}", tool_input)
 
 
-def dispatch(subagent_type: str, prompt: str, description: str = "Delegated task") -> Step:
-    """The main agent's reply that starts a subagent: the Agent tool (named Task in older builds)."""
+def dispatch(subagent_type: str, prompt: str, description: str = "Delegated task", background: bool | None = None,
+             also: tuple[dict[str, Any], ...] = ()) -> Step:  # fmt: skip
+    """The main agent's reply that starts a subagent: the Agent tool (named Task in older builds).
+
+    `background` sets `run_in_background` where the tool has it (2.1.332 runs agents in the
+    background unless told false; 2.1.197 has no such input). `also`: more calls in the batch."""
 
     def reply(request: Request) -> Reply:
         name = "Agent" if "Agent" in request.tools or "Task" not in request.tools else "Task"
-        return tool_uses(call(name, {"description": description, "prompt": prompt, "subagent_type": subagent_type}))
+        tool_input: dict[str, Any] = {"description": description, "prompt": prompt, "subagent_type": subagent_type}
+        if background is not None and "run_in_background" in request.tool_schema(name).get("properties", {}):
+            tool_input["run_in_background"] = background
+        return tool_uses(call(name, tool_input), *also)
 
     return reply
 
@@ -123,6 +139,24 @@ class Request(BaseRequest):
     @property
     def tools(self) -> list[str]:
         return [t.get("name", "") for t in self.body.get("tools") or [] if isinstance(t, dict)]
+
+    def tool_schema(self, name: str) -> dict[str, Any]:
+        for tool in self.body.get("tools") or []:
+            if isinstance(tool, dict) and tool.get("name") == name:
+                return dict(tool.get("input_schema") or {})
+        return {}
+
+    @property
+    def deferred_tools(self) -> list[str]:
+        """Tools offered only through ToolSearch (listed by name in a system message)."""
+        names: list[str] = []
+        for part in self.all_text().split(DEFERRED_HEADER)[1:]:
+            lines = part.split("\n")[1:]
+            for line in lines:
+                if not line.strip():
+                    break
+                names.append(line.strip())
+        return names
 
     @property
     def system(self) -> str:
@@ -219,6 +253,25 @@ class FakeModel(ScriptedModel):
                                   "content": blocks, "stop_reason": stop, "stop_sequence": None, "usage": usage})  # fmt: skip
         return Response.sse(_sse(message_id, model_name, blocks, stop, usage))
 
+    load_deferred = True  # load a deferred tool with ToolSearch before calling it, as a model does
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._held: dict[str, tuple[Reply, int | None]] = {}  # lane -> the reply sent after its ToolSearch
+
+    def reset(self) -> None:
+        super().reset()
+        with self.lock:
+            self._held = {}
+            self.load_deferred = True
+
+    def remaining(self) -> dict[str, int]:
+        left = super().remaining()
+        with self.lock:
+            for lane in self._held:
+                left[lane] = left.get(lane, 0) + 1
+        return left
+
     def next_reply(self, request: Any, lane: str | None = None) -> Reply:
         if lane == "compact":
             with self.lock:
@@ -226,7 +279,23 @@ class FakeModel(ScriptedModel):
                 request.lane = "compact"
             request.reply = text(COMPACT_SUMMARY)
             return request.reply
-        return super().next_reply(request, lane)
+        lane = lane or self.lane_of(request)
+        with self.lock:
+            held = self._held.pop(lane, None)
+            if held is not None:
+                self.requests.append(request)
+                request.lane, request.step = lane, held[1]
+        if held is not None:
+            request.reply = held[0]
+            return held[0]
+        reply = super().next_reply(request, lane)
+        calls = [c["name"] for c in reply.get("calls", [])]
+        deferred = [n for n in dict.fromkeys(calls) if n not in request.tools and n in request.deferred_tools]
+        if self.load_deferred and deferred and "ToolSearch" in request.tools:
+            with self.lock:
+                self._held[lane] = (reply, request.step)
+            request.reply = tool_uses(call("ToolSearch", {"query": "select:" + ",".join(deferred)}))
+        return request.reply
 
 
 def _blocks(reply: Reply) -> list[dict[str, Any]]:

@@ -46,6 +46,22 @@ def tool_uses(*calls: dict[str, Any], preface: str = "") -> Reply:
     return {"kind": "tool_use", "calls": list(calls), "text": preface}
 
 
+def after(condition: Callable[[], bool], step: Step, timeout: float = 60.0) -> Step:
+    """`step`, answered only once `condition()` holds (polled; after `timeout` seconds it is
+    answered anyway, and the test's own assertions show the order was not met). For a
+    background subagent whose calls must come after something, e.g. its parent's turn ending."""
+
+    def reply(request: Any) -> Reply:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return step(request) if callable(step) else step
+
+    return reply
+
+
 # -- one HTTP exchange -------------------------------------------------------------------
 
 

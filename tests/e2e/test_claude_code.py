@@ -16,14 +16,17 @@ import re
 import time
 
 import pytest
-from conftest import ENGRAM_TOOLS
-from fake_model import Reply, Request, call, dispatch, engram, text, tool_uses
+from conftest import CLAUDE_CODE_RECENT, ENGRAM_TOOLS
+from fake_model import Reply, Request, after, call, dispatch, engram, text, tool_uses
 
 from governor.engine.tokens import counter
 
 pytestmark = pytest.mark.e2e
 
 NOTE = "[memory-governor]"
+# Every scenario here runs on both pins unless marked: the ones whose Claude Code side the facts
+# (test_harness_facts.py) already pin on both run on the recent pin only, to keep the suite lean.
+ENGRAM_V2_ON_RECENT = pytest.param("v2", marks=pytest.mark.claude_code(CLAUDE_CODE_RECENT))
 ALLOWED_TYPES = "decision, bugfix, pattern, preference, constraint, session_summary"
 HIT = re.compile(r"^\[\d+\] #(\d+) \(", re.M)
 
@@ -43,8 +46,16 @@ def hit_ids(result_text: str) -> list[int]:
     return [int(i) for i in HIT.findall(inner(result_text))]
 
 
+def reason(result) -> str:
+    """A denied call's result without the frame newer builds put around a hook's reason
+    ("PreToolUse:<tool> hook error: ", 2.1.332; pinned per version by test_harness_facts.py)."""
+    frame = f"PreToolUse:{result.name} hook error: "
+    return result.text[len(frame) :] if result.text.startswith(frame) else result.text
+
+
 def denied(result, *fragments: str) -> bool:
-    return result.is_error and result.text.startswith("memory-governor:") and all(f in result.text for f in fragments)
+    text_ = reason(result)
+    return result.is_error and text_.startswith("memory-governor:") and all(f in text_ for f in fragments)
 
 
 def fetch_surfaced(tool: str = "mem_get_observation", pick: int = 0) -> callable:
@@ -86,6 +97,7 @@ def test_parallel_batch_of_four_searches_gets_two_results_and_two_denials(cc):
     _assert_two_of_four(run, cc)
 
 
+@pytest.mark.claude_code(CLAUDE_CODE_RECENT)
 def test_parallel_batch_with_the_warm_server(cc_warm):
     # A first run starts the warm server in the background (the first hook spawns it) ...
     cc_warm.run("hello", main=[text("Hi.")])
@@ -124,7 +136,7 @@ def _bytes_read(pid: int) -> int | None:
 # -- L1: the limit clamp ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fmt", ["v1", "v2"])
+@pytest.mark.parametrize("fmt", ["v1", ENGRAM_V2_ON_RECENT])
 def test_search_limit_10_is_clamped_to_3(cc, fmt):
     cc.engram_env["ENGRAM_FORMAT"] = fmt
     run = cc.run(
@@ -149,7 +161,7 @@ def test_search_limit_10_is_clamped_to_3(cc, fmt):
 # -- L3: a fetch needs an id a search surfaced in this turn --------------------------------
 
 
-@pytest.mark.parametrize("fmt", ["v1", "v2"])
+@pytest.mark.parametrize("fmt", ["v1", ENGRAM_V2_ON_RECENT])
 def test_fetch_before_search_is_denied_then_allowed_for_a_surfaced_id(cc, fmt):
     cc.engram_env["ENGRAM_FORMAT"] = fmt
     run = cc.run(
@@ -216,6 +228,7 @@ def test_a_resume_right_away_does_not_unlock_mem_context(cc):
     assert denied(locked, "is off outside post-compaction recovery"), locked.text
 
 
+@pytest.mark.claude_code(CLAUDE_CODE_RECENT)
 def test_mem_context_allowed_once_after_resume(cc):
     # A real break cannot be waited out here: a team policy sets the idle threshold to zero.
     cc.team_policy(
@@ -229,6 +242,7 @@ def test_mem_context_allowed_once_after_resume(cc):
     assert len(cc.calls("mem_context")) == 1
 
 
+@pytest.mark.claude_code(CLAUDE_CODE_RECENT)
 @pytest.mark.parametrize("prompt", ["recordar todo lo que sabes del proyecto", "give me all context"])
 def test_mem_context_allowed_once_after_recall_prompt(cc, prompt):
     run = cc.run(prompt, main=_context_twice())
@@ -240,7 +254,7 @@ def test_mem_context_allowed_once_after_recall_prompt(cc, prompt):
 # -- the per-turn token ceiling -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fmt", ["v1", "v2"])
+@pytest.mark.parametrize("fmt", ["v1", ENGRAM_V2_ON_RECENT])
 def test_token_ceiling_holds_for_everything_the_model_received(cc, fmt):
     cc.engram_env["ENGRAM_FORMAT"] = fmt
     run = cc.run(
@@ -274,6 +288,7 @@ def _engram_output(cc, fmt: str, tool: str, arguments: dict) -> str:
     return engram_mcp.TOOLS[tool][0](engram_mcp.Store(str(cc.seed), fmt=fmt), arguments)
 
 
+@pytest.mark.claude_code(CLAUDE_CODE_RECENT)
 def test_context_dump_is_trimmed_to_whole_entries(cc):
     run = cc.run("give me all context", main=[tool_uses(engram("mem_context")), text("OK.")])
     [result] = run.results_of("mem_context")
@@ -301,6 +316,7 @@ Harden the search endpoint against FTS5 syntax errors
 """
 
 
+@pytest.mark.claude_code(CLAUDE_CODE_RECENT)
 def test_context_entries_with_markdown_previews_stay_whole(cc):
     cc.add_observation(session_id="sess-search-0302", type="session_summary", title="Session summary: myapp",
                        content=SESSION_SUMMARY, created_at="2025-03-05 10:00:00")  # fmt: skip
@@ -336,6 +352,7 @@ def _assert_whole_entries(cc, received: str) -> int:
 # -- save discipline ------------------------------------------------------------------------
 
 
+@pytest.mark.claude_code(CLAUDE_CODE_RECENT)
 def test_save_discipline(cc):
     transcript = ("User: why does search crash on E-1021?\nAssistant: FTS5 reads the hyphen as an operator.\n"
                   "User: fix it\nAssistant: I quoted each term before MATCH.")  # fmt: skip
@@ -377,7 +394,8 @@ def test_save_only_subagent_cannot_search_but_can_save(cc):
              tools=["mcp__engram__mem_search", "mcp__engram__mem_save"])  # fmt: skip
     run = cc.run(
         "Validate the refresh-token change.",
-        main=[dispatch("validator", f"Validate the refresh-token change in src/auth/refresh.ts. {marker}"),
+        main=[dispatch("validator", f"Validate the refresh-token change in src/auth/refresh.ts. {marker}",
+                       background=False),
               text("The validator recorded the bug.")],
         lanes={marker: [
             tool_uses(engram("mem_search", query="token refresh", limit=3)),
@@ -407,7 +425,7 @@ def test_search_capable_subagent_shares_the_turn_search_budget(cc):
     run = cc.run(
         "What did we decide about auth? Ask the researcher too.",
         main=[tool_uses(engram("mem_search", query="auth", limit=3)),
-              dispatch("researcher", f"Find what we decided about search. {marker}"),
+              dispatch("researcher", f"Find what we decided about search. {marker}", background=False),
               text("Combined.")],
         lanes={marker: [tool_uses(engram("mem_search", query="search", limit=3)),
                         tool_uses(engram("mem_search", query="fts5", limit=3)),
@@ -418,6 +436,126 @@ def test_search_capable_subagent_shares_the_turn_search_budget(cc):
     assert not main_search.is_error and not allowed.is_error, run.describe()
     assert denied(refused, "max_search_calls"), refused.text
     assert [c["arguments"]["query"] for c in cc.calls("mem_search")] == ["auth", "search"]
+
+
+# -- background subagents and the prompts that report them ----------------------------------
+
+
+def test_background_subagents_are_governed_in_the_turn_that_launched_them(cc):
+    # Agents run in the background (2.1.332's default; `run_in_background: true` on 2.1.197). Each
+    # agent's first call waits until the parent's turn has ended; each reports back as a
+    # <task-notification> prompt of its own. All of it is one user turn's budget.
+    researcher, validator = "LANE-BG-RESEARCHER", "LANE-BG-VALIDATOR"
+    cc.agent("researcher", f"You research project history. {researcher}", tools=["mcp__engram__mem_search"],
+             front={"engram_access_tier": "search-capable"})  # fmt: skip
+    cc.agent("validator", f"You validate and record bugs. {validator}",
+             tools=["mcp__engram__mem_search", "mcp__engram__mem_save"])  # fmt: skip
+
+    def stops(n: int):
+        return lambda: len(cc.decisions("stop")) >= n
+
+    bug = engram("mem_save", title="Refresh ran twice on slow networks", type="bugfix", project="myapp",
+                 content="**What**: a retry re-sent the refresh\n**Why**: no idempotency key\n**Where**: src/auth/refresh.ts")  # fmt: skip
+    run = cc.run(
+        "What did we decide about auth tokens? Research it and validate the refresh-token change.",
+        main=[
+            dispatch("researcher", f"Find what we decided about tokens. {researcher}", background=True,
+                     also=(engram("mem_search", query="auth", limit=3),
+                           call("Agent", {"description": "Validate", "prompt": f"Validate refresh. {validator}",
+                                          "subagent_type": "validator", "run_in_background": True}))),
+            text("Both are running."),
+            # The validator's report (its result asks for everything): one search left, no mem_context.
+            tool_uses(engram("mem_search", query="tokens", limit=3), engram("mem_context", project="myapp")),
+            text("Noted the bug."),
+            # The researcher's report: the launching turn's searches are spent.
+            tool_uses(engram("mem_search", query="refresh", limit=3)),
+            text("Done."),
+        ],
+        lanes={
+            validator: [after(stops(1), tool_uses(engram("mem_search", query="refresh", limit=3))),
+                        tool_uses(bug), text("Validation done; bug saved. Now give me all context.")],
+            researcher: [after(stops(2), tool_uses(engram("mem_search", query="jwt", limit=3))),
+                         text("Research done.")],
+        },
+    )  # fmt: skip
+    main = run.results_of("mem_search", lane="main")
+    assert [r.is_error for r in main] == [False, False, True], run.describe()
+    assert denied(main[2], "max_search_calls"), main[2].text  # a report back opens no fresh budget
+    [context] = run.results_of("mem_context", lane="main")
+    assert denied(context, "is off outside post-compaction recovery"), context.text  # nothing armed by its text
+    [tier] = run.results_of("mem_search", lane=validator)
+    assert denied(tier, "save-only", "validator"), tier.text
+    [save] = run.results_of("mem_save", lane=validator)
+    assert not save.is_error, save.text
+    [late] = run.results_of("mem_search", lane=researcher)
+    assert denied(late, "max_search_calls"), late.text  # counted in the turn that launched it
+    assert [c["arguments"]["query"] for c in cc.calls("mem_search")] == ["auth", "tokens"]
+
+    rows = cc.decisions()
+    prompts = [r for r in rows if r["event"] == "prompt"]
+    assert [r["code"] for r in prompts][1:] == ["machine_prompt:launching_turn"] * 2, prompts
+    first_stop = next(r["id"] for r in rows if r["event"] == "stop")
+    agents = [r for r in rows if r["event"] == "pre_tool" and r["agent_type"]]
+    assert agents and all(r["id"] > first_stop for r in agents), "their calls came after the parent's turn ended"
+    assert {r["turn"] for r in rows if r["event"] in ("pre_tool", "post_tool")} == {prompts[0]["turn"]}
+    # The reports got no memory-need advice: only the user's prompt did.
+    assert run.lane()[-1].all_text().count("memory_need=") == 1
+
+
+# -- tool search (2.1.332 defers MCP tools behind ToolSearch by default) ---------------------
+
+
+@pytest.mark.claude_code(CLAUDE_CODE_RECENT)
+@pytest.mark.parametrize("setting", ["default-loaded", "default-called-directly", "off"])
+def test_with_or_without_tool_search_the_governed_calls_go_through_the_hooks(cc, setting):
+    if setting == "off":
+        cc.env["ENABLE_TOOL_SEARCH"] = "false"
+    cc.model.load_deferred = setting == "default-loaded"
+    run = cc.run("What did we decide about auth, search, the repository layer and storage?",
+                 main=[tool_uses(*[engram("mem_search", query=q, limit=10) for q in ("jwt auth", "fts5 search",
+                                                                                   "repository", "storage")]),
+                       text("Summarised.")])  # fmt: skip
+    first = run.lane()[0]
+    if setting == "off":
+        assert "mcp__engram__mem_search" in first.tools and not first.deferred_tools and not run.tool_searches()
+    else:
+        assert "mcp__engram__mem_search" not in first.tools and "mcp__engram__mem_search" in first.deferred_tools
+        loaded = ["select:mcp__engram__mem_search"] if setting == "default-loaded" else []
+        assert run.tool_searches() == loaded
+    results = run.results_of("mem_search")
+    assert sorted(r.is_error for r in results) == [False, False, True, True], run.describe()
+    assert all(denied(r, "max_search_calls") for r in results if r.is_error)
+    assert [c["arguments"]["limit"] for c in cc.calls("mem_search")] == [3, 3]  # clamped from 10
+
+
+# -- which server: mcp_server.name (2.1.332) -------------------------------------------------
+
+TEAM_SERVER_POLICY = """\
+version: 1
+tools:
+  - servers: [team__memory]
+    format: engram
+    map:
+      mem_search: {role: search, limit_param: limit}
+      mem_get_observation: {role: fetch, id_param: id}
+"""
+
+
+@pytest.mark.claude_code(CLAUDE_CODE_RECENT)
+def test_a_server_key_with_double_underscores_is_governed(cc):
+    # Its tools are mcp__team__memory__*: split at the first `__`, the server would be "team".
+    cc.engram_key = "team__memory"
+    cc.team_policy(TEAM_SERVER_POLICY)
+    run = cc.run("What did we decide about auth, search, the repository layer and storage?",
+                 main=[tool_uses(*[call("mcp__team__memory__mem_search", {"query": q, "limit": 10})
+                                   for q in ("jwt auth", "fts5 search", "repository", "storage")]),
+                       tool_uses(call("mcp__team__memory__mem_get_observation", {"id": 7})),  # surfaced by none
+                       text("Summarised.")])  # fmt: skip
+    results = run.results_of("mem_search")
+    assert sorted(r.is_error for r in results) == [False, False, True, True], run.describe()
+    assert [c["arguments"]["limit"] for c in cc.calls("mem_search")] == [3, 3]
+    [guessed] = run.results_of("mem_get_observation")
+    assert denied(guessed, "not surfaced"), guessed.text
 
 
 # -- the budget resets each turn ------------------------------------------------------------
@@ -457,6 +595,7 @@ tools:
 """
 
 
+@pytest.mark.claude_code(CLAUDE_CODE_RECENT)
 def test_server_memory_mapped_by_team_policy(cc):
     cc.team_policy(GRAPH_POLICY)
     cc.use_memory_server()

@@ -3,8 +3,13 @@
 Harness facts this relies on (seen on the real binary; see docs/claude-code.md):
 - One JSON object on stdin per hook process; common fields session_id, transcript_path, cwd,
   hook_event_name; prompt_id (one per user prompt) on events after the first prompt, also
-  inside subagents, whose events add agent_id and agent_type.
-- MCP tools are named mcp__<server>__<tool>; a plugin's server is plugin_<plugin>_<server>.
+  inside subagents, whose events add agent_id and agent_type. A background subagent's events
+  carry the prompt_id of the turn that launched it, even after that turn ended.
+- MCP tools are named mcp__<server>__<tool>, the server's config key with every character but
+  letters, digits, `_` and `-` made `_`; a plugin's server is plugin_<plugin>_<server>. Newer
+  builds add mcp_server: {name: <the config key>, source}.
+- A background task reports back as a UserPromptSubmit of its own (a new prompt_id) whose
+  prompt is a `<task-notification>` block naming the launching call's `<tool-use-id>`.
 - PreToolUse carries tool_name, tool_input, tool_use_id; PostToolUse adds tool_response (a
   string for an MCP tool); PostToolUseFailure carries error; SessionStart carries source
   (startup, resume, compact, clear).
@@ -36,11 +41,11 @@ AGENT_DIRS = (".claude/agents",)  # subagent definitions, under the project and 
 FILE_TOOLS = ("Read", "Grep", "Glob", "Bash")  # tools that can read a spilled result back
 # Its row in docs/harnesses.md: what it can express, and how the governor uses it.
 CAPABILITIES = {
-    "deny": "yes: `permissionDecision: deny`; the model gets the reason",
+    "deny": "yes: `permissionDecision: deny`; the model gets the reason (2.1.332: after `PreToolUse:<tool> hook error: `)",
     "rewrite arguments": "yes: `updatedInput` (no `allow` needed)",
     "replace result": "yes: `updatedMCPToolOutput`",
     "context": "yes: `additionalContext`",
-    "turn id": "yes: `prompt_id`",
+    "turn id": "yes: `prompt_id` (a background task's report joins the turn that launched it)",
     "call id": "yes: `tool_use_id`",
     "subagent id": "yes: `agent_id`, `agent_type`",
     "on crash": "fails open (the governor never crashes: it answers or applies on_error)",
@@ -110,6 +115,40 @@ def foreign(payload: Any, env: Mapping[str, str]) -> str | None:
     return None
 
 
+def spelled(server: str) -> str:
+    """A server's config key as Claude Code spells it in tool names."""
+    return "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "_" for c in server)
+
+
+def mcp_tool(tool_name: str, mcp_server: Any) -> tuple[str | None, str | None]:
+    """(server, tool) of a tool call, the server as spelled in the tool name (as policies name
+    it, on every build alike). `mcp_server.name`, where sent, says where the server's part ends,
+    which splitting at the first `__` gets wrong for a key like `team__memory`."""
+    name = mcp_server.get("name") if isinstance(mcp_server, dict) else None
+    if isinstance(name, str) and name:
+        server = spelled(name)
+        prefix = f"mcp__{server}__"
+        if tool_name.startswith(prefix) and len(tool_name) > len(prefix):
+            return server, tool_name[len(prefix) :]
+    return split_tool_name(tool_name)
+
+
+NOTIFICATION = "<task-notification>"
+
+
+def notification_origin(prompt: str) -> str | None:
+    """For a prompt Claude Code wrote to report a background task (`<task-notification>`), the
+    id of the tool call that launched the task ("" when it names none); None for any other
+    prompt. Only the header Claude Code writes is read, never the task's result (model text)."""
+    if not prompt.startswith(NOTIFICATION):
+        return None
+    import re
+
+    header = re.match(r"<task-notification>\s*(?:<task-id>[^<]*</task-id>\s*)?<tool-use-id>([^<\s]+)</tool-use-id>",
+                      prompt)  # fmt: skip
+    return header.group(1) if header else ""
+
+
 def event_name(payload: Any) -> str | None:
     name = payload.get("hook_event_name") if isinstance(payload, dict) else None
     return name if isinstance(name, str) else None
@@ -138,7 +177,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         tool_input = payload.get("tool_input")
         if tool_input is not None and not isinstance(tool_input, dict):
             raise BadPayload(f"field 'tool_input' should be an object, got {type(tool_input).__name__}")
-        server, tool = split_tool_name(tool_name)
+        server, tool = mcp_tool(tool_name, payload.get("mcp_server"))
         fields.update(tool_name=tool_name, server=server, tool=tool, tool_input=tool_input,
                       call_id=_text(payload, "tool_use_id"))  # fmt: skip
         if kind == ev.POST_TOOL:
@@ -157,7 +196,11 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
 
             fields["spilled"] = spill_read(tool_input)
     elif kind == ev.PROMPT:
-        fields["prompt"] = _text(payload, "prompt") or ""
+        prompt = _text(payload, "prompt") or ""
+        fields["prompt"] = prompt
+        origin = notification_origin(prompt)
+        if origin is not None:
+            fields.update(machine_made=True, origin_call_id=origin or None)
     elif kind == ev.SESSION_START:
         fields["source"] = _text(payload, "source")
     return Event(kind, _text(payload, "session_id", required=True) or "", **fields)

@@ -125,6 +125,8 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         unsafe = isolation(NAME, command)
         if unsafe is not None:
             checks.append(unsafe)
+    if commands:
+        checks += _server_spellings(policy)
     if commands and tools:
         checks.append(_selftest(commands[0], tools[0]))
     return checks
@@ -164,6 +166,22 @@ def _unmapped_memory_servers(project: str, policy: dict[str, Any]) -> list[Check
             checks.append(Check(WARN, "memory server", f"{path}: MCP server '{name}' looks like a memory server the "
                                 "policy does not map: its tools are not governed",
                                 f"map it in the policy: tools: [{{servers: [{name}], ...}}]"))  # fmt: skip
+    return checks
+
+
+def _server_spellings(policy: dict[str, Any]) -> list[Check]:
+    """A server the policy names by a config key Claude Code spells otherwise in tool names
+    (`my mem` is `mcp__my_mem__…`) would never match: say how to write it."""
+    from governor.harnesses.claude_code import spelled
+
+    checks = []
+    for mapping in policy["tools"]:
+        for server in mapping["servers"]:
+            if spelled(server) != server:
+                checks.append(Check(BAD, "claude-code server name",
+                                    f"Claude Code names server {server!r} {spelled(server)!r} in its tool names "
+                                    f"(mcp__{spelled(server)}__…), so the policy's tools for it never match",
+                                    f"write {spelled(server)!r} in the policy's servers"))  # fmt: skip
     return checks
 
 
