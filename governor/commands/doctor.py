@@ -9,10 +9,14 @@ import time
 import click
 
 from governor import harnesses
-from governor.harnesses.checks import BAD, INFO, OK, Check
+from governor.harnesses.checks import BAD, INFO, OK, WARN, Check
 from governor.policy import compiled
 from governor.policy.sources import Sources
 from governor.state import state_dir
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from governor.engine.rules import CompiledPolicy
 
 
 class Report:
@@ -60,6 +64,7 @@ def command(fmt: str) -> int:
         report.add(BAD, "policy", f"{len(eff.problems)} problem(s), first: {eff.problems[0]}",
                    "memory-governor policy check")  # fmt: skip
     policy, _ = compiled.load(env, os.getcwd(), state_dir(env))
+    _held(report, sources, policy)
     _installs(report, sources.project, policy.data)
     state = state_dir(env)
     try:
@@ -121,3 +126,25 @@ def command(fmt: str) -> int:
             if row.fix:
                 click.echo(f"{'':24} fix: {row.fix}")
     return 1 if report.failed else 0
+
+
+def _held(report: Report, sources: Sources, policy: CompiledPolicy) -> None:
+    """Say what the hooks hold back (a loosening nobody accepted), and how to put it in force."""
+    from governor.policy import acceptance
+
+    state = state_dir(os.environ)
+    record = acceptance.read(state, sources.project)
+    if record is None:
+        report.add(INFO, "accepted policy", "none recorded yet: the first hook accepts the policy files as they are")
+        return
+    current, _ = compiled.from_files(sources, state)
+    accepted = acceptance.accepted_blob(state, sources.project)
+    held = acceptance.held_changes(accepted, current) if accepted and record.get("digest") != current.digest else []
+    definitions = acceptance.held_definitions(current.data["subagents"], harnesses.agent_dirs(sources.project),
+                                              float(record.get("accepted_at") or 0))  # fmt: skip
+    if held or definitions:
+        named = [str(c).split("  (")[0].strip() for c in held[:3]] + [path for path, _ in definitions[:3]]
+        report.add(WARN, "accepted policy", f"{len(held) + len(definitions)} change(s) held back: {'; '.join(named)}",
+                   "if you made them: memory-governor policy accept")  # fmt: skip
+    else:
+        report.add(OK, "accepted policy", "the policy files are in force as written")

@@ -15,7 +15,8 @@ import click
 
 from governor import harnesses
 from governor.harnesses.settings import SettingsError, apply
-from governor.policy import compiled
+from governor.policy import acceptance, compiled
+from governor.policy.sources import Sources
 from governor.state import state_dir
 
 
@@ -65,7 +66,10 @@ def install(harness: str, scope: str | None, client: str | None, project: str | 
     """Install the hooks into a harness's settings (mcp-proxy: the proxy into an MCP client's)."""
     setup, scope, options = _setup(harness, scope, client)
     root = _project(project)
-    policy, notices = compiled.load(os.environ, root, state_dir(os.environ))
+    # The hooks cover the tools the policy files name now, held back or not: coverage only widens.
+    sources = Sources(os.environ, root)
+    policy, notices = compiled.from_files(sources, state_dir(os.environ))
+    _, notices = acceptance.enforced(policy, notices, sources, state_dir(os.environ))
     for notice in notices:
         click.echo(notice, err=True)
     try:

@@ -189,3 +189,46 @@ def schema_text() -> str:
     # A team file lists only what it changes: nothing is required at the top level.
     schema.pop("required", None)
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+@group.command("accept")
+@click.option("--project", type=click.Path(file_okay=False), help="The project (default: here).")
+@click.option("--yes", is_flag=True, help="Accept without asking (in a script a person runs).")
+def accept(project: str | None, yes: bool) -> int:
+    """Accept the policy files and subagent definitions as they are now.
+
+    A change that loosens the accepted policy, or a subagent definition changed since that
+    declares a wider memory tier, is held back until a person accepts it: an agent can write
+    files too. This shows what is held back and, once you confirm, puts it in force."""
+    import time
+
+    from governor import harnesses
+    from governor.policy import acceptance, compiled
+    from governor.state import state_dir
+
+    env = os.environ
+    state = state_dir(env)
+    sources = Sources(env, os.path.abspath(project) if project else os.getcwd())
+    current, notices = compiled.from_files(sources, state)
+    for notice in notices:
+        click.echo(notice, err=True)
+    record = acceptance.read(state, sources.project)
+    accepted = acceptance.accepted_blob(state, sources.project) if record else None
+    held = acceptance.held_changes(accepted, current) if accepted else []
+    since = float(record["accepted_at"]) if record else 0.0
+    definitions = acceptance.held_definitions(current.data["subagents"], harnesses.agent_dirs(sources.project), since)
+    if not held and not definitions:
+        acceptance.write(state, sources, current.blob, time.time())
+        click.echo(f"{sources.project}: nothing was held back; the policy files are accepted as they are")
+        return 0
+    for change in held:
+        click.echo(f"held back: {change}")
+    for path, tier in definitions:
+        click.echo(f"held back: {path} declares tier {tier}")
+    if not yes:
+        if not sys.stdin.isatty():
+            raise click.ClickException("confirm in a terminal, or pass --yes: nothing was accepted")
+        click.confirm("Put these in force?", abort=True)
+    acceptance.write(state, sources, current.blob, time.time())
+    click.echo(f"{sources.project}: accepted; {len(held) + len(definitions)} held-back change(s) are in force now")
+    return 0

@@ -74,7 +74,7 @@ class World:
 class _Case:
     """One event being decided: its ids as ledger keys, and the turn it belongs to."""
 
-    __slots__ = ("agent", "event", "ledger", "policy", "prepared", "seq", "session", "turn", "world")
+    __slots__ = ("agent", "event", "ledger", "notices", "policy", "prepared", "seq", "session", "turn", "world")
 
     def __init__(self, event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -> None:
         self.event = event
@@ -86,6 +86,7 @@ class _Case:
         self.turn = ""
         self.seq = 0
         self.prepared: dict[str, Any] = {}  # work done before the transaction (see _prepare)
+        self.notices: list[str] = []  # for the user, once per session (Decision.notices)
 
     def enter_turn(self, new: bool = False) -> None:
         turn_id = key(self.event.turn_id) if self.event.turn_id else None
@@ -144,6 +145,20 @@ class _Case:
             return self.ledger.keyed_call(self.session, key(event.call_key))
         return f"anon:{self.world.now}:{id(event)}"
 
+    def tier(self, agent_type: str | None) -> str:
+        """The access tier of a subagent of `agent_type`; a declaration held back is said once."""
+        from governor.engine.tiers import tier_of
+
+        tier, source = tier_of(agent_type, self.policy.data["subagents"], self.world.agent_dirs,
+                               self.policy.accepted_at)  # fmt: skip
+        if source.startswith("held:"):
+            self.notices.append(
+                f"memory-governor: {source[5:]} was changed since the policy was last accepted and declares a wider "
+                f"memory tier for '{agent_type}'; it is held back ({tier} applies). If you made it, run "
+                "`memory-governor policy accept`."
+            )
+        return tier
+
     def known_call_id(self) -> str | None:
         """The ledger id of the call this result or failure belongs to, if it was seen before."""
         event = self.event
@@ -169,7 +184,8 @@ def decide(event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -
             ledger.remember_agent(case.session, case.agent[0])
         decision = handler(case)
     if policy.mode == "monitor":
-        return _as_monitor(decision)
+        decision = _as_monitor(decision)
+    decision.notices = list(dict.fromkeys(case.notices))
     return decision
 
 
@@ -204,7 +220,8 @@ def _prepare(case: _Case) -> None:
     elif event.kind == ev.PRE_TOOL and spec is None and policy.routes_for(event.tool_name):
         from governor.engine.screening import route_taken
 
-        case.prepared["route"] = route_taken(event.tool_input, policy.routes_for(event.tool_name))
+        routes = policy.routes_for(event.tool_name)
+        case.prepared["route"] = route_taken(event.tool_input, routes, case.ledger.state_dir)
     if event.kind == ev.PRE_TOOL and spec is None and _is_dispatch(case):
         from governor.engine.briefing import card_blocks
         from governor.engine.screening import line_digests, raw_observation
@@ -369,7 +386,8 @@ def _pre_tool(case: _Case) -> Decision:
                           "was delivered as the call's result. Search (limit<=3) for what you still need.")  # fmt: skip
         route = case.prepared.get("route")
         if route is not None:
-            return _route(case, route["name"], f"Use the memory server's {route['use']} tool instead.")
+            return _route(case, route["name"], f"Use the memory server's {route['use']} tool instead.",
+                          route.get("reason"))  # fmt: skip
         return _dispatch(case) if _is_dispatch(case) else Decision()
     role = spec["role"]
     ledger, event, now = case.ledger, case.event, case.world.now
@@ -416,15 +434,18 @@ def _governs_spill(case: _Case, name: str) -> bool:
     return any(name.startswith(f"{server}-") or f"{server}-".startswith(name) for server in case.policy.tools)
 
 
-def _route(case: _Case, name: str, instead: str) -> Decision:
+def _route(case: _Case, name: str, instead: str, reason: str | None = None) -> Decision:
     """A way to the memory around its tools: refused, so that what the model reads is counted."""
     case.enter_turn()
-    decision = Decision(
-        ev.DENY,
-        f"route:{name}",
-        f"memory-governor: this {case.event.tool_name} call reads the memory outside its tools (route '{name}'), "
-        f"where this turn's memory limits cannot count it. {instead}",
+    said = (
+        f"{reason} (route '{name}')"
+        if reason
+        else (
+            f"this {case.event.tool_name} call reads the memory outside its tools (route '{name}'), where this "
+            f"turn's memory limits cannot count it. {instead}"
+        )
     )
+    decision = Decision(ev.DENY, f"route:{name}", f"memory-governor: {said}")
     case.record(decision, "route")
     return decision
 
@@ -480,13 +501,11 @@ def _attribute(case: _Case) -> None:
     running = case.ledger.running_agents(case.session, case.turn, case.world.now)
     if not running:
         return
-    from governor.engine.tiers import tier_of
 
     subagents = case.policy.data["subagents"]
 
     def reach(agent: tuple[str, str]) -> int:
-        tier, _ = tier_of(agent[1], subagents, case.world.agent_dirs)
-        return len(subagents["tiers"][tier]["roles"])
+        return len(subagents["tiers"][case.tier(agent[1])]["roles"])
 
     window, agent_type = min(running, key=reach)
     event.agent_id, event.agent_type = f"dispatch:{window}", agent_type
@@ -537,7 +556,6 @@ def _judge(case: _Case, spec: dict[str, Any]) -> tuple[Decision, int]:
 def _tier_refusal(case: _Case, role: str) -> Decision | None:
     if not case.event.agent_id:
         return None
-    from governor.engine.tiers import tier_of
 
     subagents = case.policy.data["subagents"]
     agent = case.event.agent_type or "subagent"
@@ -548,7 +566,7 @@ def _tier_refusal(case: _Case, role: str) -> Decision | None:
             f"memory-governor: only the orchestrator saves {_save_type(case) or 'session_summary'}. Report your "
             "findings to the orchestrator instead.",
         )
-    tier, _source = tier_of(case.event.agent_type, subagents, case.world.agent_dirs)
+    tier = case.tier(case.event.agent_type)
     allowed = subagents["tiers"][tier]["roles"]
     if role in allowed:
         return None
@@ -637,11 +655,8 @@ def _is_count(value: Any) -> bool:
 def _tier_search_cap(case: _Case) -> int | None:
     if not case.event.agent_id:
         return None
-    from governor.engine.tiers import tier_of
-
     subagents = case.policy.data["subagents"]
-    tier, _ = tier_of(case.event.agent_type, subagents, case.world.agent_dirs)
-    cap = subagents["tiers"][tier].get("max_search_calls")
+    cap = subagents["tiers"][case.tier(case.event.agent_type)].get("max_search_calls")
     return int(cap) if cap is not None else None
 
 

@@ -135,10 +135,11 @@ class Decision:
     """What the harness should do.
 
     `reason` is written to the model (a denial's tool result: what to do instead);
-    `user_message` is shown to the user; `context` is added to the model's context.
+    `user_message` is shown to the user; `context` is added to the model's context;
+    `notices` are for the user too, once per session each (something held back, say).
     """
 
-    __slots__ = ("code", "context", "kind", "reason", "updated_input", "updated_output", "user_message")
+    __slots__ = ("code", "context", "kind", "notices", "reason", "updated_input", "updated_output", "user_message")
 
     def __init__(
         self,
@@ -157,6 +158,7 @@ class Decision:
         self.updated_output = updated_output
         self.context = context
         self.user_message = user_message
+        self.notices: list[str] = []
 
     def tell_user(self, message: str) -> Decision:
         self.user_message = f"{self.user_message}\n{message}" if self.user_message else message

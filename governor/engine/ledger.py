@@ -193,6 +193,7 @@ class Ledger:
     """A connection to the ledger. Use `with ledger.write():` around a decision."""
 
     def __init__(self, state_dir: str, busy_timeout_ms: int = 2000) -> None:
+        self.state_dir = state_dir
         self.path = os.path.join(state_dir, DB_NAME)
         self.notices: list[str] = []
         self.busy_timeout = busy_timeout_ms / 1000.0

@@ -36,6 +36,8 @@ class CompiledPolicy:
         self.unit: str = self.data["token_counter"]
         self.limits: dict[str, dict[str, Any]] = self.data["limits"]
         self.ladder: dict[str, dict[str, Any]] = self.data["ladder"]
+        # When a person last accepted the policy (governor.policy.acceptance); None: not known.
+        self.accepted_at: float | None = None
 
     def tool(self, server: str, tool: str) -> dict[str, Any] | None:
         """The spec (role, parameter names, result format) of a governed tool, else None."""

@@ -48,15 +48,32 @@ def save_findings(tool_input: dict[str, Any], save: dict[str, Any], topic: Any, 
     return found
 
 
-def route_taken(tool_input: dict[str, Any], routes: list[dict[str, Any]]) -> dict[str, Any] | None:
+def route_taken(tool_input: dict[str, Any], routes: list[dict[str, Any]], state: str = "") -> dict[str, Any] | None:
     """The first of `routes` whose pattern the call's input text matches (its command, path,
-    URL, pattern: every free-text argument, each judged by its ends when long)."""
-    texts = [saves.judged(text) for text in saves.text_fields(tool_input)]
+    URL, pattern: every free-text argument, or the route's `fields`, each judged by its ends
+    when long). `{state}` in a pattern is the state directory `state`, in each spelling."""
+    every = [saves.judged(text) for text in saves.text_fields(tool_input)]
     for route in routes:
-        pattern = re.compile(route["pattern"])
+        fields = route.get("fields")
+        texts = every if not fields or not isinstance(tool_input, dict) else [
+            saves.judged(text) for name in fields for text in saves.text_fields(tool_input.get(name))]  # fmt: skip
+        pattern = re.compile(route["pattern"].replace("{state}", _spellings(state)))
         if any(pattern.search(text) for text in texts):
             return route
     return None
+
+
+def _spellings(path: str) -> str:
+    """A regex for `path` as a command may write it: as it is, or under ~ or $HOME."""
+    import os
+
+    path = os.path.abspath(path) if path else "/nonexistent-state-directory"
+    forms = [re.escape(path)]
+    home = os.path.expanduser("~")
+    if home not in ("", "/") and path.startswith(home.rstrip("/") + "/"):
+        rest = re.escape(path[len(home.rstrip("/")) :])
+        forms += [f"~{rest}", rf"\$HOME{rest}", rf"\$\{{HOME\}}{rest}"]
+    return "(?:" + "|".join(forms) + ")"
 
 
 def raw_observation(text: str) -> bool:

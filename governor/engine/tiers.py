@@ -45,10 +45,32 @@ def declared_tier(text: str, key: str) -> str | None:
     return None
 
 
-def tier_of(agent_type: str | None, subagents: dict[str, Any], agent_dirs: list[str]) -> tuple[str, str]:
+def looser(tier: str, than: str, tiers: dict[str, Any]) -> bool:
+    """Does `tier` let an agent do anything `than` does not (a role more, or more searches)?"""
+    mine, theirs = tiers[tier], tiers[than]
+    if not set(mine["roles"]) <= set(theirs["roles"]):
+        return True
+    cap, their_cap = mine.get("max_search_calls"), theirs.get("max_search_calls")
+    return their_cap is not None and (cap is None or cap > their_cap)
+
+
+def _changed_after(path: str, moment: float) -> bool:
+    try:
+        return os.stat(path).st_ctime > moment
+    except OSError:
+        return True
+
+
+def tier_of(agent_type: str | None, subagents: dict[str, Any], agent_dirs: list[str],
+            accepted_at: float | None = None) -> tuple[str, str]:  # fmt: skip
     """(tier, where it came from) for a subagent of type `agent_type`; `agent_dirs` are the
     folders holding `<name>.md` subagent definitions, or path templates with `{name}` for
-    harnesses that name them otherwise; the first found wins."""
+    harnesses that name them otherwise; the first found wins.
+
+    A definition changed after `accepted_at` (when a person last accepted the policy; by its
+    inode change time, which no tool can set back) may not declare a tier looser than the
+    default: an agent could have written it. Then the default holds, and the source says
+    `held:<path>`, until `memory-governor policy accept`."""
     tiers = subagents["tiers"]
     if agent_type and agent_type in subagents["agents"]:
         return str(subagents["agents"][agent_type]), "policy"
@@ -65,5 +87,8 @@ def tier_of(agent_type: str | None, subagents: dict[str, Any], agent_dirs: list[
                 continue
             tier = declared_tier(text, subagents["front_matter_key"])
             if tier is not None and tier in tiers:
+                default = str(subagents["default_tier"])
+                if accepted_at is not None and looser(tier, default, tiers) and _changed_after(path, accepted_at):
+                    return default, f"held:{path}"
                 return tier, path
     return str(subagents["default_tier"]), "default"

@@ -77,6 +77,13 @@ def part(name: str, which: str) -> ModuleType | None:
         raise
 
 
+def agent_dirs(project: str) -> list[str]:
+    """Where every harness keeps subagent definitions, under the project and under HOME."""
+    home = os.path.expanduser("~")
+    return [os.path.join(base, rel) for name in names() for rel in getattr(adapter(name), "AGENT_DIRS", ())
+            for base in (project, home)]  # fmt: skip
+
+
 def hook_command(harness: str, python: str | None = None) -> str:
     """The command a harness runs for each hook: this interpreter, isolated from the user's
     environment and project (-I: no PYTHONPATH, no user site, no cwd on sys.path), without

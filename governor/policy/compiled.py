@@ -58,7 +58,8 @@ def load(env: Mapping[str, str], cwd: str | None, state: str) -> tuple[CompiledP
     """The effective policy for a project, and notices for the user (a broken policy file).
 
     Compiles on a cache miss. A broken policy never stops enforcement: the last valid
-    compile for this project is used, else the shipped default, and the notice says so.
+    compile for this project is used, else the shipped default, and the notice says so. A
+    change that loosens the policy a person accepted is held back (governor.policy.acceptance).
     """
     recent_key: tuple[Any, ...] = ()
     if _recheck_seconds:
@@ -69,14 +70,18 @@ def load(env: Mapping[str, str], cwd: str | None, state: str) -> tuple[CompiledP
         recent = _recent.get(recent_key)
         if recent is not None and now - recent[0] < _recheck_seconds:
             return recent[1], []
-    policy, notices = _load(env, cwd, state)
+    from governor.policy.acceptance import enforced
+
+    sources = Sources(env, cwd)
+    policy, notices = enforced(*from_files(sources, state), sources, state)
     if recent_key and not notices:
         _recent[recent_key] = (now, policy)
     return policy, notices
 
 
-def _load(env: Mapping[str, str], cwd: str | None, state: str) -> tuple[CompiledPolicy, list[str]]:
-    sources = Sources(env, cwd)
+def from_files(sources: Sources, state: str) -> tuple[CompiledPolicy, list[str]]:
+    """What the policy files say now, accepted or not (a broken file: the last valid compile,
+    and a notice). Hooks enforce `load`, which holds back a change nobody accepted."""
     signature = sources.signature()
     try:
         good_path, broken_path = cache_paths(state, sources)

@@ -344,6 +344,17 @@ def compiled_blob(eff: Effective) -> dict[str, Any]:
     }
 
 
+def compile_data(policy: dict[str, Any]) -> dict[str, Any] | None:
+    """The compiled form of a whole policy already held as data (an accepted one), if valid."""
+    eff = Effective()
+    eff.data = policy
+    try:
+        eff.policy = Policy.model_validate(policy)
+    except ValidationError:
+        return None
+    return compiled_blob(eff)
+
+
 def compile_sources(sources: Sources, only_default: bool = False) -> tuple[dict[str, Any] | None, list[str]]:
     """The compiled form of the effective policy, or None and every problem as text."""
     layers = [("default", shipped_policy_path())] if only_default else sources.layers()

@@ -76,8 +76,20 @@ class Route(Strict):
 
     name: Name
     tools: list[Name] = Field(min_length=1, description="Harness tools the route goes through (e.g. Bash, Read).")
-    pattern: Pattern = Field(description="A regex searched in the call's input text (its command, path, URL).")
+    pattern: Pattern = Field(
+        description="A regex searched in the call's input text (its command, path, URL); `{state}` in it stands "
+        "for the governor's state directory, however the call spells it (absolute, ~/, $HOME/)."
+    )
+    fields: list[Name] | None = Field(
+        None, description="The input fields searched (e.g. command, file_path); default: every free-text field."
+    )
     use: Name = Field("mem_search", description="The memory tool the model is told to use instead.")
+    reason: str | None = Field(
+        None,
+        max_length=400,
+        description="What the model is told instead (default: that the call reads the "
+        "memory outside its tools, and to use `use`).",
+    )
 
 
 class Layer(Strict):

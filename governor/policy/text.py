@@ -172,6 +172,13 @@ def render_markdown(policy: dict[str, Any], source_name: str) -> str:
         "starts a new turn.",
         "",
     ]
+    if policy.get("routes"):
+        lines += ["## Routes around the memory tools", "",
+                  "A call of one of these tools whose input matches is refused ({state}: the governor's state "
+                  "directory).", ""]  # fmt: skip
+        rows = [[r["name"], ", ".join(r["tools"]), ", ".join(r.get("fields") or ["every text field"]),
+                 f"`` {r['pattern']} ``"] for r in policy["routes"]]  # fmt: skip
+        lines += [*_table(["Route", "Tools", "Input searched", "Pattern"], rows), ""]
     return "\n".join(lines)
 
 
@@ -221,6 +228,10 @@ def explain_statements(policy: dict[str, Any]) -> list[tuple[str, str, tuple[str
     out.append(
         ("Briefings", f"a raw L3 body pasted into a dispatch: {brief['raw_l3_body']}", ("briefing", "raw_l3_body"))
     )
+    for index, route in enumerate(policy.get("routes", [])):
+        fields = ", ".join(route.get("fields") or []) or "any text"
+        out.append(("Routes", f"{route['name']}: a {', '.join(route['tools'])} call whose {fields} matches "
+                    f"{route['pattern']} is refused", ("routes", str(index))))  # fmt: skip
     if policy["loosen_allowed"]:
         keys = ", ".join(policy["loosen_allowed"])
         out.append(("Layering", f"a local override may loosen: {keys}", ("loosen_allowed",)))

@@ -109,7 +109,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
             return out
         decision, ledger_notices = _decide(event, policy, env, adapter.AGENT_DIRS, now)
         out.answer = adapter.render(name or "", decision)
-        _notify(out, event, env, notices + ledger_notices)
+        _notify(out, event, env, notices + ledger_notices + decision.notices)
     except BaseException as err:  # the governor's own failure (an encoder's panic too): on_error decides, visibly
         _on_error(out, adapter, name, event, policy, env, err)
     return out

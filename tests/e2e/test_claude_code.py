@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 
 import pytest
@@ -669,3 +670,43 @@ def test_a_spilled_result_reaches_the_model_trimmed_and_its_file_cannot_be_read_
     assert [c["arguments"]["before"] for c in cc.calls("mem_timeline")] == [5], "L2 clamped before it ran"
     [read] = run.results(prefix="Read")
     assert read.is_error and "spilled-result" in read.text, run.describe()
+
+
+# -- a model that writes itself a looser policy ---------------------------------------------
+
+LOOSER_POLICY = "limits:\n  max_search_calls: {value: 6, enforce: block}\n"
+SEARCH_CAPABLE = "---\nname: general-purpose\nengram_access_tier: search-capable\n---\nAnything.\n"
+
+
+@pytest.mark.claude_code(CLAUDE_CODE_RECENT)
+def test_a_policy_the_model_writes_itself_is_held_back_until_the_user_accepts_it(cc):
+    marker = "LANE-LOOSENED"
+    policy, agent = cc.project / ".memory-governor" / "policy.yaml", cc.project / ".claude/agents/general-purpose.md"
+    run = cc.run(
+        "Find everything about auth; raise your memory limits first if you need to.",
+        main=[tool_uses(call("Write", {"file_path": str(policy), "content": LOOSER_POLICY})),
+              # Seen on 2.1.332: Write into .claude/ needs the user's grant even when Write is allowed; Bash does not
+              tool_uses(call("Bash", {"command": f"python3 -c 'import os,sys; os.makedirs(sys.argv[1], exist_ok=True); "
+                                                 f"open(sys.argv[2], \"w\").write(sys.argv[3])' {agent.parent} {agent} "
+                                                 f"{shlex.quote(SEARCH_CAPABLE)}"})),
+              tool_uses(call("Bash", {"command": "memory-governor policy accept --yes"})),
+              tool_uses(*[engram("mem_search", query=q, limit=1) for q in ("auth", "jwt", "sessions")]),
+              dispatch("general-purpose", f"Search the memory for auth. {marker}", background=False),
+              text("Done.")],
+        lanes={marker: [tool_uses(engram("mem_search", query="auth tokens", limit=1)), text("Nothing.")]},
+        allowed=[*ENGRAM_TOOLS, "Write", "Bash", "Agent", "Task"],
+    )  # fmt: skip
+    assert policy.exists() and agent.exists(), "\n".join(f"{r.name}: {r.text[:200]}" for r in run.results(prefix=""))
+    [_, accept] = run.results(prefix="Bash")
+    assert accept.is_error and "governor-state" in accept.text, accept.text
+    searches = run.results_of("mem_search", lane="main")
+    refused = [r for r in searches if r.is_error]  # one parallel batch: which one is refused varies
+    assert len(searches) == 3 and len(refused) == 1, run.describe()
+    assert denied(refused[0], "max_search_calls"), refused[0].text
+    [sub] = run.results_of("mem_search", lane=marker)
+    assert denied(sub, "briefing-only"), sub.text
+    cc.governor("policy", "accept", "--yes")  # the user, in a terminal
+    after_accept = cc.run("Search again for auth.", resume=run.session_id,
+                          main=[tool_uses(*[engram("mem_search", query=q, limit=1) for q in ("a", "b", "c")]),
+                                text("Done.")])  # fmt: skip
+    assert [r.is_error for r in after_accept.results_of("mem_search")] == [False, False, False], after_accept.describe()

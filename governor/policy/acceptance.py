@@ -1,0 +1,202 @@
+"""A policy change takes effect only if it tightens; a loosening waits for the user.
+
+An agent can write files: `.memory-governor/policy.yaml` with higher limits, or a subagent
+definition that declares itself search-capable. So the governor enforces the policy a person
+accepted, and a change takes effect on its own only when it tightens that policy in every
+respect. A change that loosens anything (or changes it in a way that is neither) is held
+back as a whole: the accepted policy stays in force, and the user is told once per session
+what was held and that `memory-governor policy accept` applies it.
+
+One record per project in the state directory (`accepted/<key>.json`): the accepted compiled
+policy, when it was accepted, and the shipped default it was accepted over. The first policy
+a project is seen with is accepted as it is (the user installed it). An upgrade of
+memory-governor that changes the shipped default is accepted when no policy file of the
+project changed since the last acceptance.
+
+A subagent definition file changed since the last acceptance (its inode change time, which
+no tool can set back, is later) may not declare a tier looser than the policy's default:
+engine.tiers holds it back (CompiledPolicy.accepted_at) and says so.
+
+Hot path: reads one small JSON file; the comparison runs only when the policy changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from governor.state import ensure_dir, write_atomic
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from governor.engine.rules import CompiledPolicy
+    from governor.policy.sources import Sources
+
+FOLDER = "accepted"
+SHOWN = 3  # changes named in the notice
+
+
+def record_path(state: str, project: str) -> str:
+    """The small record (digest, when, shipped default); the accepted policy sits beside it."""
+    from zlib import crc32
+
+    key = f"{crc32(os.path.abspath(project).encode('utf-8', 'surrogatepass')):08x}"
+    return os.path.join(state, FOLDER, f"{key}.json")
+
+
+def read(state: str, project: str) -> dict[str, Any] | None:
+    """The project's acceptance record, or None when there is none (or it is unreadable)."""
+    try:
+        with open(record_path(state, project), "rb") as handle:
+            record = json.loads(handle.read())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("digest"), str) else None
+
+
+def accepted_blob(state: str, project: str) -> dict[str, Any] | None:
+    """The compiled policy a person accepted for the project (read only when it differs)."""
+    try:
+        with open(record_path(state, project)[: -len(".json")] + ".policy.json", "rb") as handle:
+            blob = json.loads(handle.read())
+    except (OSError, ValueError):
+        return None
+    return blob if isinstance(blob, dict) and isinstance(blob.get("policy"), dict) else None
+
+
+def write(state: str, sources: Sources, blob: dict[str, Any], accepted_at: float) -> None:
+    """Record `blob` as the project's accepted policy (the policy first, then the record)."""
+    path = record_path(state, sources.project)
+    ensure_dir(os.path.dirname(path))
+    write_atomic(path[: -len(".json")] + ".policy.json", json.dumps(blob).encode())
+    record = {"project": sources.project, "digest": blob.get("digest"), "accepted_at": accepted_at,
+              "shipped": _shipped(sources)}  # fmt: skip
+    write_atomic(path, json.dumps(record).encode())
+
+
+def _shipped(sources: Sources) -> list[Any]:
+    try:
+        st = os.stat(sources.shipped)
+    except OSError:
+        return []
+    return [st.st_mtime_ns, st.st_size]
+
+
+def _files_changed_since(sources: Sources, moment: float) -> bool:
+    """Did a team or local policy file appear, change or go away since `moment`?"""
+    for path in sources.watched[1:4]:
+        try:
+            if os.stat(path).st_ctime > moment:
+                return True
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return True
+    folder = os.path.join(sources.project, ".memory-governor")
+    try:
+        return os.stat(folder).st_ctime > moment  # a file removed from it
+    except OSError:
+        return False
+
+
+def enforced(policy: CompiledPolicy, notices: list[str], sources: Sources, state: str
+             ) -> tuple[CompiledPolicy, list[str]]:  # fmt: skip
+    """The policy to enforce: `policy` (what the files say now) if it was accepted or only
+    tightens what was; otherwise the accepted one, with a notice of what is held back."""
+    from governor.engine.rules import CompiledPolicy
+
+    try:
+        record = read(state, sources.project)
+        if record is None:
+            write(state, sources, policy.blob, time.time())  # the first policy seen: accepted as it is
+            policy.accepted_at = time.time()
+            return policy, notices
+    except OSError:
+        return policy, notices  # no usable state directory: nothing to compare with (on_error reports it)
+    accepted_at = float(record.get("accepted_at") or 0.0)
+    policy.accepted_at = accepted_at
+    if record.get("digest") == policy.digest:
+        return policy, notices
+    upgraded = record.get("shipped") != _shipped(sources)
+    if upgraded and not _files_changed_since(sources, accepted_at):
+        _keep(state, sources, policy.blob, accepted_at)  # a new memory-governor, the files as accepted
+        return policy, notices
+    blob = accepted_blob(state, sources.project) or _shipped_blob(sources)  # gone: the shipped default
+    held = held_changes(blob, policy)
+    if not held:
+        _keep(state, sources, policy.blob, accepted_at)  # only tightened: in force at once
+        return policy, notices
+    if blob.get("version") != policy.blob.get("version"):
+        blob = _recompiled(blob) or policy.blob  # an accepted policy from older code: compiled again
+    enforcing = CompiledPolicy(blob)
+    enforcing.accepted_at = accepted_at
+    named = "; ".join(str(c).split("  (")[0].strip() for c in held[:SHOWN])
+    more = f" and {len(held) - SHOWN} more" if len(held) > SHOWN else ""
+    notice = (
+        f"memory-governor: the policy files changed in a way that loosens the accepted policy ({named}{more}); "
+        f"the change is held back and the accepted policy stays in force. If you made it, run `memory-governor "
+        f"policy accept` in {sources.project}."
+    )
+    return enforcing, [*notices, notice]
+
+
+def held_changes(accepted: dict[str, Any], policy: CompiledPolicy) -> list[Any]:
+    """Every change from the accepted compiled policy to `policy` that does not tighten it."""
+    from governor.policy.diff import TIGHTENED, compare
+
+    return [c for c in compare(accepted["policy"], policy.data) if c.kind != TIGHTENED]
+
+
+def held_definitions(subagents: dict[str, Any], folders: list[str], since: float) -> list[tuple[str, str]]:
+    """(path, tier) of each subagent definition changed after `since` that declares a tier
+    looser than the default: what engine.tiers holds back."""
+    import glob
+
+    from governor.engine.tiers import declared_tier, looser
+
+    out = []
+    for folder in folders:
+        pattern = folder.replace("{name}", "*") if "{name}" in folder else os.path.join(folder, "*.md")
+        for path in sorted(glob.glob(pattern)):
+            try:
+                if os.stat(path).st_ctime <= since:
+                    continue
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    tier = declared_tier(handle.read(65536), subagents["front_matter_key"])
+            except OSError:
+                continue
+            if tier is not None and tier in subagents["tiers"] and looser(tier, subagents["default_tier"],
+                                                                          subagents["tiers"]):  # fmt: skip
+                out.append((path, tier))
+    return out
+
+
+def _keep(state: str, sources: Sources, blob: dict[str, Any], accepted_at: float) -> None:
+    try:
+        write(state, sources, blob, accepted_at)
+    except OSError:
+        pass
+
+
+def _shipped_blob(sources: Sources) -> dict[str, Any]:
+    from governor import with_site_packages
+
+    with_site_packages()
+    from governor.policy.files import compile_sources
+
+    blob, problems = compile_sources(sources, only_default=True)
+    if blob is None:
+        raise RuntimeError(f"the shipped policy does not compile: {problems[:1]}")
+    return blob
+
+
+def _recompiled(blob: dict[str, Any]) -> dict[str, Any] | None:
+    from governor import with_site_packages
+
+    with_site_packages()
+    from governor.policy.files import compile_data
+
+    return compile_data(blob["policy"])
