@@ -437,3 +437,35 @@ def test_doctor_warns_of_a_memory_server_the_policy_does_not_map(env: Env) -> No
     out = env.cli("doctor")
     assert "engram-memory" in out.stdout and "not governed" in out.stdout
     assert "github" not in out.stdout.split("engram-memory")[1].split("\n")[0]
+
+
+# -- 9b. the same routes in every harness, by its own tool names ---------------------------------------
+
+
+@pytest.mark.parametrize("command", ["engram search auth --limit 50", "sqlite3 ~/.engram/engram.db .dump",
+                                     "memory-governor policy accept --yes"])  # fmt: skip
+def test_every_harness_refuses_the_routes_by_its_own_tool_names(env: Env, command: str) -> None:
+    from tests.harnesses.test_codex import Codex, denied
+    from tests.harnesses.test_copilot import Copilot
+    from tests.harnesses.test_gemini_cli import GeminiSession
+
+    codex = Codex(env)
+    codex.prompt("look it up")
+    assert denied(codex.hook(codex.payload("PreToolUse", tool_name="Bash", tool_input={"command": command},
+                                           tool_use_id="call_route")), "route"), "codex"  # fmt: skip
+    copilot = Copilot(env)
+    copilot.prompt("look it up")
+    assert copilot.send("preToolUse", toolName="bash", toolArgs={"command": command}).denied, "copilot"
+    gemini = GeminiSession(env)
+    gemini.prompt("look it up")
+    assert gemini.event("BeforeTool", tool_name="run_shell_command", tool_input={"command": command}).denied, "gemini"
+
+
+def test_the_installers_hook_the_route_tools_of_their_harness(env: Env) -> None:
+    for harness, path, names in (("gemini-cli", ".gemini/settings.json", ["run_shell_command", "read_file"]),
+                                 ("copilot", ".github/hooks/memory-governor.json", ["bash", "view"]),
+                                 ("claude-code", ".claude/settings.json", ["Bash", "Read", "Write"])):  # fmt: skip
+        env.cli("install", harness, "--scope", "project", check=True)
+        text = (env.project / path).read_text()
+        for name in names:
+            assert name in text, f"{harness}: {name} not hooked"

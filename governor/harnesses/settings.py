@@ -47,6 +47,12 @@ class Change:
         return bool(self.after != self.before)
 
 
+def route_tools(policy: dict[str, Any]) -> list[str]:
+    """The tools the policy's routes go through (Bash, run_shell_command, ...): a harness's
+    before-tool hook must see them too, or a route around the memory tools is open there."""
+    return list(dict.fromkeys(t for route in policy.get("routes", []) for t in route["tools"]))
+
+
 def json_text(data: Any) -> str:
     return json.dumps(data, indent=2) + "\n"
 

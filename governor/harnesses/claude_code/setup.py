@@ -17,7 +17,15 @@ from typing import Any
 from governor.harnesses import hook_command
 from governor.harnesses.checks import BAD, OK, WARN, Check, isolation, run_hook_command
 from governor.harnesses.claude_code import FILE_TOOLS
-from governor.harnesses.settings import Change, hook_groups, json_text, read_json, with_hooks, without_hooks
+from governor.harnesses.settings import (
+    Change,
+    hook_groups,
+    json_text,
+    read_json,
+    route_tools,
+    with_hooks,
+    without_hooks,
+)
 
 NAME = "claude-code"
 SCOPES = ("project", "local", "user")
@@ -60,7 +68,7 @@ def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, 
     others = [
         *policy["briefing"]["dispatch_tools"],
         *FILE_TOOLS,
-        *(t for r in policy.get("routes", []) for t in r["tools"]),
+        *route_tools(policy),
     ]
     pre_matcher = "|".join(dict.fromkeys([*tools, *others]))
     out: dict[str, list[dict[str, Any]]] = {

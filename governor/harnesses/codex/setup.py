@@ -37,6 +37,7 @@ from governor.harnesses.settings import (
     hook_groups,
     json_text,
     read_json,
+    route_tools,
     with_hooks,
     without_hooks,
 )
@@ -103,6 +104,9 @@ def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, 
     entry = {"type": "command", "command": command, "timeout": TIMEOUT_SECONDS}
     matcher = tool_matcher(governed_tools(policy))
     out: dict[str, list[dict[str, Any]]] = {event: [{"matcher": matcher, "hooks": [entry]}] for event in TOOL_EVENTS}
+    routes = [t for t in route_tools(policy) if t not in governed_tools(policy)]
+    if routes:  # a route around the memory tools goes through these: refused before they run
+        out["PreToolUse"] = [{"matcher": tool_matcher([*governed_tools(policy), *routes]), "hooks": [entry]}]
     for event in SESSION_EVENTS:
         out[event] = [{"hooks": [entry]}]
     return out

@@ -30,7 +30,7 @@ from typing import Any
 from governor.harnesses import hook_command
 from governor.harnesses.checks import BAD, INFO, OK, WARN, Check, run_hook_command
 from governor.harnesses.copilot import HOOKS_FILE, NAME, server_name, user_hooks_dir
-from governor.harnesses.settings import Change, SettingsError, json_text, read_json
+from governor.harnesses.settings import Change, SettingsError, json_text, read_json, route_tools
 
 SCOPES = ("project", "user")
 TIMEOUT_SECONDS = 10
@@ -92,7 +92,8 @@ def our_hooks(policy: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
             out["matcher"] = "|".join(_literal(name) for name in matcher)
         return out
 
-    hooks = {"preToolUse": [entry(tools + dispatch)], "postToolUse": [entry(tools)],
+    routes = [t for t in route_tools(policy) if t not in tools + dispatch]
+    hooks = {"preToolUse": [entry(tools + dispatch + routes)], "postToolUse": [entry(tools)],
              "postToolUseFailure": [entry(tools)]}  # fmt: skip
     for event in SESSION_EVENTS:
         hooks[event] = [entry()]

@@ -22,7 +22,15 @@ from typing import Any
 from governor.harnesses import hook_command
 from governor.harnesses.checks import BAD, OK, WARN, Check, run_hook_command
 from governor.harnesses.gemini_cli import DISPATCH_TOOL
-from governor.harnesses.settings import Change, hook_groups, json_text, read_json, with_hooks, without_hooks
+from governor.harnesses.settings import (
+    Change,
+    hook_groups,
+    json_text,
+    read_json,
+    route_tools,
+    with_hooks,
+    without_hooks,
+)
 
 NAME = "gemini-cli"
 SCOPES = ("project", "user")
@@ -87,8 +95,9 @@ def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, 
     tools = governed_tools(policy)
     # invoke_agent's before and after bound a subagent's calls (nothing else names the agent).
     dispatch = [t for t in (DISPATCH_TOOL, *policy["briefing"]["dispatch_tools"]) if t not in tools]
+    routes = [t for t in route_tools(policy) if t not in tools + dispatch]  # refused before they run
     out: dict[str, list[dict[str, Any]]] = {
-        "BeforeTool": [{"matcher": matcher(tools + dispatch), "hooks": [entry]}],
+        "BeforeTool": [{"matcher": matcher(tools + dispatch + routes), "hooks": [entry]}],
         "AfterTool": [{"matcher": matcher([*tools, DISPATCH_TOOL]), "hooks": [entry]}],
     }
     for event in SESSION_EVENTS:
