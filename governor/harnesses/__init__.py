@@ -36,6 +36,7 @@ REGISTRY = {
     "codex": "governor.harnesses.codex",
     "copilot": "governor.harnesses.copilot",
     "gemini-cli": "governor.harnesses.gemini_cli",
+    "opencode": "governor.harnesses.opencode",
 }
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
