@@ -104,6 +104,32 @@ def test_a_server_from_other_code_retires_and_the_hook_decides_itself(warm: Env)
     assert _call(warm, 2)["hookSpecificOutput"]["updatedInput"]["limit"] == 3
 
 
+def test_a_request_is_framed_by_its_lengths_so_a_client_need_not_close_its_side(warm: Env) -> None:
+    # OpenCode's plugin runs in Bun, which closes both sides of a socket it ends: it only writes.
+    from governor.runtime.client import fingerprint
+
+    _call(warm, 1)
+    _wait_running(warm)
+    here = os.getcwd()
+    os.chdir(warm.state / "run")
+    try:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(10)
+        conn.connect("governor.sock")
+        body = json.dumps({**SEARCH, "session_id": "framed", "prompt_id": "p", "tool_use_id": "t"}).encode()
+        env = b"\0".join(f"{k}={v}".encode() for k, v in warm.vars.items())
+        conn.sendall(b"MG1 claude-code %s %d %d\n" % (fingerprint(), len(env), len(body)) + env + body)
+        reply = b""
+        while chunk := conn.recv(65536):
+            reply += chunk
+        conn.close()
+    finally:
+        os.chdir(here)
+    head, _, rest = reply.partition(b"\n")
+    assert head.startswith(b"OK "), reply
+    assert json.loads(rest)["hookSpecificOutput"]["updatedInput"]["limit"] == 3
+
+
 def test_the_policy_can_turn_the_warm_server_off(warm: Env) -> None:
     _call(warm, 1)
     pid = _wait_running(warm)

@@ -37,6 +37,7 @@ REGISTRY = {
     "copilot": "governor.harnesses.copilot",
     "gemini-cli": "governor.harnesses.gemini_cli",
     "mcp-proxy": "governor.harnesses.mcp_proxy",
+    "opencode": "governor.harnesses.opencode",
 }
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import tempfile
@@ -14,6 +15,9 @@ import time
 from typing import Any
 
 OK, BAD, WARN, INFO = "ok", "FAIL", "warn", "info"
+# An MCP server that looks like a memory server by its name or command (Engram, server-memory, ...):
+# one the policy does not map is a memory no limit counts.
+MEMORY_LIKE = re.compile(r"engram|memor|mem0|remember|recall|knowledge|brain", re.I)
 
 
 class Check:

@@ -8,7 +8,7 @@
   the error says where (file:line:col).
 
 A harness's setup module describes the change (`Change`: a path, what it holds now, what it
-should hold); `apply` shows or writes it. JSON files with Claude-style hook groups
+should hold, None for a file that should not be there); `apply` shows or writes it. JSON files with Claude-style hook groups
 (`{"hooks": {Event: [{"matcher": M, "hooks": [{"type": "command", "command": C}]}]}}`) are
 merged by `with_hooks` / `without_hooks`; other formats bring their own merge.
 
@@ -85,6 +85,9 @@ def apply(change: Change, dry_run: bool, echo: Callable[[str], None]) -> None:
         echo(f"{change.path}: {change.same}, nothing changed")
         return
     if dry_run:
+        if change.after is None:
+            echo(f"{change.path} would be removed")
+            return
         echo(f"{change.path} would become:")
         echo(change.render(change.after).rstrip("\n"))
         return
@@ -94,7 +97,10 @@ def apply(change: Change, dry_run: bool, echo: Callable[[str], None]) -> None:
     if os.path.exists(change.path):
         backup = f"{change.path}.bak-{time.strftime('%Y%m%d-%H%M%S')}"
         shutil.copy2(change.path, backup)
-    write_atomic(change.path, change.render(change.after).encode())
+    if change.after is None:
+        os.unlink(change.path)
+    else:
+        write_atomic(change.path, change.render(change.after).encode())
     echo(f"{change.path}: {change.done}")
     if backup:
         echo(f"previous settings saved as {backup}")

@@ -57,6 +57,27 @@ def run_dir(env: Mapping[str, str]) -> str:
     return os.path.join(state_dir(env), "run")
 
 
+def describe(env: Mapping[str, str], project: str | None) -> dict[str, str]:
+    """What a client that speaks this wire from inside its harness (OpenCode's plugin) learns once:
+    the fingerprint to send, the socket, the state directory, and, for when no governor answers
+    at all, the project's on_error and the compiled policy file it is kept in."""
+    from governor.state import state_dir
+
+    state = state_dir(env)
+    out = {"protocol": PROTOCOL.decode(), "fingerprint": fingerprint().decode(), "state": state,
+           "socket": os.path.join(run_dir(env), SOCKET_NAME)}  # fmt: skip
+    try:
+        from governor.policy import compiled
+        from governor.policy.sources import Sources
+
+        policy, _ = compiled.load(env, project, state)
+        out["on_error"] = policy.on_error
+        out["policy"] = compiled.cache_paths(state, Sources(env, project))[0]
+    except Exception:
+        pass  # no policy to read: the client's own default (closed) stands
+    return out
+
+
 def ask(harness: str, raw: bytes, env: Mapping[str, str]) -> tuple[bytes, bytes] | None:
     """The server's answer (stdout, stderr), or None when the hook must decide itself."""
     folder = run_dir(env)

@@ -104,5 +104,12 @@ if __name__ == "__main__":
         from governor.runtime.server import main as serve
 
         sys.exit(serve(dict(os.environ)))
+    if sys.argv[1:2] == ["--describe"]:  # for a client inside a harness (OpenCode's plugin): runtime.client
+        import json
+
+        from governor.runtime.client import describe
+
+        print(json.dumps(describe(os.environ, sys.argv[2] if len(sys.argv) > 2 else os.getcwd())))
+        sys.exit(0)
     code = run(sys.argv[1] if len(sys.argv) > 1 else "claude-code")
     sys.exit(code)

@@ -101,10 +101,9 @@ class Server:
     def handle(self, conn: socket.socket) -> None:
         try:
             conn.settimeout(30)
-            data = _read_all(conn)
-            head, _, rest = data.partition(b"\n")
+            head, rest = _read_request(conn)
             parts = head.split()
-            if len(parts) != 5 or parts[0] != PROTOCOL:
+            if len(parts) != 5 or parts[0] != PROTOCOL or not parts[3].isdigit() or not parts[4].isdigit():
                 conn.sendall(b"RETRY protocol\n")
                 return
             _, harness, their_print, env_len, body_len = parts
@@ -112,6 +111,7 @@ class Server:
                 conn.sendall(b"RETRY code-changed\n")
                 self.stopping.set()  # retire; the next hook starts a server with the new code
                 return
+            rest += _read_exactly(conn, int(env_len) + int(body_len) - len(rest))
             env_blob, body = rest[: int(env_len)], rest[int(env_len) :]
             if len(body) != int(body_len):
                 conn.sendall(b"RETRY short-request\n")
@@ -146,17 +146,30 @@ class Server:
             self.lock_handle = None
 
 
-def _read_all(conn: socket.socket) -> bytes:
+def _read_request(conn: socket.socket) -> tuple[bytes, bytes]:
+    """The request's first line, and what arrived after it so far. The request is framed by the
+    lengths that line declares: a client need not close its side to end it (Bun, which runs
+    OpenCode's plugins, closes both sides when a socket is ended)."""
+    data = b""
+    while b"\n" not in data and len(data) < 4096:
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    head, _, rest = data.partition(b"\n")
+    return head, rest
+
+
+def _read_exactly(conn: socket.socket, size: int) -> bytes:
+    """Up to `size` more bytes (at most MAX_REQUEST): fewer only when the client stops sending."""
     chunks = []
-    size = 0
-    while True:
-        chunk = conn.recv(1 << 16)
+    left = min(max(size, 0), MAX_REQUEST)
+    while left > 0:
+        chunk = conn.recv(min(left, 1 << 16))
         if not chunk:
             break
         chunks.append(chunk)
-        size += len(chunk)
-        if size > MAX_REQUEST:
-            break
+        left -= len(chunk)
     return b"".join(chunks)
 
 

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from governor.harnesses import hook_command
-from governor.harnesses.checks import BAD, OK, WARN, Check, isolation, run_hook_command
+from governor.harnesses.checks import BAD, MEMORY_LIKE, OK, WARN, Check, isolation, run_hook_command
 from governor.harnesses.claude_code import FILE_TOOLS
 from governor.harnesses.settings import (
     Change,
@@ -140,10 +140,6 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     return checks
 
 
-# A server that looks like a memory server by its name or command (Engram, server-memory, ...).
-_MEMORY_LIKE = re.compile(r"engram|memor|mem0|remember|recall|knowledge|brain", re.I)
-
-
 def mcp_servers(project: str) -> list[tuple[str, str, dict[str, Any]]]:
     """(where, name, entry) of every MCP server Claude Code is configured with for `project`:
     the project's .mcp.json, and ~/.claude.json (for every project, and for this one)."""
@@ -170,7 +166,7 @@ def _unmapped_memory_servers(project: str, policy: dict[str, Any]) -> list[Check
     checks = []
     for path, name, entry in mcp_servers(project):
         described = " ".join([name, str(entry.get("command", "")), *map(str, entry.get("args") or [])])
-        if name not in mapped and _MEMORY_LIKE.search(described):
+        if name not in mapped and MEMORY_LIKE.search(described):
             checks.append(Check(WARN, "memory server", f"{path}: MCP server '{name}' looks like a memory server the "
                                 "policy does not map: its tools are not governed",
                                 f"map it in the policy: tools: [{{servers: [{name}], ...}}]"))  # fmt: skip

@@ -1,0 +1,290 @@
+// memory-governor for OpenCode: forwards OpenCode's hook calls to the governor and applies its answers.
+// Written by `memory-governor install opencode`, which fills in CONFIG; a new install rewrites this file.
+//
+// Each forwarded hook call is one JSON message (governor/harnesses/opencode/__init__.py reads it) sent
+// to the warm server's Unix socket ("MG1 <harness> <fingerprint> <env-bytes> <body-bytes>\n" env body ->
+// "OK <stdout-bytes> <stderr-bytes>\n" stdout stderr, or "RETRY <reason>"), or, when there is no server,
+// to the hook process on stdin. The answer is one JSON object (or nothing): deny (throw it), args
+// (the call's new arguments), content (the MCP result's new content), context (a line for the model),
+// systemMessage (for the user). A governed memory call never goes through silently: when no governor
+// answers, the policy's on_error decides here (closed when the policy could never be read), visibly.
+// No dependencies: node's built-ins only (a plugin with dependencies makes OpenCode install packages).
+import { spawn } from "node:child_process"
+import { appendFileSync, readFileSync } from "node:fs"
+import net from "node:net"
+
+const CONFIG = {} // memory-governor: the install writes this line
+
+const MAX_SOCKET_PATH = 107 // sun_path; a longer path is reached through the hook process instead
+const ID_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+const UNREACHABLE = "memory-governor could not check this memory call (the governor could not be reached), and " +
+  "policy on_error=closed refuses memory calls until it can. Continue without memory; the user has been told."
+
+export const MemoryGovernor = async ({ client, directory, worktree }) => {
+  // Installed in both scopes, OpenCode loads two copies: the first to load decides, the other stands aside.
+  const claims = (globalThis[Symbol.for("memory-governor.opencode")] ??= new Map())
+  if (claims.has(directory)) return {}
+  const claim = {}
+  claims.set(directory, claim)
+  const started = Date.now()
+  const trace = !!process.env.MEMORY_GOVERNOR_TRACE
+  const headless = ["run", "serve", "acp"].includes(process.argv[2])
+  const sessions = new Map() // session id -> Promise of {parentID, agent, created}, or of null
+  const opened = new Set() // sessions this process has announced (session.start)
+  const stamp = started.toString(36)
+  const occurrences = new Map() // OpenCode's call id -> how many calls came with it (a provider may reuse ids)
+  const live = new Map() // OpenCode's call id -> the id the governor knows its latest call by
+  const refused = new Set() // calls refused before they ran: their failure is no failure to report
+  const reported = new Set() // calls whose failure was reported
+  const carried = new Map() // call id -> context a before-answer gave, added to the call's result
+  const waiting = new Map() // session id -> context for the session's next message
+  const told = new Set() // sessions told that the governor could not be reached
+  let described = null // Promise of what `entry.py --describe` said, or of null
+  let counter = 0
+  let argsPrompt = process.argv[2] === "run" // the next user message is `opencode run`'s arguments, joined
+
+  function say(text) {
+    if (headless) process.stderr.write(text.endsWith("\n") ? text : text + "\n")
+    else client.tui?.showToast?.({ body: { message: text, variant: "warning" } })?.catch?.(() => {})
+  }
+
+  function describe() {
+    if (!described) {
+      described = run([...CONFIG.command.slice(0, -1), "--describe", directory], null, CONFIG.processTimeoutMs)
+        .then((r) => { try { return JSON.parse(r.out) } catch { return null } })
+      described.then((d) => { if (!d) described = null }) // not learnt: ask again next time
+    }
+    return described
+  }
+
+  // A child process, bounded in time; resolves {code, out, err}, or null if it could not run.
+  function run(argv, input, timeoutMs) {
+    return new Promise((resolve) => {
+      let done = false
+      const finish = (value) => { if (!done) { done = true; clearTimeout(timer); resolve(value) } }
+      let child
+      try {
+        child = spawn(argv[0], argv.slice(1), { env: process.env, stdio: ["pipe", "pipe", "pipe"] })
+      } catch { return finish(null) }
+      const out = [], err = []
+      const timer = setTimeout(() => { child.kill("SIGKILL"); finish(null) }, timeoutMs)
+      child.stdout.on("data", (c) => out.push(c))
+      child.stderr.on("data", (c) => err.push(c))
+      child.on("error", () => finish(null))
+      child.on("close", (code) => finish(code === 0 ? { code, out: Buffer.concat(out).toString(), err: Buffer.concat(err).toString() } : null))
+      child.stdin.on("error", () => {})
+      child.stdin.end(input ?? "")
+    })
+  }
+
+  // The warm server's answer: {out, err}, {retry: reason}, or null (no server there).
+  function viaSocket(info, body) {
+    if (process.env.MEMORY_GOVERNOR_WARM_SERVER === "off" || !info.socket || Buffer.byteLength(info.socket) > MAX_SOCKET_PATH) {
+      return Promise.resolve(null)
+    }
+    return new Promise((resolve) => {
+      const chunks = []
+      let done = false
+      const finish = (value) => { if (!done) { done = true; conn.destroy(); resolve(value) } }
+      const conn = net.createConnection(info.socket)
+      conn.setTimeout(CONFIG.socketTimeoutMs, () => finish(null))
+      conn.on("error", () => finish(null))
+      conn.on("connect", () => {
+        const env = Buffer.from(Object.entries(process.env).filter(([k, v]) => !`${k}${v}`.includes("\0"))
+          .map(([k, v]) => `${k}=${v}`).join("\0"))
+        // Not ended: the first line's lengths frame the request (Bun closes both sides of an ended socket).
+        conn.write(Buffer.concat([Buffer.from(`MG1 ${CONFIG.harness} ${info.fingerprint} ${env.length} ${body.length}\n`), env, body]))
+      })
+      conn.on("data", (c) => chunks.push(c))
+      const replied = () => {
+        const reply = Buffer.concat(chunks)
+        const nl = reply.indexOf(10)
+        const head = reply.subarray(0, nl < 0 ? reply.length : nl).toString().split(" ")
+        if (head[0] === "RETRY") return finish({ retry: head[1] || "" })
+        const rest = reply.subarray(nl + 1)
+        const outLen = Number(head[1]), errLen = Number(head[2])
+        if (head[0] !== "OK" || head.length !== 3 || rest.length !== outLen + errLen) return finish(null)
+        finish({ out: rest.subarray(0, outLen).toString(), err: rest.subarray(outLen).toString() })
+      }
+      conn.on("end", replied)
+      conn.on("close", replied)
+    })
+  }
+
+  // The governor's answer to one message: the warm server's, else a hook process's; null if neither answered.
+  async function ask(payload) {
+    const body = Buffer.from(JSON.stringify(payload))
+    const info = await describe()
+    if (info) {
+      const reply = await viaSocket(info, body)
+      if (reply && !reply.retry) return ["the warm server", reply]
+      if (reply && reply.retry === "code-changed") described = null // the governor was upgraded: learn it again
+    }
+    const reply = await run(CONFIG.command, body, CONFIG.processTimeoutMs)
+    return reply ? ["a hook process", reply] : [null, null]
+  }
+
+  // What the policy says when no governor answers: its compiled copy, else what describe said, else closed.
+  function onError(info) {
+    try { return JSON.parse(readFileSync(info.policy, "utf8")).policy.on_error === "open" ? "open" : "closed" } catch {}
+    return info?.on_error === "open" ? "open" : "closed"
+  }
+
+  async function unreachable(payload, governed) {
+    const info = await (described ?? null)
+    const mode = onError(info)
+    const closed = mode === "closed" && governed
+    const message = `memory-governor could not be reached (neither its warm server nor its hook process ` +
+      `${CONFIG.command[0]} answered); memory calls are ` +
+      (mode === "closed" ? "denied, their results withheld (on_error: closed)." : "let through (on_error: open).")
+    if (!told.has(payload.sessionID)) {
+      told.add(payload.sessionID)
+      say(message)
+      if (info?.state) {
+        try { appendFileSync(`${info.state}/errors.log`, `${new Date().toISOString().slice(0, 19)}Z ${message}\n`) } catch {}
+      }
+    }
+    if (!closed) return {}
+    if (payload.hook === "tool.execute.before") return { deny: UNREACHABLE }
+    if (payload.hook === "tool.execute.after") return { content: [{ type: "text", text: `[${UNREACHABLE}]` }] }
+    return {}
+  }
+
+  // Ask, and make the answer an object: the governor's, or on_error's when none came.
+  async function decide(payload, governed) {
+    const [path, reply] = await ask(payload)
+    let answer = null
+    if (reply) {
+      try { answer = reply.out.trim() ? JSON.parse(reply.out) : {} } catch { answer = null }
+    }
+    if (trace) process.stderr.write(`memory-governor: ${payload.hook} ${payload.tool ?? ""} answered by ${answer ? path : "nobody"}\n`)
+    if (!answer || typeof answer !== "object") return unreachable(payload, governed)
+    if (typeof answer.systemMessage === "string" && answer.systemMessage) say(answer.systemMessage)
+    return answer
+  }
+
+  function session(id) {
+    let known = sessions.get(id)
+    if (!known) {
+      known = Promise.resolve(client.session.get({ path: { id } }))
+        .then((r) => (r?.data ? lineage(r.data) : null), () => null)
+      sessions.set(id, known)
+      known.then((s) => { if (!s) sessions.delete(id) })
+    }
+    return known
+  }
+
+  function lineage(info) {
+    return { parentID: info.parentID || "", agent: info.agent || "", created: info.time?.created ?? 0 }
+  }
+
+  async function message(hook, sessionID, fields) {
+    const s = await session(sessionID)
+    return { hook, sessionID, parentID: s ? s.parentID : null, agent: s ? s.agent : null, directory, worktree, ...fields }
+  }
+
+  function partID() { // OpenCode's part id: prt_ + 12 hex digits of time and count + 14 random characters
+    const stamp = (BigInt(Date.now()) * 4096n + BigInt(++counter)).toString(16).padStart(12, "0").slice(-12)
+    let rest = ""
+    for (let i = 0; i < 14; i++) rest += ID_CHARS[Math.floor(Math.random() * ID_CHARS.length)]
+    return `prt_${stamp}${rest}`
+  }
+
+  function hold(map, key, text) {
+    if (text) map.set(key, map.has(key) ? `${map.get(key)}\n${text}` : text)
+  }
+
+  // The id the governor knows a call by: OpenCode's (the provider's) id, made unique to this process and,
+  // should the provider give a later call the same id, to that call, so it cannot pass as a repeat.
+  function callKey(id, fresh) {
+    if (fresh) {
+      const n = (occurrences.get(id) ?? 0) + 1
+      occurrences.set(id, n)
+      live.set(id, `${id}@${stamp}${n > 1 ? `.${n}` : ""}`)
+    }
+    return live.get(id) ?? `${id}@${stamp}`
+  }
+
+  function mcpOf(tool) {
+    const entry = CONFIG.tools[tool]
+    return entry ? { server: entry[0], tool: entry[1] } : null
+  }
+
+  describe() // learn the governor while OpenCode starts
+
+  return {
+    event: async ({ event }) => {
+      const p = event.properties ?? {}
+      if ((event.type === "session.created" || event.type === "session.updated") && p.info?.id) {
+        sessions.set(p.info.id, Promise.resolve(lineage(p.info)))
+      } else if (event.type === "message.part.updated" && p.part?.type === "tool" && p.part.state?.status === "error") {
+        const part = p.part
+        const callID = callKey(part.callID, false)
+        if (!mcpOf(part.tool) || refused.has(callID) || reported.has(callID)) return
+        reported.add(callID)
+        decide(await message("tool.failed", part.sessionID, { tool: part.tool, callID, args: part.state.input ?? {},
+          mcp: mcpOf(part.tool) }), false).catch(() => {})
+      }
+    },
+
+    "chat.message": async (input, output) => {
+      const sessionID = input.sessionID
+      const s = await session(sessionID)
+      if (s && !s.parentID && !opened.has(sessionID)) {
+        opened.add(sessionID) // a session made before this process started is being resumed
+        const source = s.created && s.created < started ? "resume" : "startup"
+        hold(waiting, sessionID, (await decide(await message("session.start", sessionID, { source }), false)).context)
+      }
+      const parts = (output.parts ?? []).map((part) => ({ type: part.type, text: part.type === "text" ? part.text : undefined,
+        synthetic: !!part.synthetic }))
+      const runArgs = argsPrompt && !!s && !s.parentID
+      if (runArgs) argsPrompt = false
+      const answer = await decide(await message("chat.message", sessionID, { messageID: output.message?.id, parts,
+        runArgs }), false)
+      hold(waiting, sessionID, answer.context)
+      const context = waiting.get(sessionID)
+      if (context && output.message?.id) {
+        waiting.delete(sessionID)
+        output.parts.push({ id: partID(), messageID: output.message.id, sessionID, type: "text", text: context, synthetic: true })
+      }
+    },
+
+    "tool.execute.before": async (input, output) => {
+      const mcp = mcpOf(input.tool)
+      if (!mcp && !CONFIG.forward.includes(input.tool)) return
+      const callID = callKey(input.callID, true)
+      const answer = await decide(await message("tool.execute.before", input.sessionID,
+        { tool: input.tool, callID, args: output.args, mcp }), !!mcp)
+      if (typeof answer.deny === "string") {
+        refused.add(callID)
+        throw new Error(answer.deny)
+      }
+      if (answer.args && typeof answer.args === "object" && output.args && typeof output.args === "object") {
+        for (const key of Object.keys(output.args)) delete output.args[key] // the tool holds this object: change it in place
+        Object.assign(output.args, answer.args)
+      }
+      hold(carried, callID, answer.context)
+    },
+
+    "tool.execute.after": async (input, output) => {
+      const mcp = mcpOf(input.tool)
+      if (!mcp) return
+      const callID = callKey(input.callID, false)
+      const answer = await decide(await message("tool.execute.after", input.sessionID,
+        { tool: input.tool, callID, args: input.args, mcp, content: output.content }), true)
+      if (Array.isArray(answer.content)) output.content = answer.content
+      hold(carried, callID, answer.context)
+      const context = carried.get(callID)
+      carried.delete(callID)
+      if (context && Array.isArray(output.content)) output.content = [...output.content, { type: "text", text: context }]
+    },
+
+    "experimental.session.compacting": async (input) => {
+      hold(waiting, input.sessionID, (await decide(await message("session.compacting", input.sessionID, {}), false)).context)
+    },
+
+    dispose: async () => {
+      if (claims.get(directory) === claim) claims.delete(directory)
+    },
+  }
+}

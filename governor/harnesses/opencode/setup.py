@@ -1,0 +1,271 @@
+"""OpenCode: where its plugins live, installing memory-governor's plugin there, and checking it.
+
+`install opencode` writes one plain JavaScript file, `memory-governor.js`, into the project's
+`.opencode/plugin/` (`--scope user`: OpenCode's own config folder, `$XDG_CONFIG_HOME/opencode/plugin/`),
+which OpenCode loads at start. It is plugin.js with its CONFIG line filled in: the hook command
+(this interpreter, isolated, on this package's entry file), the exact names OpenCode gives the
+tools the policy governs (`<server>_<tool>`) with the server and tool each stands for, and the
+other tools whose calls it forwards (the policy's dispatch tools and the tools its routes name).
+It imports only node's built-ins: a plugin with dependencies makes OpenCode install packages.
+
+A file of that name that is not memory-governor's is never overwritten. A second install writes
+the same text (nothing changes); one after a policy change rewrites it, backed up.
+
+Cold path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from typing import Any
+
+from governor.harnesses import hook_command
+from governor.harnesses.checks import BAD, INFO, MEMORY_LIKE, OK, WARN, Check, isolation
+from governor.harnesses.opencode import NAME, PLUGIN_FILE, tool_name
+from governor.harnesses.settings import Change, SettingsError, route_tools
+
+SCOPES = ("project", "user")
+TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plugin.js")
+CONFIG_LINE = "const CONFIG = {} // memory-governor: the install writes this line"
+MARK = "// memory-governor for OpenCode:"  # the first line of every plugin file this installer writes
+SOCKET_TIMEOUT_MS = 5_000  # the thin client's own (governor.runtime.client.TIMEOUT)
+PROCESS_TIMEOUT_MS = 10_000  # what the other installers give a hook process
+
+
+def config_dir() -> str:
+    """OpenCode's own config folder: $XDG_CONFIG_HOME/opencode, else ~/.config/opencode."""
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = xdg if xdg and os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "opencode")
+
+
+def plugin_path(scope: str, project: str) -> str:
+    if scope == "user":
+        return os.path.join(config_dir(), "plugin", PLUGIN_FILE)
+    return os.path.join(project, ".opencode", "plugin", PLUGIN_FILE)
+
+
+def governed_tools(policy: dict[str, Any]) -> dict[str, list[str]]:
+    """The name OpenCode gives each tool the policy governs -> [server, tool]. Two pairs can get one
+    name (`a_b` + `c`, `a` + `b_c`); OpenCode then exposes only one of them, and the first the
+    policy lists is the one the governor counts it as."""
+    names: dict[str, list[str]] = {}
+    for mapping in policy["tools"]:
+        for server in mapping["servers"]:
+            for tool in mapping["map"]:
+                names.setdefault(tool_name(server, tool), [server, tool])
+    return names
+
+
+def forwarded_tools(policy: dict[str, Any], governed: dict[str, list[str]]) -> list[str]:
+    """Other tools whose calls the governor judges before they run: dispatches, and the routes' tools."""
+    others = [*policy["briefing"]["dispatch_tools"], *route_tools(policy)]
+    return [name for name in dict.fromkeys(others) if name not in governed]
+
+
+def plugin_config(policy: dict[str, Any]) -> dict[str, Any]:
+    governed = governed_tools(policy)
+    return {"harness": NAME, "command": shlex.split(hook_command(NAME)), "tools": governed,
+            "forward": forwarded_tools(policy, governed), "socketTimeoutMs": SOCKET_TIMEOUT_MS,
+            "processTimeoutMs": PROCESS_TIMEOUT_MS}  # fmt: skip
+
+
+def plugin_text(policy: dict[str, Any]) -> str:
+    with open(TEMPLATE, encoding="utf-8") as handle:
+        template = handle.read()
+    assert template.startswith(MARK) and template.count(CONFIG_LINE) == 1, "plugin.js lost its marks"
+    config = json.dumps(plugin_config(policy), ensure_ascii=False, sort_keys=True)
+    return template.replace(CONFIG_LINE, CONFIG_LINE.replace("{}", config, 1))
+
+
+def installed_config(text: str) -> dict[str, Any] | None:
+    """The CONFIG an installed plugin file carries, or None if it is not one of ours or is damaged."""
+    if not text.startswith(MARK):
+        return None
+    head, tail = CONFIG_LINE.split("{}")
+    for line in text.splitlines():
+        if line.startswith(head) and line.endswith(tail):
+            try:
+                value = json.loads(line[len(head) : -len(tail)])
+            except ValueError:
+                return None
+            return value if isinstance(value, dict) else None
+    return None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise SettingsError(f"{path}: cannot read it ({err.strerror})") from err
+
+
+def _text(value: Any) -> str:
+    return str(value)
+
+
+def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Change]:
+    path = plugin_path(scope, project)
+    before = _read(path)
+    if before is not None and not before.startswith(MARK):
+        raise SettingsError(f"{path}: a plugin of that name that is not memory-governor's is there; move it aside "
+                            "(nothing was changed)")  # fmt: skip
+    after = plugin_text(policy)
+    done = f"installed the plugin for {len(governed_tools(policy))} memory tools"
+    return [Change(path, before, after, done, "already installed", _text)]
+
+
+def plan_uninstall(scope: str, project: str) -> list[Change]:
+    path = plugin_path(scope, project)
+    before = _read(path)
+    after = None if before is not None and before.startswith(MARK) else before
+    return [Change(path, before, after, "plugin removed", "not installed", _text)]
+
+
+def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
+    """Is the plugin there, current for this policy, and does the governor it names answer?"""
+    checks: list[Check] = []
+    installed: list[tuple[str, dict[str, Any]]] = []
+    wanted = plugin_text(policy)
+    governed = governed_tools(policy)
+    for scope in SCOPES:
+        path = plugin_path(scope, project)
+        try:
+            text = _read(path)
+        except SettingsError as err:
+            checks.append(Check(BAD, f"opencode ({scope})", str(err), "fix the file's permissions"))
+            continue
+        if text is None:
+            continue
+        config = installed_config(text)
+        fix = f"memory-governor install opencode --scope {scope}"
+        if config is None:
+            if text.startswith(MARK):
+                checks.append(Check(BAD, f"opencode ({scope})", f"{path}: memory-governor's plugin, damaged", fix))
+            continue
+        installed.append((scope, config))
+        missing = [name for name in governed if name not in (config.get("tools") or {})]
+        if missing:
+            checks.append(Check(BAD, f"opencode ({scope})", f"{path}: tools not forwarded: {', '.join(missing[:4])}",
+                                fix))  # fmt: skip
+        elif text != wanted:
+            checks.append(Check(WARN, f"opencode ({scope})", f"{path}: written by another install or version of "
+                                "memory-governor", fix))  # fmt: skip
+        else:
+            checks.append(Check(OK, f"opencode ({scope})", f"{path}: plugin for {len(governed)} memory tools"))
+    if not installed:
+        return checks
+    if len(installed) == 2:
+        checks.append(Check(INFO, "opencode", "installed in both scopes: OpenCode loads both, and the first it "
+                            "loads decides (the other stands aside)"))  # fmt: skip
+    commands = {json.dumps(config.get("command")): config.get("command") for _, config in installed}
+    for command in commands.values():
+        checks += _governor_answers(command if isinstance(command, list) else [], project, governed)
+    checks += _unmapped_memory_servers(project, policy)
+    return checks
+
+
+def _governor_answers(command: list[Any], project: str, governed: dict[str, list[str]]) -> list[Check]:
+    """The plugin's first step (it asks the governor to describe itself), then a synthetic search
+    with limit 10 through the command it falls back to: it must clamp to the ladder."""
+    import subprocess
+
+    from governor.harnesses.checks import run_hook_command
+
+    words = [str(word) for word in command]
+    if len(words) < 2:
+        return [Check(BAD, "opencode plugin", "the plugin names no hook command", "memory-governor install opencode")]
+    out = []
+    unsafe = isolation(NAME, shlex.join(words))
+    if unsafe is not None:
+        out.append(unsafe)
+    try:
+        proc = subprocess.run([*words[:-1], "--describe", project], capture_output=True, timeout=30)
+        described = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        described = None
+    if not isinstance(described, dict) or not described.get("fingerprint"):
+        out.append(Check(BAD, "opencode plugin", f"the governor the plugin names does not answer ({words[0]}): "
+                         "memory calls get what on_error says, closed", "memory-governor install opencode"))  # fmt: skip
+        return out
+    if not governed:
+        return out
+    name, (server, tool) = next(iter(governed.items()))
+    payload = {"hook": "tool.execute.before", "sessionID": "doctor", "parentID": "", "agent": "build",
+               "directory": project, "worktree": project, "tool": name, "callID": "doctor-1",
+               "args": {"query": "doctor", "limit": 10}, "mcp": {"server": server, "tool": tool}}  # fmt: skip
+    run = run_hook_command(shlex.join(words), payload)
+    answer = run.answer if isinstance(run.answer, dict) else {}
+    clamped = (answer.get("args") or {}).get("limit")
+    if run.returncode == 0 and clamped is not None:
+        out.append(Check(OK, "opencode plugin", f"the governor answers (clamped limit 10 -> {clamped}) in "
+                         f"{run.millis:.0f} ms"))  # fmt: skip
+    else:
+        out.append(Check(BAD, "opencode plugin", f"the hook command did not clamp a search: {run.last_error}",
+                         "memory-governor install opencode  (then run doctor again)"))  # fmt: skip
+    return out
+
+
+def config_files(project: str) -> list[str]:
+    """OpenCode's config files for `project`: its own, then the project's."""
+    names = ("opencode.json", "opencode.jsonc", "config.json")
+    mine = [os.path.join(config_dir(), name) for name in names]
+    here = [os.path.join(folder, name) for folder in (project, os.path.join(project, ".opencode"))
+            for name in names[:2]]  # fmt: skip
+    return mine + here
+
+
+def mcp_servers(project: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """(file, name, entry) of every MCP server OpenCode's config files name for `project`."""
+    out = []
+    for path in config_files(project):
+        try:
+            data = jsonc(_read(path) or "")
+        except ValueError:
+            continue
+        section = data.get("mcp") if isinstance(data, dict) else None
+        for name, entry in section.items() if isinstance(section, dict) else ():
+            out.append((path, str(name), entry if isinstance(entry, dict) else {}))
+    return out
+
+
+def _unmapped_memory_servers(project: str, policy: dict[str, Any]) -> list[Check]:
+    mapped = {server for mapping in policy["tools"] for server in mapping["servers"]}
+    checks = []
+    for path, name, entry in mcp_servers(project):
+        command = entry.get("command")
+        words = [str(word) for word in command] if isinstance(command, list) else [str(command or entry.get("url", ""))]
+        if name not in mapped and MEMORY_LIKE.search(" ".join([name, *words])):
+            checks.append(Check(WARN, "memory server", f"{path}: MCP server '{name}' looks like a memory server the "
+                                "policy does not map: its tools are not governed",
+                                f"map it in the policy: tools: [{{servers: [{name}], ...}}]"))  # fmt: skip
+    return checks
+
+
+def jsonc(text: str) -> Any:
+    """JSON with comments and trailing commas, as OpenCode reads its config files (ValueError if not)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i : j + 1])
+            i = j + 1
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+        else:
+            out.append(c)
+            i += 1
+    return json.loads(re.sub(r",(\s*[}\]])", r"\1", "".join(out)) or "{}")

@@ -1,0 +1,254 @@
+"""End-to-end fixtures for the real OpenCode binary, offline, against a scripted model.
+
+Each test gets a fresh project with memory-governor installed by its own installer
+(`python -m governor install opencode --project DIR`, which writes the plugin into the project's
+`.opencode/plugin/memory-governor.js`), a project `opencode.json` naming a custom provider
+(`@ai-sdk/openai-compatible`, built into the binary) whose `options.baseURL` is the Chat
+Completions stand-in (fake_chat.FakeChat), and the Engram-shaped MCP server (engram_mcp.py, server
+key "engram": its tools reach the model as `engram_mem_search` ...), a throwaway HOME and XDG
+folders, and its own ledger. `opencode run --format json PROMPT` runs it; `--session ID` continues
+a session.
+
+Offline: OPENCODE_DISABLE_MODELS_FETCH=1 (no models.dev), autoupdate and sharing off. OpenCode
+installs `@opencode-ai/plugin` into every config folder it reads (the project's `.opencode`, its
+own under XDG_CONFIG_HOME), unless that folder's package.json and package-lock.json already list
+it and `node_modules/` exists: the fixture writes those in both (and points npm at a closed
+loopback port without retries, so an install it still tried fails at once instead of reaching
+the network). The plugin itself has no dependencies.
+
+The pinned package is installed once into the e2e cache (tests/e2e/npm.py). No node/npm, or a
+failed install: the tests are skipped with the reason, except when CI=true, where they fail.
+A test module uses these fixtures with `pytest_plugins = ["opencode_env"]`.
+
+BEHAVIOUR of the real binary (OpenCode 1.18.33, observed with probe plugins logging each hook
+call; docs/opencode.md): every model call is a streamed `POST /v1/chat/completions`; a title
+request without tools comes first (answered outside the script); a subagent (the `task` tool)
+talks to the model with its definition's body in the system prompt and the dispatch prompt as
+its first user message.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import npm
+import pytest
+from conftest import HERE, PYTHON, Harness
+from fake_chat import FakeChat, Request, Step, ToolResult
+
+# The pin: change it here only.
+OPENCODE_VERSION = "1.18.33"
+PROVIDER, MODEL = "fake", "gpt-4.1"
+RUN_TIMEOUT = 240  # a run takes ~10 s; generous for a loaded 2-core machine
+CLOSED_PORT = "http://127.0.0.1:9/"  # npm's registry for these runs: nothing listens there
+
+
+class OpenCodeTools:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.opencode = root / "node_modules" / ".bin" / "opencode"
+
+    def ready(self) -> bool:
+        return npm.version_ok(self.opencode, OPENCODE_VERSION)
+
+
+def install_opencode() -> OpenCodeTools:
+    packages = {"opencode-ai": OPENCODE_VERSION}
+    return OpenCodeTools(npm.install("opencode", packages, lambda folder: OpenCodeTools(folder).ready()))
+
+
+class OpenCodeRun:
+    """One `opencode run` invocation: its output, and what the model received during it."""
+
+    def __init__(self, proc: subprocess.CompletedProcess[str], requests: list[Request], seconds: float) -> None:
+        self.proc = proc
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.seconds = seconds
+        self.requests = requests
+        self.events: list[dict[str, Any]] = []
+        for line in proc.stdout.splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                self.events.append(event)
+        self.session_id = next((str(e["sessionID"]) for e in self.events if e.get("sessionID")), "")
+
+    def lane(self, name: str = "main") -> list[Request]:
+        return [r for r in self.requests if r.lane == name]
+
+    def results(self, lane: str | None = None, prefix: str = "engram_") -> list[ToolResult]:
+        """Every tool result the model received in this run (each once, by call id), in order."""
+        seen: dict[str, ToolResult] = {}
+        for request in self.requests:
+            if lane is not None and request.lane != lane:
+                continue
+            for result in request.tool_results():
+                if (result.name or "").startswith(prefix):
+                    seen.setdefault(result.tool_use_id, result)
+        return list(seen.values())
+
+    def results_of(self, tool: str, lane: str | None = None) -> list[ToolResult]:
+        return [r for r in self.results(lane) if r.name == f"engram_{tool}"]
+
+    def describe(self) -> str:
+        lines = [f"exit {self.returncode} in {self.seconds:.1f}s", f"stdout: {self.stdout[-1500:]}",
+                 f"stderr: {self.stderr[-2500:]}"]  # fmt: skip
+        for r in self.results(prefix=""):
+            lines.append(f"  {r.name}: {r.text[:160]!r}")
+        return "\n".join(lines)
+
+
+class OpenCodeHarness(Harness):
+    """A project with memory-governor installed for OpenCode, and a way to run `opencode run` in it.
+
+    The seed, the Engram call log, team policies, `governor(...)` and `calls(...)` are the
+    Claude Code harness's (conftest.Harness); the config and the run are OpenCode's."""
+
+    def __init__(self, tmp: Path, tools: OpenCodeTools, model: FakeChat, warm_server: bool = False) -> None:
+        super().__init__(tmp, tools, model, warm_server)  # type: ignore[arg-type]
+        for key in ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"):
+            self.env.pop(key, None)
+        self.env.update({
+            "XDG_DATA_HOME": str(self.home / ".local" / "share"),
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "npm_config_registry": CLOSED_PORT,
+            "npm_config_fetch_retries": "0",
+            "NO_COLOR": "1",
+        })  # fmt: skip
+        self.config: dict[str, Any] = {}  # more of opencode.json (a test's own keys)
+
+    @property
+    def plugin(self) -> Path:
+        return self.project / ".opencode" / "plugin" / "memory-governor.js"
+
+    def agent(self, name: str, body: str, front: dict[str, str] | None = None) -> Path:
+        lines = ["---", f"description: The {name} agent. Use it when asked to run {name}.", "mode: subagent"]
+        lines += [f"{k}: {v}" for k, v in (front or {}).items()]
+        lines += ["---", body, ""]
+        return self.write(f".opencode/agent/{name}.md", "\n".join(lines))
+
+    def _write_config(self) -> None:
+        model_url = self.model.url  # type: ignore[attr-defined]
+        engram = {"type": "local", "command": [PYTHON, str(HERE / "engram_mcp.py")], "enabled": True,
+                  "environment": {"ENGRAM_SEED": str(self.seed), "ENGRAM_STORE": str(self.store),
+                                  "ENGRAM_CALL_LOG": str(self.call_log), **self.engram_env}}  # fmt: skip
+        config = {
+            "$schema": "https://opencode.ai/config.json",
+            "autoupdate": False,
+            "share": "disabled",
+            "snapshot": False,
+            "provider": {PROVIDER: {"npm": "@ai-sdk/openai-compatible", "name": "Loopback",
+                                    "options": {"baseURL": f"{model_url}/v1", "apiKey": "sk-e2e-fake"},
+                                    "models": {MODEL: {"name": MODEL, "tool_call": True,
+                                                       "limit": {"context": 128000, "output": 4096}}}}},
+            "model": f"{PROVIDER}/{MODEL}",
+            "mcp": {"engram": engram},
+            **self.config,
+        }  # fmt: skip
+        (self.project / "opencode.json").write_text(json.dumps(config, indent=2))
+        # OpenCode installs @opencode-ai/plugin into each config folder it reads (the project's
+        # .opencode, and its own in XDG_CONFIG_HOME) unless it is listed there already; a failed
+        # install costs ~70 s of npm retries before the run goes on.
+        listed = {"@opencode-ai/plugin": OPENCODE_VERSION}
+        for folder in (self.project / ".opencode", self.home / ".config" / "opencode"):
+            (folder / "node_modules").mkdir(parents=True, exist_ok=True)
+            (folder / "package.json").write_text(json.dumps({"dependencies": listed}))
+            (folder / "package-lock.json").write_text(json.dumps({"packages": {"": {"dependencies": listed}}}))
+
+    def install(self, *args: str) -> None:
+        """The project's own installer writes .opencode/plugin/memory-governor.js."""
+        self.governor("install", "opencode", "--project", str(self.project), *args)
+        assert self.plugin.exists()
+        self.installed = True
+
+    def run(  # type: ignore[override]
+        self,
+        prompt: str,
+        main: Iterable[Step] = (),
+        lanes: dict[str, Iterable[Step]] | None = None,
+        session: str | None = None,
+        check: bool = True,
+    ) -> OpenCodeRun:
+        if self.hooks and not self.installed:
+            self.install()
+        self._write_config()
+        self.model.script(main, lanes)
+        args = [str(self.tools.opencode), "run", "--format", "json"]  # type: ignore[attr-defined]
+        if session:
+            args += ["--session", session]
+        mark = self.model.mark()
+        started = time.monotonic()
+        proc = subprocess.run([*args, prompt], cwd=self.project, env=self.env, capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)  # fmt: skip
+        run = OpenCodeRun(proc, self.model.since(mark), time.monotonic() - started)
+        self.runs.append(run)  # type: ignore[arg-type]
+        if check:
+            assert proc.returncode == 0 and run.session_id, run.describe()
+            assert not self.model.errors, f"script problems: {self.model.errors}\n{run.describe()}"
+            left = {lane: n for lane, n in self.model.remaining().items() if n}
+            assert not left, f"script steps never requested: {left}\n{run.describe()}"
+        return run
+
+    def ledger_calls(self) -> list[tuple[str, str]]:
+        """(role, state) of every memory call the ledger holds, in order."""
+        import sqlite3
+
+        with sqlite3.connect(self.state / "ledger.db") as db:
+            rows = db.execute("SELECT role, state FROM calls WHERE role != 'governor' ORDER BY created, rowid")
+            return [(str(role), str(state)) for role, state in rows]
+
+
+@pytest.fixture(scope="session")
+def opencode_tools() -> OpenCodeTools:
+    return install_opencode()
+
+
+@pytest.fixture(scope="session")
+def opencode_chat_server() -> Iterator[FakeChat]:
+    with FakeChat() as model:
+        yield model
+
+
+@pytest.fixture
+def opencode_chat(opencode_chat_server: FakeChat) -> Iterator[FakeChat]:
+    opencode_chat_server.reset()
+    yield opencode_chat_server
+    opencode_chat_server.reset()
+
+
+@pytest.fixture
+def oc(tmp_path: Path, opencode_tools: OpenCodeTools, opencode_chat: FakeChat) -> Iterator[OpenCodeHarness]:
+    """The plugin with the warm server off: every message goes to a hook process."""
+    harness = OpenCodeHarness(tmp_path, opencode_tools, opencode_chat)
+    yield harness
+    assert not harness.governor_errors(), f"memory-governor logged errors:\n{harness.governor_errors()}"
+
+
+@pytest.fixture
+def oc_warm(tmp_path: Path, opencode_tools: OpenCodeTools, opencode_chat: FakeChat) -> Iterator[OpenCodeHarness]:
+    """The default install: the warm server on. Its state directory has a short path, as a user's
+    does (a Unix socket's path is limited to 107 bytes; the plugin connects by the whole path)."""
+    state = Path(tempfile.mkdtemp(prefix="mg-oc-"))
+    harness = OpenCodeHarness(tmp_path, opencode_tools, opencode_chat, warm_server=True)
+    harness.state = state
+    harness.env["MEMORY_GOVERNOR_STATE_DIR"] = str(state)
+    try:
+        yield harness
+    finally:
+        harness.governor("serve", "--stop", check=False)
+        errors = harness.governor_errors()
+        shutil.rmtree(state, ignore_errors=True)
+    assert not errors, f"memory-governor logged errors:\n{errors}"
