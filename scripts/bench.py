@@ -527,6 +527,68 @@ def time_proxy(runs: int) -> list[dict[str, Any]]:
     return rows
 
 
+def pathological_cases() -> dict[str, tuple[str, dict[str, Any]]]:
+    """One input per content check, built against it (docs/reliability.md): (event, fields)."""
+    save = "mcp__engram__mem_save"
+    header = "#42 [decision] A decision\n"
+    return {
+        "mem_save: a transcript, then 30,000 newlines (raw-transcript check)": ("PreToolUse", {
+            "tool_name": save, "tool_input": {"title": "t", "type": "decision",
+                                              "content": "User: fix it\nAssistant: done\n" + "\n" * 30_000}}),
+        "mem_save: 2 MB of speaker labels": ("PreToolUse", {
+            "tool_name": save, "tool_input": {"title": "t", "type": "decision",
+                                              "content": "user: a\nassistant: b\n" * 100_000}}),
+        "mem_save: 1 MB of secret-like tokens (secret check)": ("PreToolUse", {
+            "tool_name": save, "tool_input": {"title": "t", "type": "decision",
+                                              "content": ("sk-" + "A" * 30 + " ") * 30_000}}),
+        "Agent prompt: 20 KB against the raw-L3-body check": ("PreToolUse", {
+            "tool_name": "Agent", "tool_input": {"subagent_type": "general-purpose", "description": "d",
+                                                 "prompt": header + "Session: s\n" * 1_800}}),
+        "Bash: a 1 MB command (routes)": ("PreToolUse", {
+            "tool_name": "Bash", "tool_input": {"command": "echo " + "engram " * 150_000}}),
+        "UserPromptSubmit: 1 MB of recall phrases (triggers, memory need)": ("UserPromptSubmit", {
+            "prompt": "remember everything you know about " * 30_000}),
+        "PostToolUse: 5 MB of forged hit lines (result parsing)": ("PostToolUse", {
+            "tool_name": "mcp__engram__mem_search", "tool_input": {"query": "q", "limit": 3},
+            "tool_response": "Found 3 memories:\n\n" + "[1] #1 (decision) — t\n" * 220_000}),
+        "PostToolUse: a 60 MiB result (the input cap is 64 MiB)": ("PostToolUse", {
+            "tool_name": "mcp__engram__mem_get_observation", "tool_input": {"id": 1},
+            "tool_response": header + "word " * (12 * 1024 * 1024)}),
+    }  # fmt: skip
+
+
+def time_pathological(runs: int) -> list[dict[str, Any]]:
+    """Whole hook processes (the default install, warm server up) fed each input above."""
+    box = Sandbox()
+    box.start_server()
+    rows = []
+    try:
+        for name, (event, fields) in pathological_cases().items():
+            samples, outcomes = [], set()
+            for _ in range(runs):
+                data = box.payload(event, **fields)
+                started = time.perf_counter()
+                proc = subprocess.run(HOOK, input=data, capture_output=True, env=box.env)
+                samples.append(time.perf_counter() - started)
+                text = proc.stdout.decode("utf-8", "replace")
+                failed = b"could not decide" in proc.stderr or proc.returncode != 0
+                outcomes.add("on_error" if failed else "deny" if '"deny"' in text else "trim" if "updatedMCPToolOutput"
+                              in text else "answered" if text.strip() else "no objection")  # fmt: skip
+            rows.append({"input": name, "bytes": len(box.payload(event, **fields)), "median_ms": statistics.median(samples) * 1000,
+                         "max_ms": max(samples) * 1000, "outcome": ", ".join(sorted(outcomes))})  # fmt: skip
+    finally:
+        box.stop_server()
+    return rows
+
+
+def pathological_lines(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["| input | size | median | slowest | decided |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['input']} | {r['bytes'] / 1e6:.2f} MB | {r['median_ms']:.0f} ms | {r['max_ms']:.0f} ms | "
+                     f"{r['outcome']} |")  # fmt: skip
+    return lines
+
+
 def cpu_seconds(pid: int) -> float | None:
     """CPU time a process has used so far, in seconds, to the nanosecond (Linux); None elsewhere."""
     try:
@@ -699,6 +761,15 @@ def markdown(result: dict[str, Any], command: str) -> str:
               f"| the whole classification of those prompts (every pattern tried, then the model) | "
               f"{nm['decide_median_ms']:.2f} ms | {nm['decide_p95_ms']:.2f} ms |",
               f"| the model on a 36 KB paste (it reads the first 400 and last 300 characters) | {nm['paste_ms']:.2f} ms | |"]  # fmt: skip
+    lines += [
+        "",
+        "## Pathological inputs (one built against each content check)",
+        "",
+        "Whole hook processes, the default install (warm server up); an input over the warm server's request "
+        "cap is decided in the hook's own process. Target: each decided within 1 s, never by on_error.",
+        "",
+        *pathological_lines(result["pathological"]),
+    ]
     lines += ["", "## Ledger: reserve + commit per operation", "", "| processes | operations | median | p95 | operations/s |",
               "|---|---|---|---|---|"]  # fmt: skip
     for r in result["ledger"]:
@@ -770,7 +841,8 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--harness", choices=("claude-code", "gemini-cli"),
                         help="Only the hook table, with this harness's payloads.")  # fmt: skip
-    parser.add_argument("--only", choices=["proxy"], help="Time one section and print its rows (writes nothing).")
+    parser.add_argument("--only", choices=["proxy", "pathological"],
+                        help="Time one section and print its rows (proxy: --write replaces its section).")  # fmt: skip
     args = parser.parse_args()
     runs = 5 if args.quick else args.runs
     if args.only == "proxy":
@@ -792,6 +864,9 @@ def main() -> int:
                 f"over bare {row['over_bare_ms']:+.2f} ms  cpu {row['cpu_ms'] or 0:.2f} ms  (n={row['n']})"
             )
         return 0
+    if args.only == "pathological":
+        print("\n".join(pathological_lines(time_pathological(min(runs, 5)))))
+        return 0
     units = ("o200k_base",) if args.quick else UNITS
     subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "governor")], check=True)
     result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "machine": machine()}
@@ -809,6 +884,7 @@ def main() -> int:
     result["proxy"] = time_proxy(runs)
     result["load"] = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     result["need_model"] = time_need_model(runs)
+    result["pathological"] = time_pathological(3 if args.quick else 5)
 
     def find(event: str, path: str = "warm server") -> dict[str, Any]:
         return next(
@@ -833,6 +909,8 @@ def main() -> int:
          bool(packer_10k and packer_10k["median_ms"] <= 100)),
         ("MCP proxy adds ≤ 1 ms per governed call over the bare server (median)", f"+{proxy_row['over_bare_ms']:.2f} ms",
          proxy_row["over_bare_ms"] <= 1),
+        ("every pathological input decided ≤ 1 s (slowest run)", f"{max(r['max_ms'] for r in result['pathological']):.0f} ms",
+         all(r["max_ms"] <= 1000 and "on_error" not in r["outcome"] for r in result["pathological"])),
         ("32 concurrent reserves answered ≤ 1 s, exact", f"{result['race']['all_answered_ms']:.0f} ms, "
          f"{result['race']['granted']} of limit 2 granted", result["race"]["all_answered_ms"] <= 1000 and result["race"]["granted"] == 2),
     ]  # fmt: skip

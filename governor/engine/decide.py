@@ -48,6 +48,9 @@ class DecisionTimeout(Exception):
 AGENT_WINDOW_SECONDS = 3600  # a running subagent's window, when no after event closes it; a new turn ends it too
 
 
+FINGERPRINT_WHOLE = 1 << 20  # characters of a text fingerprinted whole in the audit trail
+
+
 class World:
     """What a decision needs from outside the event: the time, the project, the folders where
     the harness keeps subagent definitions (which may declare an access tier), and the
@@ -133,6 +136,9 @@ class _Case:
             return text[:65536]
         from zlib import crc32
 
+        if len(text) > FINGERPRINT_WHOLE:  # a huge text: its length and its ends (bounded work)
+            ends = (text[: FINGERPRINT_WHOLE // 2] + text[-FINGERPRINT_WHOLE // 2 :]).encode("utf-8", "surrogatepass")
+            return f"{len(text)} chars crc32(ends):{crc32(ends):08x}"
         raw = text.encode("utf-8", "surrogatepass")
         return f"{len(raw)} bytes crc32:{crc32(raw):08x}"
 
