@@ -65,7 +65,8 @@ def command(fmt: str) -> int:
                    "memory-governor policy check")  # fmt: skip
     policy, _ = compiled.load(env, os.getcwd(), state_dir(env))
     _held(report, sources, policy)
-    _installs(report, sources.project, policy.data)
+    written, _ = compiled.from_files(sources, state_dir(env))  # what install covers: the files, held back or not
+    _installs(report, sources.project, written.data)
     state = state_dir(env)
     try:
         from governor.engine.ledger import open_ledger

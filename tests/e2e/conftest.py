@@ -258,7 +258,6 @@ class Harness:
         self.memory_server = False
         self.engram_env: dict[str, str] = {}
         self.engram_key = "engram"  # the Engram stand-in's key in the MCP config
-        self.version = tools.version
         self.hooks = True
         self.installed = False
         self.warm_server = warm_server
