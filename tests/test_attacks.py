@@ -323,11 +323,16 @@ def test_packages_planted_in_the_project_and_on_pythonpath_never_run(env: Env) -
 # -- 2. results Claude Code spills to a file ------------------------------------------------------------
 
 
-def _spill(env: Env, session: Session, text: str, tool: str = "mem_timeline", server: str = "engram") -> Path:
+# How each pin names a spill file: 2.1.332 adds a random suffix to the milliseconds.
+SPILL_TAILS = pytest.mark.parametrize("tail", ["-1796123163716", "-1796133539579-nfxclw"], ids=["2.1.197", "2.1.332"])
+
+
+def _spill(env: Env, session: Session, text: str, tool: str = "mem_timeline", server: str = "engram",
+           tail: str = "-1796123163716") -> Path:  # fmt: skip
     """A result spilled where Claude Code spills it: <transcript folder>/<session>/tool-results/."""
     folder = env.tmp / session.id / "tool-results"  # conftest's transcript_path is tmp/transcript.jsonl
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"mcp-{server}-{tool}-1796123163716.txt"
+    path = folder / f"mcp-{server}-{tool}{tail}.txt"
     path.write_text(text)
     return path
 
@@ -348,13 +353,16 @@ def _pointer(path: Path, size: int) -> str:
             f"the file.\n")  # fmt: skip
 
 
-def test_a_spilled_result_reaches_the_model_trimmed_in_place_of_the_pointer(env: Env, session: Session) -> None:
+@SPILL_TAILS
+def test_a_spilled_result_reaches_the_model_trimmed_in_place_of_the_pointer(
+    env: Env, session: Session, tail: str
+) -> None:
     session.prompt("what happened around the JWT decision?")
     session.call("mem_search", big_search(1).replace("#100", "#42"), query="jwt", limit=3)
     before = session.pre("mem_timeline", "toolu_tl", observation_id=42, before=1000, after=1000)
     assert before.updated_input == {"observation_id": 42, "before": 5, "after": 5}, "L2 is clamped first"
     timeline = big_timeline(1000, 400)  # as the server sent it (before the clamp), over Claude Code's output limit
-    path = _spill(env, session, timeline)
+    path = _spill(env, session, timeline, tail=tail)
     after = session.post("mem_timeline", "toolu_tl", _pointer(path, len(timeline)), observation_id=42)
     assert after.output is not None and str(path) not in after.output
     assert ">>> #1000 [decision] The focus <<<" in after.output, "the focus first, then its nearest neighbours"
@@ -385,11 +393,12 @@ def test_a_pointer_to_any_other_file_is_never_read(env: Env, session: Session) -
     ],
     ids=["read", "read-chunk", "grep-folder", "glob", "bash-cat"],
 )
+@SPILL_TAILS
 def test_reading_a_spilled_memory_result_back_is_refused(
-    env: Env, session: Session, tool: str, tool_input: dict[str, Any]
+    env: Env, session: Session, tool: str, tool_input: dict[str, Any], tail: str
 ) -> None:
     session.prompt("what happened around the JWT decision?")
-    path = _spill(env, session, big_search(40))
+    path = _spill(env, session, big_search(40), tail=tail)
     filled = {k: v.format(path=path, folder=path.parent) if isinstance(v, str) else v for k, v in tool_input.items()}
     answer = session.pre(tool, **filled)
     assert answer.denied and "spilled-result" in answer.reason

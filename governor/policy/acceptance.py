@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 FOLDER = "accepted"
 SHOWN = 3  # changes named in the notice
+# Keys whose change loosens no limit, in force at once: whether a warm server or each hook decides.
+NEUTRAL = ("runtime.warm_server",)
 
 
 def record_path(state: str, project: str) -> str:
@@ -147,7 +149,8 @@ def held_changes(accepted: dict[str, Any], policy: CompiledPolicy) -> list[Any]:
     """Every change from the accepted compiled policy to `policy` that does not tighten it."""
     from governor.policy.diff import TIGHTENED, compare
 
-    return [c for c in compare(accepted["policy"], policy.data) if c.kind != TIGHTENED]
+    return [c for c in compare(accepted["policy"], policy.data)
+            if c.kind != TIGHTENED and not c.path.startswith(NEUTRAL)]  # fmt: skip
 
 
 def held_definitions(subagents: dict[str, Any], folders: list[str], since: float) -> list[tuple[str, str]]:

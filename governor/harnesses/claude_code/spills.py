@@ -5,7 +5,7 @@ limit never reaches PostToolUse as text. The hook gets, as `tool_response`,
 
     Error: result (146,257 characters across 725 lines) exceeds maximum allowed tokens.
     Output has been saved to <dirname(transcript_path)>/<session_id>/tool-results/
-    mcp-<server>-<tool>-<digits>.txt. ...
+    mcp-<server>-<tool>-<digits>.txt (2.1.332: -<digits>-<6 letters>.txt). ...
 
 and the model is told to `Read` that file in chunks. So the adapter reads the file (only
 that file: this session's own tool-results folder, a regular file named for this very
@@ -33,7 +33,9 @@ POINTER = re.compile(
 )
 # A reference to a spilled file, the folder, or a pattern over it; group 1: what follows the folder.
 _FOLDER_REFERENCE = re.compile(r"tool-results(?:[/\\]+([^\s/\\'\"`;|&)]*))?")
-_FILE_REFERENCE = re.compile(r"(?<![\w.-])mcp-([\w.-]{1,300}?)-\d{6,}\.txt")
+# 2.1.197 names a spill mcp-<server>-<tool>-<ms>.txt; 2.1.332 adds a random suffix: -<ms>-<6 letters>.txt
+_SPILL_TAIL = r"-\d{6,}(?:-[A-Za-z0-9]{1,16})?\.txt"
+_FILE_REFERENCE = re.compile(rf"(?<![\w.-])mcp-([\w.-]{{1,300}}?){_SPILL_TAIL}")
 _WILDCARD = re.compile(r"[*?\[{]")
 
 
@@ -47,7 +49,7 @@ def spilled_result(payload: dict[str, Any], text: str, server: str, tool: str) -
     path = found.group(1)
     expected = os.path.join(os.path.dirname(transcript), session, "tool-results")
     name = os.path.basename(path)
-    if not re.fullmatch(rf"mcp-{re.escape(server)}-{re.escape(tool)}-\d+\.txt", name):
+    if not re.fullmatch(rf"mcp-{re.escape(server)}-{re.escape(tool)}{_SPILL_TAIL}", name):
         return None
     try:
         if os.path.realpath(os.path.dirname(path)) != os.path.realpath(expected):
@@ -78,7 +80,7 @@ def spill_read(tool_input: dict[str, Any]) -> str | None:
             if "mcp-".startswith(fixed) or not rest:
                 names.append("")  # the folder itself, or a pattern that takes in every MCP spill
             elif fixed.startswith("mcp-"):
-                names.append(re.sub(r"-\d+\.txt$", "", fixed[4:]) if not wild else fixed[4:])
+                names.append(re.sub(rf"{_SPILL_TAIL}$", "", fixed[4:]) if not wild else fixed[4:])
     if not names:
         return None
     return min(names, key=len)  # the widest reference decides
