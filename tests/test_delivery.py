@@ -138,7 +138,9 @@ def test_a_second_full_fetch_is_answered_with_the_pointer_before_it_runs(env: En
     _search(session)
     again, _ = session.call("mem_get_observation", OBSERVATION, id=42)
     assert again.denied
-    assert "#42 was already delivered in full at " in again.reason and "it is above in this conversation" in again.reason
+    assert (
+        "#42 was already delivered in full at " in again.reason and "it is above in this conversation" in again.reason
+    )
     assert "jsonwebtoken" not in again.reason
     # The refusal spent no fetch: another surfaced id can still be fetched this turn.
     other, _ = session.call("mem_get_observation", OBSERVATION.replace("#42", "#57"), id=57)
@@ -195,8 +197,10 @@ def test_a_v2_envelope_drops_the_structured_copy_of_a_repeat(env: Env, session: 
 def test_a_result_with_no_ids_is_known_by_its_fingerprint(env: Env, session: Session) -> None:
     env.write(".memory-governor/policy.yaml", "tools:\n  - servers: [notes]\n    format: text\n    map:\n"
               "      lookup: {role: search}\n")  # fmt: skip
-    text = ("The deploy key rotates every 30 days; the runbook lives in ops/keys.md and names the on-call owner. "
-            "Rotation is done by the release job, never by hand, and the old key stays valid for one more day.\n")
+    text = (
+        "The deploy key rotates every 30 days; the runbook lives in ops/keys.md and names the on-call owner. "
+        "Rotation is done by the release job, never by hand, and the old key stays valid for one more day.\n"
+    )
     session.prompt(PROMPT)
     first = session.call("mcp__notes__lookup", text, query="deploy")[1]
     assert first is not None and first.output is None
