@@ -235,3 +235,18 @@ def test_a_version_5_ledger_upgrades_in_place(tmp_path: Path) -> None:
                       "tokens_deduped": 7})  # fmt: skip
         assert again.one("SELECT tokens_deduped FROM decisions")[0] == 7
         assert again.turn("s:a", "s:p-1", 2.0) == ("s:p-1", 1), "the older rows are kept"
+
+
+def test_a_repeated_timeline_keeps_its_shape_with_pointer_lines(env: Env, session: Session) -> None:
+    timeline = fixture_text("engram/timeline_v1.txt")
+    session.prompt(PROMPT)
+    _search(session)
+    first = session.call("mem_timeline", timeline, observation_id=42, before=2, after=2)[1]
+    assert first is not None and first.output is None
+    session.prompt("the neighbours again")
+    _search(session)
+    second = session.call("mem_timeline", timeline, observation_id=42, before=2, after=2)[1]
+    assert second is not None and second.output is not None
+    assert second.output.startswith("Session: myapp")
+    assert ">>> #42 [already shown at " in second.output and "  #40 [already shown at " in second.output
+    assert "─── Before ───" in second.output and "JWT_SECRET" not in second.output
