@@ -250,3 +250,20 @@ def test_a_repeated_timeline_keeps_its_shape_with_pointer_lines(env: Env, sessio
     assert second.output.startswith("Session: myapp")
     assert ">>> #42 [already shown at " in second.output and "  #40 [already shown at " in second.output
     assert "─── Before ───" in second.output and "JWT_SECRET" not in second.output
+
+
+def test_the_mcp_proxy_never_answers_with_a_pointer(env: Env) -> None:
+    # An MCP connection sees no compaction and no agents: what the model still holds is unknown.
+    from governor.runtime.runner import respond
+
+    def send(event: str, call_id: str, turn: str, **extra: Any) -> dict[str, Any] | None:
+        payload = {"event": event, "session_id": "proxy-1", "turn_id": turn, "call_id": call_id, "server": "engram",
+                   "tool": "mem_search", "arguments": {"query": "auth", "limit": 3}, "project": str(env.project),
+                   **extra}  # fmt: skip
+        return respond("mcp-proxy", b"", env.vars, payload=payload).answer
+
+    result = {"content": [{"type": "text", "text": SEARCH}]}
+    for number, turn in enumerate(("t-1", "t-2"), start=1):
+        assert send("call", f"c{number}", turn) is None
+        answer = send("result", f"c{number}", turn, result=result)
+        assert answer is None or "already shown" not in json.dumps(answer), answer
