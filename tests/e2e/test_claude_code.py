@@ -154,8 +154,9 @@ def test_search_limit_10_is_clamped_to_3(cc, fmt):
     for result in results:
         found = int(re.match(r"Found (\d+) memories:", inner(result.text)).group(1))
         assert found == len(hit_ids(result.text)) == 3, result.text  # the seed has more than 3 of each
-        if fmt == "v2":
-            assert len(json.loads(result.text)["results"]) == 3
+        if fmt == "v2":  # a hit the other search just delivered whole comes as its pointer, without its item
+            repeated = inner(result.text).count("(already shown at ")
+            assert len(json.loads(result.text)["results"]) == 3 - repeated
 
 
 # -- L3: a fetch needs an id a search surfaced in this turn --------------------------------
