@@ -204,6 +204,10 @@ def main() -> int:
           f"seed {args.seed}; {elapsed:.1f} s")  # fmt: skip
     if args.write:
         args.write.parent.mkdir(parents=True, exist_ok=True)
+        # The file's other section (scripts/evidence_delivery.py's, between its markers) is kept.
+        previous = args.write.read_text(encoding="utf-8") if args.write.exists() else ""
+        marker = "<!-- delivery evidence:"
+        kept = "\n" + previous[previous.index(marker) :] if marker in previous else ""
         args.write.write_text(
             "# Evidence recall within budget\n\n"
             "The share of questions whose evidence memory is among the memory cards a briefing injects, by ranking "
@@ -215,7 +219,7 @@ def main() -> int:
             f"seed {args.seed}. Produced by `{command}`.\n\n"
             "`relevance` is the memory server's own search order; in this script a BM25 ranking of the question "
             "stands in for the server (Engram ranks with FTS5 bm25). Recency and usage ignore the question, so they "
-            "find the evidence only when it happens to be recent or popular.\n",
+            "find the evidence only when it happens to be recent or popular.\n" + kept,
             encoding="utf-8",
         )
     return 0

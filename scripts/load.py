@@ -31,8 +31,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRY = ROOT / "governor" / "runtime" / "entry.py"
+# Each search of a session returns a memory of its own (six-digit ids: every result counts the
+# same tokens), so delivered-once never turns one into a pointer and each commits its whole count.
 RESULT = (
-    "Found 1 memories:\n\n[1] #7 (decision) — Load test memory\n    **What**: a short memory body for load.\n"
+    "Found 1 memories:\n\n[1] #{ident} (decision) — Load test memory\n    **What**: a short memory body for load.\n"
     "    2026-01-01 10:00:00 | project: load | scope: project\n\n"
 )
 WORKER = """
@@ -63,7 +65,7 @@ def calls(sessions: int, turns: int, project: str) -> list[list[dict]]:
                 call = {**base, "tool_name": "mcp__engram__mem_search", "tool_input": {"query": f"q{c}", "limit": 3},
                         "tool_use_id": f"toolu-{s}-{t}-{c}"}  # fmt: skip
                 out.append([{**call, "hook_event_name": "PreToolUse"},
-                            {**call, "hook_event_name": "PostToolUse", "tool_response": RESULT}])  # fmt: skip
+                            {**call, "hook_event_name": "PostToolUse", "tool_response": RESULT.format(ident=100_000 + 3 * t + c)}])  # fmt: skip
             save = {**base, "tool_name": "mcp__engram__mem_save", "tool_use_id": f"toolu-{s}-{t}-save",
                     "tool_input": {"title": f"t{s}-{t}", "content": "Use X because Y.", "type": "decision",
                                    "topic_key": "load/test/decision"}}  # fmt: skip
@@ -136,7 +138,7 @@ def main() -> int:
     db.close()
     from governor.engine.tokens import counter
 
-    result_tokens = counter("o200k_base").count(RESULT)
+    result_tokens = counter("o200k_base").count(RESULT.format(ident=100_000))
     bad_turns = [r for r in per_turn_rows if (r[2], r[3], r[4], r[5]) != (2, 1, 2, 2 * result_tokens)]
     before_gc = size(state)
     gc = subprocess.run([sys.executable, "-m", "governor", "gc", "--days", "0"], capture_output=True, text=True,

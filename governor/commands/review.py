@@ -57,13 +57,14 @@ def report(session_id: str | None, since: str | None, fmt: str, output: str | No
 
 def _replay_table(result: dict[str, Any]) -> str:
     lines = [f"replay of {result['transcript']} under {result['policy']} (digest {result['policy_digest']}, {result['unit']})",
-             f"{'turn':>4} {'calls':>5} {'denied':>6} {'clamped':>7} {'trimmed':>7} {'before':>7} {'after':>7} {'saved':>7}"]  # fmt: skip
+             f"{'turn':>4} {'calls':>5} {'denied':>6} {'clamped':>7} {'trimmed':>7} {'before':>7} {'after':>7} {'saved':>7} "
+             f"{'deduped':>7}"]  # fmt: skip
     for t in result["turns"]:
         lines.append(f"{t['turn']:>4} {t['calls']:>5} {t['denied']:>6} {t['clamped']:>7} {t['trimmed']:>7} "
-                     f"{t['tokens_before']:>7} {t['tokens_after']:>7} {t['tokens_saved']:>7}")  # fmt: skip
+                     f"{t['tokens_before']:>7} {t['tokens_after']:>7} {t['tokens_saved']:>7} {t['tokens_deduped']:>7}")  # fmt: skip
     s = result["totals"]
     lines.append(f"{'all':>4} {s['calls']:>5} {s['denied']:>6} {s['clamped']:>7} {s['trimmed']:>7} {s['tokens_before']:>7} "
-                 f"{s['tokens_after']:>7} {s['tokens_saved']:>7}")  # fmt: skip
+                 f"{s['tokens_after']:>7} {s['tokens_saved']:>7} {s['tokens_deduped']:>7}")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -115,6 +115,7 @@ class _Case:
                 "tokens_counted": tokens.get("counted", 0),
                 "tokens_delivered": tokens.get("delivered", 0),
                 "tokens_saved": tokens.get("saved", 0),
+                "tokens_deduped": tokens.get("deduped", 0),
                 "detail": self.prepared.get("detail", ""),
             }
         )
@@ -251,13 +252,17 @@ def _prepare_result(case: _Case, spec: dict[str, Any]) -> None:
     """Parse a result into entries and count it, the entries, and its frame (what is kept
     whatever is held back), each only as far as the budget needs."""
     from governor.engine import results
+    from governor.engine.budgets import largest_budget
+    from governor.engine.delivery import enabled
     from governor.engine.tokens import counter
 
     tally = counter(case.policy.unit)
     text = case.event.tool_result or ""
-    budget = case.policy.limit("max_memory_tokens_injected")[0]
+    budget = largest_budget(case.policy.data)
     parsed = results.parse(text, spec["role"], spec.get("format", "auto"))
     case.world.check()
+    if enabled(case.policy.data):
+        case.prepared["prints"] = results.fingerprints(parsed, case.event.server or "")
     case.prepared["tally"] = tally
     case.prepared["parsed"] = parsed
     case.prepared["total"] = tally.count_upto(text, max(COUNT_CAP * budget, 65_536))
@@ -285,7 +290,6 @@ def _prompt(case: _Case) -> Decision:
         return _machine_prompt(case)
     case.enter_turn(new=True)
     policy = case.policy
-    needs = policy.data["memory_needs"]
     verdict = case.prepared["verdict"]
     case.ledger.set_memory_need(case.session, case.turn, verdict.need)
     lines: list[str] = []
@@ -296,7 +300,9 @@ def _prompt(case: _Case) -> Decision:
                         case.world.now)  # fmt: skip
         lines.append(FIXED_LINES["recall_armed"])
         names.append("static:recall_armed")
-    advice = needs["classes"][verdict.need]["advice"]
+    from governor.engine.budgets import advice_line
+
+    advice = advice_line(policy.data, verdict.need)
     if advice:
         lines.append(advice)
         names.append(f"advice:{verdict.need}")
@@ -341,6 +347,9 @@ _SOURCE_TRIGGERS = {"compact": "post_compact", "resume": "session_resume"}
 def _session_start(case: _Case) -> Decision:
     seen = case.ledger.one("SELECT seen FROM sessions WHERE session=?", case.session)
     case.enter_turn()
+    from governor.engine.delivery import reset
+
+    reset(case)
     policy = case.policy
     trigger_name = _SOURCE_TRIGGERS.get(case.event.source or "")
     trigger = policy.data["mem_context"]["unlocked_by"].get(trigger_name or "")
@@ -367,8 +376,13 @@ def _session_start(case: _Case) -> Decision:
 
 
 def _observe(case: _Case) -> Decision:
-    """Events recorded for the audit trail only (compaction, subagent start/stop, stop)."""
+    """Events recorded for the audit trail only (compaction, subagent start/stop, stop); compaction
+    and a subagent's start also empty a conversation context (governor.engine.delivery)."""
     case.enter_turn()
+    if case.event.kind in (ev.PRE_COMPACT, ev.SUBAGENT_START):
+        from governor.engine.delivery import reset
+
+        reset(case)
     decision = Decision(code=case.event.kind)
     case.record(decision)
     return decision
@@ -587,7 +601,9 @@ def _tier_refusal(case: _Case, role: str) -> Decision | None:
 
 
 def _limit(case: _Case, name: str) -> tuple[int, str]:
-    return case.policy.limit(name)
+    from governor.engine.budgets import turn_limit
+
+    return turn_limit(case, name)
 
 
 def _budget_left(case: _Case, usage: dict[str, int]) -> tuple[int, int, str]:
@@ -680,6 +696,11 @@ def _judge_by_id(case: _Case, spec: dict[str, Any], usage: dict[str, int]) -> tu
     layer = case.policy.ladder[layer_name]
     tool = case.event.tool
     if role == "fetch":
+        from governor.engine.delivery import fetch_pointer
+
+        pointer = fetch_pointer(case, spec)
+        if pointer is not None:
+            return Decision(ev.DENY, "delivered_once", pointer), 0
         cap, enforce = _limit(case, "max_full_fetches")
         if enforce == "block" and usage.get("fetch", 0) >= cap:
             return Decision(
@@ -887,10 +908,15 @@ def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prio
     left = max(0, budget - (usage["tokens"] - own))
     max_entries = case.policy.ladder["L1"].get("max_limit") if role == "search" else None
     too_many = max_entries is not None and len(parsed.entries) > max_entries
-    over = total > left
+    from governor.engine import delivery
+
+    context = delivery.context_of(case, call_id) if "prints" in case.prepared else None
+    repeats, deduped = _point_repeats(case, parsed, context, tally)
+    over = total - deduped > left
     decision = Decision(code="counted")
     delivered, kept_all = total, set(range(len(parsed.entries)))
-    if (over and enforce == "block") or too_many or event.result_elsewhere:
+    whole = set(kept_all)  # what reaches the model whole: a later repeat of it becomes a pointer
+    if (over and enforce == "block") or too_many or event.result_elsewhere or repeats:
         trim = case.policy.data["trimming"]
         order = parsed.ranked()
         costs = case.prepared["costs"]
@@ -902,10 +928,13 @@ def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prio
         kept = list(chosen.kept)
         if chosen.truncated is not None:
             _truncate(parsed, chosen.truncated, chosen.truncate_to, tally)
-        rendered, delivered = _render_within(case, parsed, kept, room, budget, tally, total)
+        rendered, delivered, kept = _render_within(case, parsed, kept, room, budget, tally, total)
         kept_all = set(kept)
-        code = "trimmed" if over and enforce == "block" else "l1_max_results" if too_many else "delivered_in_place"
+        code = ("trimmed" if over and enforce == "block" else "l1_max_results" if too_many
+                else "delivered_in_place" if event.result_elsewhere else "deduped")  # fmt: skip
         decision = Decision(ev.REPLACE, code, updated_output=rendered)
+        deduped = sum(case.prepared["saved_by"].get(i, 0) for i in kept_all)
+        whole = kept_all - set(repeats) - {chosen.truncated}
     elif over and enforce == "warn":
         decision = Decision(code="token_budget_warn").tell_user(
             f"memory-governor: this turn's memory reached {budget - left + total} of {budget} "
@@ -913,6 +942,10 @@ def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prio
         )
     if case.policy.mode == "monitor":
         delivered, kept_all = total, set(range(len(parsed.entries)))  # the model got the whole result
+        whole, deduped = set(kept_all), 0
+    if context is not None:
+        delivery.remember(ledger, case.session, context, parsed, case.prepared["prints"], whole, event.server or "",
+                          role, case.seq, now)  # fmt: skip
     if call_id and prior is not None:
         ledger.commit(case.session, call_id, delivered, now)
     else:
@@ -925,8 +958,26 @@ def _count_and_trim(case: _Case, spec: dict[str, Any], call_id: str | None, prio
         from governor.engine.screening import line_digests
 
         ledger.remember_fetched(case.session, line_digests(delivered_text))
-    case.record(decision, role, counted=total, delivered=delivered, saved=max(0, total - delivered))
+    case.record(decision, role, counted=total, delivered=delivered, saved=max(0, total - delivered),
+                deduped=min(deduped, max(0, total - delivered)))  # fmt: skip
     return decision
+
+
+def _point_repeats(case: _Case, parsed: Any, context: str | None, tally: Any) -> tuple[list[int], int]:
+    """Delivered-once: the entries this context already holds whole become pointer lines, costed
+    as such (governor.engine.delivery); (their indexes, the tokens that saves, as estimated)."""
+    case.prepared["saved_by"] = {}
+    if context is None:
+        return [], 0
+    from governor.engine.delivery import replace_repeats
+
+    repeats = replace_repeats(case.ledger, case.session, context, parsed, case.prepared["prints"])
+    costs = case.prepared["costs"]
+    for index in repeats:
+        pointer = tally.count(parsed.entries[index].text)
+        case.prepared["saved_by"][index] = max(0, costs[index] - pointer)
+        costs[index] = pointer
+    return repeats, sum(case.prepared["saved_by"].values())
 
 
 def _note(case: _Case, held: int, total: int, left: int, budget: int, size: int = 0) -> str:
@@ -950,9 +1001,10 @@ def _note(case: _Case, held: int, total: int, left: int, budget: int, size: int 
 
 def _render_within(
     case: _Case, parsed: Any, kept: list[int], left: int | None, budget: int, tally: Any, size: int
-) -> tuple[str, int]:
+) -> tuple[str, int, list[int]]:
     """Render the kept entries plus the note; drop the lowest-ranked until the exact count fits.
-    A frame (headers, envelope) that alone exceeds what is left is never rendered."""
+    A frame (headers, envelope) that alone exceeds what is left is never rendered. Returns the
+    text, its count and the entries it holds."""
     from governor.engine.results import render
 
     kept = list(kept)
@@ -963,17 +1015,17 @@ def _render_within(
         note = _note(case, held, len(parsed.entries), left or 0, budget, size) if held else ""
         text = render(parsed, set(kept), note)
         if left is None:
-            return text, tally.count(text)
+            return text, tally.count(text), kept
         tokens = tally.count_upto(text, left)
         if tokens <= left:
-            return text, tokens
+            return text, tokens, kept
         if not kept:
             break
         kept.pop()
     held = len(parsed.entries)
     short = f"[memory-governor: {held} entries held back, memory budget spent]"
     tokens = tally.count(short)
-    return (short, tokens) if left is None or tokens <= left else ("", 0)
+    return (short, tokens, []) if left is None or tokens <= left else ("", 0, [])
 
 
 def _truncate(parsed: Any, index: int, tokens: int, tally: Any) -> None:

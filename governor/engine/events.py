@@ -60,6 +60,10 @@ class Event:
     own: its turn id joins the turn of the call that launched the task (`origin_call_id`, the
     harness's id of that call, when known), else the session's current turn. A model therefore
     cannot mint budget by launching work that reports back.
+
+    `context_unseen`: the harness says neither when the model's context is emptied (compaction,
+    /clear) nor which agent made a call (an MCP connection). Delivered-once then never replaces
+    an entry by a pointer for it: the model might no longer hold, or never have held, the entry.
     """
 
     __slots__ = (
@@ -68,6 +72,7 @@ class Event:
         "agent_unknown",
         "call_id",
         "call_key",
+        "context_unseen",
         "cwd",
         "dispatches",
         "kind",
@@ -106,6 +111,7 @@ class Event:
         self.prompt: str | None = fields.get("prompt")
         self.machine_made: bool = bool(fields.get("machine_made"))
         self.origin_call_id: str | None = fields.get("origin_call_id")
+        self.context_unseen: bool = bool(fields.get("context_unseen"))
         self.cwd: str | None = fields.get("cwd")
         self.result_elsewhere: bool = bool(fields.get("result_elsewhere"))
         self.spilled: str | None = fields.get("spilled")

@@ -27,9 +27,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# 2 added `fetched`, 3 `call_keys`, 4 `agents`, 5 `turn_links`; tables are only ever added, so an older
-# file upgrades in place
-SCHEMA_VERSION = 5
+# 2 added `fetched`, 3 `call_keys`, 4 `agents`, 5 `turn_links`, 6 `delivered` and the audit trail's
+# `tokens_deduped` column; tables (and defaulted columns) are only ever added, so an older file upgrades in place
+SCHEMA_VERSION = 6
 DB_NAME = "ledger.db"
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
 
@@ -105,7 +105,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     tokens_delivered INTEGER NOT NULL DEFAULT 0,
     tokens_saved INTEGER NOT NULL DEFAULT 0,
     policy TEXT NOT NULL DEFAULT '',
-    detail TEXT NOT NULL DEFAULT ''
+    detail TEXT NOT NULL DEFAULT '',
+    tokens_deduped INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS decisions_by_time ON decisions (ts);
 CREATE INDEX IF NOT EXISTS decisions_by_session ON decisions (session, turn);
@@ -130,6 +131,18 @@ CREATE TABLE IF NOT EXISTS agents (
     agent TEXT NOT NULL,
     PRIMARY KEY (agent)
 );
+CREATE TABLE IF NOT EXISTS delivered (
+    session TEXT NOT NULL,
+    context TEXT NOT NULL,
+    entry TEXT NOT NULL,
+    server TEXT NOT NULL DEFAULT '',
+    ident TEXT NOT NULL DEFAULT '',
+    role TEXT NOT NULL DEFAULT '',
+    seq INTEGER NOT NULL,
+    ts REAL NOT NULL,
+    PRIMARY KEY (session, context, entry)
+);
+CREATE INDEX IF NOT EXISTS delivered_by_ident ON delivered (session, context, server, ident);
 CREATE TABLE IF NOT EXISTS usage (
     memory TEXT PRIMARY KEY,
     last_used REAL NOT NULL,
@@ -139,7 +152,9 @@ CREATE TABLE IF NOT EXISTS usage (
 
 # Rows a session owns, for isolation checks and pruning.
 SESSION_TABLES = ("calls", "turns", "surfaced", "triggers", "saves", "decisions", "fetched", "call_keys", "agents",
-                  "turn_links")  # fmt: skip
+                  "turn_links", "delivered")  # fmt: skip
+# Columns added to a table after it first shipped: (table, column, its definition).
+_ADDED_COLUMNS = (("decisions", "tokens_deduped", "INTEGER NOT NULL DEFAULT 0"),)
 
 
 class LedgerError(Exception):
@@ -224,6 +239,9 @@ class Ledger:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         db.execute(statement)
+                for table, column, definition in _ADDED_COLUMNS:
+                    if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+                        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
                 db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             db.execute("COMMIT")
         except sqlite3.Error:
@@ -549,18 +567,71 @@ class Ledger:
             found += row[0]
         return found
 
+    # -- entries delivered whole, per conversation context (fingerprints, never their text) --
+
+    def delivered_among(self, session: str, context: str, entries: list[str]) -> dict[str, tuple[int, float]]:
+        """Of `entries` (fingerprints), those already delivered whole to this context since its
+        last reset: fingerprint -> (turn number, time) of that delivery."""
+        out: dict[str, tuple[int, float]] = {}
+        for start in range(0, len(entries), 500):
+            chunk = entries[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for entry, seq, ts in self.q(
+                f"SELECT entry, seq, ts FROM delivered WHERE session=? AND context=? AND entry IN ({marks})",
+                session, context, *chunk,
+            ):  # fmt: skip
+                out[entry] = (int(seq), float(ts))
+        return out
+
+    def delivered_ident(
+        self, session: str, context: str, server: str, ident: str, role: str
+    ) -> tuple[int, float] | None:
+        """(turn number, time) of the latest delivery whole of id `ident` by a `role` call to this context."""
+        row = self.one(
+            "SELECT seq, ts FROM delivered WHERE session=? AND context=? AND server=? AND ident=? AND role=? "
+            "ORDER BY ts DESC LIMIT 1",
+            session, context, server, ident, role,
+        )  # fmt: skip
+        return (int(row[0]), float(row[1])) if row else None
+
+    def remember_delivered(self, session: str, context: str, rows: list[tuple[str, str, str, str]], seq: int,
+                           now: float) -> None:  # fmt: skip
+        """Entries (fingerprint, server, ident, role) delivered whole now; the first delivery's time is kept."""
+        for entry, server, ident, role in rows:
+            self.q(
+                "INSERT OR IGNORE INTO delivered (session, context, entry, server, ident, role, seq, ts) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                session, context, entry, server, ident, role, seq, now,
+            )  # fmt: skip
+
+    def forget_delivered(self, session: str, context: str | None = None) -> None:
+        """What emptied a context (compaction, /clear, a new session): its entries count as new again.
+        With no `context`, every context of the session."""
+        if context is None:
+            self.q("DELETE FROM delivered WHERE session=?", session)
+        else:
+            self.q("DELETE FROM delivered WHERE session=? AND context=?", session, context)
+
+    def saved_since(self, session: str, since: float) -> bool:
+        """Was any save made in this session after `since` (it may have changed a delivered entry)?"""
+        return self.one(
+            "SELECT 1 FROM calls WHERE session=? AND role IN ('save', 'summary') AND state IN ('committed', 'pending') "
+            "AND created>=? LIMIT 1",
+            session, since,
+        ) is not None  # fmt: skip
+
     # -- the audit trail ----------------------------------------------------------------
 
     def record(self, row: dict[str, Any]) -> None:
         """One decision, for reports and replay. Holds no memory contents unless the policy opts in."""
         self.q(
             "INSERT INTO decisions (ts, session, turn, agent_id, agent_type, event, tool, role, decision, code, mode, "
-            "tokens_counted, tokens_delivered, tokens_saved, policy, detail) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "tokens_counted, tokens_delivered, tokens_saved, policy, detail, tokens_deduped) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             row["ts"], row["session"], row["turn"], row.get("agent_id", ""), row.get("agent_type", ""),
             row["event"], row.get("tool", ""), row.get("role", ""), row["decision"], row.get("code", ""),
             row.get("mode", "enforce"), row.get("tokens_counted", 0), row.get("tokens_delivered", 0),
-            row.get("tokens_saved", 0), row.get("policy", ""), row.get("detail", ""),
+            row.get("tokens_saved", 0), row.get("policy", ""), row.get("detail", ""), row.get("tokens_deduped", 0),
         )  # fmt: skip
 
     # -- usage of memories (ADR-0034: bumped only when injected) -------------------------

@@ -17,6 +17,11 @@ nothing; text that merely mentions an id (an echoed query, an unknown format) su
 nothing either. (A search cut to its first k hits, as a trim renders it, is consistent.)
 At most MAX_ENTRIES entries are told apart; the rest of a result stays in the last one.
 
+Delivered-once: `fingerprints` names each entry by its server, id and a digest of its text
+(a search hit's rank number left out, so the same hit at another rank is the same entry), and
+`point` replaces an entry the model already holds whole by one short line in the result's own
+shape naming it (the line keeps a search hit's `[i] #id (` so the result still parses).
+
 Hot path (PostToolUse): standard library only; `re` is already loaded by `json`.
 """
 
@@ -302,6 +307,71 @@ def render(parsed: Parsed, kept: set[int], note: str) -> str:
             keep_ids = {id(item) for item in kept_items}
             envelope["results"] = [item for item in envelope["results"] if id(item) in keep_ids]
     return json.dumps(envelope, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+_RANK = re.compile(r"\A\[\d{1,6}\] ")
+
+
+def fingerprints(parsed: Parsed, server: str) -> list[str]:
+    """One fingerprint per entry: its server, its id (if it shows one) and a digest of its text,
+    whitespace at the ends and a search hit's rank left out. Never the text itself."""
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found]
+    except ImportError:  # Python 3.12+ renamed it; hashlib costs a few ms more
+        from hashlib import sha256
+
+    out = []
+    for entry in parsed.entries:
+        text = entry.text.strip()
+        if parsed.kind.endswith("engram_search"):
+            text = _RANK.sub("", text)
+        ident = entry.idents[0] if entry.idents else ""
+        raw = "\0".join((server, ident, text)).encode("utf-8", "surrogatepass")
+        out.append(sha256(raw).hexdigest()[:32])
+    return out
+
+
+def point(parsed: Parsed, index: int, shown: str) -> bool:
+    """Replace entry `index` by one line saying it was already shown (`shown`: when), in the
+    result's own shape; its structured copy (a v2 `results[]` item) goes with it. An entry no
+    longer than its pointer line is left as it is (False)."""
+    entry = parsed.entries[index]
+    ident = entry.idents[0] if entry.idents else ""
+    kind = parsed.kind.removeprefix("v2:")
+    end = "\n\n" if entry.text.endswith("\n\n") else "\n"
+    label = f"#{ident}" if ident else "this entry"
+    if kind == "engram_search":
+        rank = _RANK.match(entry.text)
+        text = f"{rank.group(0) if rank else ''}#{ident} (already shown {shown}: see it above)" + end
+    elif kind == "engram_timeline":
+        focus = entry.text.startswith(">>>")
+        text = (
+            f">>> #{ident} [already shown {shown}: see it above] <<<\n"
+            if focus
+            else f"  #{ident} [already shown {shown}: see it above]\n"
+        )
+    elif kind == "engram_observation":
+        text = f"#{ident} [already shown in full {shown}: see it above]\n"
+    elif kind == "engram_context":
+        text = f"- [already shown {shown}: see it above] {label}" + end
+    elif parsed.graph is not None or kind == "engram_v2_compact":
+        key = "name" if parsed.graph is not None else "id"
+        item: dict[str, Any] = {key: ident} if ident else {}
+        item["already_shown"] = f"{shown}: see it above"
+        text = json.dumps(item, ensure_ascii=False)
+    else:
+        text = f"[memory-governor] this result was already shown {shown}: see it above.\n"
+    if len(text) >= len(entry.text):
+        return False
+    if parsed.graph is not None or kind == "engram_v2_compact":
+        entry.item = item
+    elif parsed.envelope is not None:
+        entry.item = None  # the structured copy would deliver the whole entry again
+    entry.text = text
+    for segment in parsed.segments:
+        if segment.entry == index:
+            segment.text = text
+    return True
 
 
 def surfaced(parsed: Parsed, kept: set[int]) -> list[str]:

@@ -34,6 +34,8 @@ _ORDERS: dict[Path, list[Any]] = {
     ("mem_context", "subagents_may_arm"): [False, True],
     ("subagents", "honor_front_matter"): [False, True],
     ("ledger", "record_contents"): [False, True],
+    # off delivers an entry the model already holds again, at full price.
+    ("delivery", "dedupe"): ["on", "off"],
     # Text admitted per unit: a char admits less text than a token.
     ("token_counter",): ["chars", {"o200k_base", "cl100k_base", "chars_div4"}],
 }
@@ -46,7 +48,12 @@ _HIGHER_IS_LOOSER: list[Path] = [
     ("briefing", "max_tokens", "value"),
     ("subagents", "tiers", "*", "max_search_calls"),
     ("save", "max_chars", "value"),
+    # A class's own limit, compared with what it inherits when unset (see _class_limits).
+    ("memory_needs", "classes", "*", "max_memory_tokens_injected"),
+    ("memory_needs", "classes", "*", "max_search_calls"),
+    ("memory_needs", "classes", "*", "max_full_fetches"),
 ]
+CLASS_LIMITS = ("max_memory_tokens_injected", "max_search_calls", "max_full_fetches")
 _LOWER_IS_LOOSER: list[Path] = [
     ("ladder", "*", "expected_tokens"),
     ("mem_context", "expected_tokens"),
@@ -209,8 +216,27 @@ def _agent_tiers(old: dict[str, Any], new: dict[str, Any], out: list[Change]) ->
         out.append(Change(where, kind, a, b, f"roles {_show(ra)} -> {_show(rb)}"))
 
 
+def _class_limits(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Copies where a class limit set on one side only is, on the other, the turn limit it inherits:
+    a class budget added above the turn's limit loosens, below it tightens (unset is not unlimited)."""
+    sides = []
+    for side, other in ((old, new), (new, old)):
+        side = {**side, "memory_needs": {**side["memory_needs"], "classes": dict(side["memory_needs"]["classes"])}}
+        classes = side["memory_needs"]["classes"]
+        for name, spec in classes.items():
+            there = other["memory_needs"]["classes"].get(name) or {}
+            filled = dict(spec)
+            for limit in CLASS_LIMITS:
+                if filled.get(limit) is None and there.get(limit) is not None:
+                    filled[limit] = side["limits"][limit]["value"]
+            classes[name] = filled
+        sides.append(side)
+    return sides[0], sides[1]
+
+
 def compare(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
     """Every difference between two full (dumped) policies, classified."""
+    old, new = _class_limits(old, new)
     out: list[Change] = []
     old_tools, new_tools = _tool_table(old["tools"]), _tool_table(new["tools"])
     for name in sorted(set(old_tools) | set(new_tools)):

@@ -309,10 +309,12 @@ def text_tokens(policy: dict[str, Any]) -> dict[str, int]:
     Counted once here, so a prompt hook never loads a tokenizer. If the unit cannot load,
     each line counts its UTF-8 bytes: never fewer than its tokens in any unit.
     """
+    from governor.engine.budgets import advice_line
     from governor.engine.rules import FIXED_LINES
     from governor.engine.tokens import UnitUnavailable, counter
 
-    texts = {f"advice:{n}": c["advice"] for n, c in policy["memory_needs"]["classes"].items() if c["advice"]}
+    lines = {n: advice_line(policy, n) for n in policy["memory_needs"]["classes"]}
+    texts = {f"advice:{n}": line for n, line in lines.items() if line}
     texts.update({f"static:{n}": text for n, text in FIXED_LINES.items()})
     try:
         count = counter(policy["token_counter"]).count

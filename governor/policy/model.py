@@ -167,6 +167,15 @@ class MemoryNeed(Strict):
         default_factory=list,
         description="Words (or short phrases) that hint at the class when no pattern matches; written without accents.",
     )
+    max_memory_tokens_injected: Tokens | None = Field(
+        None, description="This class's memory token budget per turn, instead of the limit's value (its enforce stays)."
+    )
+    max_search_calls: Count | None = Field(
+        None, description="This class's L1 searches per turn, instead of the limit's."
+    )
+    max_full_fetches: Count | None = Field(
+        None, description="This class's L3 full fetches per turn, instead of the limit's."
+    )
 
 
 class MemoryNeeds(Strict):
@@ -264,6 +273,17 @@ class Ledger(Strict):
     record_contents: bool = Field(False, description="Store prompts and memory text in the audit trail.")
 
 
+class Delivery(Strict):
+    """What reaches the model: an entry it already holds whole is not delivered twice."""
+
+    dedupe: Literal["on", "off"] = Field(
+        "off",
+        description="on: a memory entry repeated in the same conversation context (the main agent, or one "
+        "subagent) since it was last emptied (compaction, /clear, a new session) is replaced by one line naming it, "
+        "and only that line is counted.",
+    )
+
+
 class Runtime(Strict):
     warm_server: Literal["auto", "off"] = "auto"
     idle_exit_seconds: Annotated[int, Field(ge=10, le=86_400)] = 1800
@@ -299,6 +319,7 @@ class Policy(Strict):
     save: Save
     subagents: Subagents
     briefing: Briefing
+    delivery: Delivery = Delivery()
     routes: list[Route] = Field(default_factory=list, description="Other ways to the memory, refused.")
     ledger: Ledger
     runtime: Runtime = Runtime()

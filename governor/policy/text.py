@@ -60,6 +60,29 @@ def trigger_phrase(name: str, trigger: dict[str, Any]) -> str:
     return text
 
 
+def class_budget_phrase(need: dict[str, Any], policy: dict[str, Any]) -> str:
+    """A memory-need class's own limits, in words; '' when it inherits the turn's."""
+    unit = policy["token_counter"]
+    parts = []
+    if need.get("max_memory_tokens_injected") is not None:
+        parts.append(f"{need['max_memory_tokens_injected']} {unit} tokens")
+    if need.get("max_search_calls") is not None:
+        parts.append(f"{need['max_search_calls']} searches")
+    if need.get("max_full_fetches") is not None:
+        parts.append(f"{need['max_full_fetches']} full fetches")
+    return ", ".join(parts)
+
+
+def dedupe_phrase(policy: dict[str, Any]) -> str:
+    if policy["delivery"]["dedupe"] == "on":
+        return (
+            "a memory entry already delivered whole to the same conversation context (the main agent, or one "
+            "subagent) since compaction, /clear or the session's start is replaced by one line naming it, and only "
+            "that line is counted; a full fetch of an observation the context holds whole is refused with that line"
+        )
+    return "a memory entry is delivered (and counted) again each time a result repeats it"
+
+
 def tier_phrase(name: str, tier: dict[str, Any]) -> str:
     roles = ", ".join(tier["roles"]) or "nothing"
     cap = f"; at most {tier['max_search_calls']} searches per turn" if tier.get("max_search_calls") is not None else ""
@@ -117,10 +140,16 @@ def render_markdown(policy: dict[str, Any], source_name: str) -> str:
     lines += ["", f"A subagent's events {subagents} arm a trigger.", "", "## Memory needs", ""]
     needs = policy["memory_needs"]
     rows = [
-        [name, ", ".join(need["triggers"]), need["action"], ", ".join(need["namespaces"]) or "-"]
+        [
+            name,
+            ", ".join(need["triggers"]),
+            need["action"],
+            ", ".join(need["namespaces"]) or "-",
+            class_budget_phrase(need, policy) or "the per-turn limits",
+        ]
         for name, need in needs["classes"].items()
     ]
-    lines += _table(["memory_need", "Triggers", "Recommended action", "Namespaces"], rows)
+    lines += _table(["memory_need", "Triggers", "Recommended action", "Namespaces", "Budget per turn"], rows)
     lines += [
         "",
         f"Precedence when several match: {', '.join(needs['precedence'])}; no match: {needs['default']}. "
@@ -152,6 +181,7 @@ def render_markdown(policy: dict[str, Any], source_name: str) -> str:
     lines += ["", *(f"- {tier_phrase(name, tier)}" for name, tier in sub["tiers"].items()), ""]
     if sub["agents"]:
         lines += [*_table(["Agent", "Tier"], [[a, t] for a, t in sub["agents"].items()]), ""]
+    lines += ["## Delivered once", "", dedupe_phrase(policy)[0].upper() + dedupe_phrase(policy)[1:] + ".", ""]
     brief = policy["briefing"]
     lines += [
         "## Dispatch briefings",
@@ -208,6 +238,14 @@ def explain_statements(policy: dict[str, Any]) -> list[tuple[str, str, tuple[str
     out.append(("Memory needs", "precedence: " + ", ".join(needs["precedence"]), ("memory_needs", "precedence")))
     for name, need in needs["classes"].items():
         out.append(("Memory needs", f"{name}: {need['action']}", ("memory_needs", "classes", name)))
+        budget = class_budget_phrase(need, policy)
+        if budget:
+            first = next(
+                k
+                for k in ("max_memory_tokens_injected", "max_search_calls", "max_full_fetches")
+                if need.get(k) is not None
+            )
+            out.append(("Memory needs", f"{name}: at most {budget} per turn", ("memory_needs", "classes", name, first)))
     save = policy["save"]
     out.append(("Saves", "allowed types: " + ", ".join(save["allowed_types"]), ("save", "allowed_types")))
     for rule, enforce in save["never_save"].items():
@@ -232,6 +270,7 @@ def explain_statements(policy: dict[str, Any]) -> list[tuple[str, str, tuple[str
         fields = ", ".join(route.get("fields") or []) or "any text"
         out.append(("Routes", f"{route['name']}: a {', '.join(route['tools'])} call whose {fields} matches "
                     f"{route['pattern']} is refused", ("routes", str(index))))  # fmt: skip
+    out.append(("Delivery", dedupe_phrase(policy), ("delivery", "dedupe")))
     if policy["loosen_allowed"]:
         keys = ", ".join(policy["loosen_allowed"])
         out.append(("Layering", f"a local override may loosen: {keys}", ("loosen_allowed",)))

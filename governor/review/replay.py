@@ -33,12 +33,14 @@ def steps(path: str) -> list[Step]:
 
 
 class Turn:
-    def __init__(self, number: int, prompt: str) -> None:
+    def __init__(self, number: int, prompt: str, prompt_id: str = "") -> None:
         self.number = number
         self.prompt = prompt
+        self.prompt_id = prompt_id
         self.outcomes: list[Outcome] = []
         self.before = 0
         self.after = 0
+        self.deduped = 0  # of the tokens saved, those saved by not delivering an entry twice
 
     def as_dict(self) -> dict[str, Any]:
         governed = [o for o in self.outcomes if o.governed]
@@ -52,6 +54,7 @@ class Turn:
             "tokens_before": self.before,
             "tokens_after": self.after,
             "tokens_saved": self.before - self.after,
+            "tokens_deduped": self.deduped,
             "decisions": [o.as_dict() for o in governed],
         }
 
@@ -73,7 +76,7 @@ def replay(path: str, policy: str | None = None) -> dict[str, Any]:
             if step.kind == "start":
                 player.start(step.args[0])
             elif step.kind == "prompt":
-                turns.append(Turn(len(turns), step.args[0]))
+                turns.append(Turn(len(turns), step.args[0], step.args[1]))
                 answer = player.prompt(step.args[0], step.args[1])
                 context = answer.get("hookSpecificOutput", {}).get("additionalContext", "")
                 turns[-1].after += count(context) if context else 0
@@ -103,11 +106,28 @@ def replay(path: str, policy: str | None = None) -> dict[str, Any]:
                 if memory and not is_error and outcome.delivered is not None:
                     turn.after += count(outcome.delivered)
         digest = effective.digest
+        _count_deduped(player, turns)
     result_turns = [t.as_dict() for t in turns if t.number > 0 or t.outcomes]
-    keys = ("calls", "denied", "clamped", "trimmed", "tokens_before", "tokens_after", "tokens_saved")
+    keys = ("calls", "denied", "clamped", "trimmed", "tokens_before", "tokens_after", "tokens_saved", "tokens_deduped")
     totals = {k: sum(t[k] for t in result_turns) for k in keys}
     return {"transcript": path, "policy": policy or "effective", "policy_digest": digest[:16], "unit": effective.unit,
             "notices": notices, "turns": result_turns, "totals": totals}  # fmt: skip
+
+
+def _count_deduped(player: Player, turns: list[Turn]) -> None:
+    """What delivered-once saved in each turn, from the audit trail of the replay's scratch ledger."""
+    from governor.engine.ledger import key, open_ledger
+
+    ledger = open_ledger(player.env["MEMORY_GOVERNOR_STATE_DIR"])
+    try:
+        rows = ledger.q("SELECT turn, SUM(tokens_deduped) FROM decisions GROUP BY turn")
+    finally:
+        ledger.close()
+    by_turn = {str(turn): int(tokens or 0) for turn, tokens in rows}
+    for turn in turns:
+        if turn.prompt_id:
+            turn.deduped = by_turn.pop(key(turn.prompt_id), 0)
+    turns[0].deduped += sum(by_turn.values())
 
 
 def _spec(policy: Any, tool_name: str) -> dict[str, Any] | None:

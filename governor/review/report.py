@@ -31,7 +31,7 @@ def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session:
         args.append(since)
     rows = ledger.q(
         "SELECT d.ts, d.session, d.turn, d.agent_type, d.event, d.role, d.decision, d.code, d.mode, "
-        "d.tokens_delivered, d.tokens_saved, COALESCE(t.seq, 0) FROM decisions d "
+        "d.tokens_delivered, d.tokens_saved, d.tokens_deduped, COALESCE(t.seq, 0) FROM decisions d "
         "LEFT JOIN turns t ON t.session=d.session AND t.turn=d.turn "
         f"WHERE {' AND '.join(where)} ORDER BY d.ts, d.id",
         *args,
@@ -41,10 +41,10 @@ def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session:
     would: Counter[str] = Counter()
     by_session: Counter[str] = Counter()
     by_agent: Counter[str] = Counter()
-    for ts, sess, turn, agent_type, event, role, decision, code, mode, delivered, saved, seq in rows:
+    for ts, sess, turn, agent_type, event, role, decision, code, mode, delivered, saved, deduped, seq in rows:
         entry = turns.setdefault((sess, turn), {
             "session": sess, "turn": turn, "turn_number": seq, "started": ts, "calls": Counter(), "tokens": 0,
-            "denied": 0, "would_deny": 0, "trimmed": 0, "tokens_saved": 0, "mode": mode,
+            "denied": 0, "would_deny": 0, "trimmed": 0, "tokens_saved": 0, "tokens_deduped": 0, "mode": mode,
         })  # fmt: skip
         if event == "pre_tool" and role and decision != "deny":
             entry["calls"][role] += 1
@@ -53,6 +53,7 @@ def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session:
         if decision == "replace":
             entry["trimmed"] += 1
         entry["tokens_saved"] += saved
+        entry["tokens_deduped"] += deduped
         if decision == "deny":
             label = code or "deny"
             if mode == "monitor":
@@ -76,6 +77,7 @@ def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session:
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(entry["started"])), "mode": entry["mode"],
             "usage": usage, "at_limit": at_limit, "denied": entry["denied"], "would_deny": entry["would_deny"],
             "trimmed": entry["trimmed"], "tokens_saved": entry["tokens_saved"],
+            "tokens_deduped": entry["tokens_deduped"],
         })  # fmt: skip
     return {
         "unit": unit,
@@ -86,6 +88,7 @@ def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session:
             "turns": len(out_turns),
             "tokens_delivered": sum(t["usage"]["max_memory_tokens_injected"] for t in out_turns),
             "tokens_saved": sum(t["tokens_saved"] for t in out_turns),
+            "tokens_deduped": sum(t["tokens_deduped"] for t in out_turns),
             "trimmed": sum(t["trimmed"] for t in out_turns),
             "denied": sum(denials.values()),
             "would_deny": sum(would.values()),
@@ -113,8 +116,8 @@ def table(report: dict[str, Any]) -> str:
     totals = report["totals"]
     lines.append("")
     lines.append(f"{totals['turns']} turn(s); {totals['tokens_delivered']} {report['unit']} tokens of memory delivered "
-                 f"(budget {report['budget']} per turn); {totals['tokens_saved']} saved by {totals['trimmed']} trim(s); "
-                 f"{totals['denied']} denial(s)")  # fmt: skip
+                 f"(budget {report['budget']} per turn); {totals['tokens_saved']} saved by {totals['trimmed']} trim(s), "
+                 f"{totals['tokens_deduped']} of them by not delivering an entry twice; {totals['denied']} denial(s)")  # fmt: skip
     if report["denials_by_reason"]:
         lines.append("denials by reason: " + ", ".join(f"{k} {v}" for k, v in report["denials_by_reason"].items()))
     if report["monitor_would_deny_by_reason"]:
@@ -189,7 +192,8 @@ td,th{{border:1px solid #ddd;padding:3px 8px;text-align:right}}th{{background:#f
 </head><body>
 <h1>memory-governor report</h1>
 <p>{totals["turns"]} turn(s); <b>{totals["tokens_delivered"]}</b> {html.escape(report["unit"])} tokens of memory reached the
-model (budget {report["budget"]} per turn); {totals["tokens_saved"]} saved by {totals["trimmed"]} trim(s);
+model (budget {report["budget"]} per turn); {totals["tokens_saved"]} saved by {totals["trimmed"]} trim(s),
+{totals["tokens_deduped"]} of them by not delivering an entry twice;
 {totals["denied"]} denial(s); monitor mode would have denied {totals["would_deny"]} more.</p>
 <h2>Memory tokens per turn against the budget</h2>
 {_chart(report)}

@@ -155,8 +155,9 @@ def test_search_limit_10_is_clamped_to_3(cc, fmt):
     for result in results:
         found = int(re.match(r"Found (\d+) memories:", inner(result.text)).group(1))
         assert found == len(hit_ids(result.text)) == 3, result.text  # the seed has more than 3 of each
-        if fmt == "v2":
-            assert len(json.loads(result.text)["results"]) == 3
+        if fmt == "v2":  # a hit the other search just delivered whole comes as its pointer, without its item
+            repeated = inner(result.text).count("(already shown at ")
+            assert len(json.loads(result.text)["results"]) == 3 - repeated
 
 
 # -- L3: a fetch needs an id a search surfaced in this turn --------------------------------
@@ -578,6 +579,46 @@ def test_fresh_search_budget_next_turn(cc):
     assert not again.is_error and again.text.startswith("Found "), again.text
     assert [c["arguments"]["query"] for c in cc.calls("mem_search")][-1] == "repository"
     assert len(cc.calls("mem_search")) == 3
+
+
+# -- delivered once: a repeat reaches the model as its pointer line ---------------------------
+
+
+@pytest.mark.claude_code(CLAUDE_CODE_RECENT)
+def test_a_repeated_entry_reaches_the_model_as_its_pointer_until_compaction_and_a_subagent_gets_its_own(cc):
+    marker = "LANE-DEDUPE-RESEARCHER"
+    cc.agent("researcher", f"You research project history. {marker}", tools=["mcp__engram__mem_search"],
+             front={"engram_access_tier": "search-capable"})  # fmt: skip
+    first = cc.run("What did we decide about auth?",
+                   main=[tool_uses(engram("mem_search", query="auth", limit=3)), text("Noted.")])  # fmt: skip
+    [whole] = first.results_of("mem_search")
+    assert not whole.is_error and hit_ids(whole.text) and "already shown" not in whole.text, whole.text
+    again = cc.run(
+        "And auth again? Ask the researcher too.",
+        resume=first.session_id,
+        main=[tool_uses(engram("mem_search", query="auth", limit=3)),
+              dispatch("researcher", f"Find what we decided about auth. {marker}", background=False),
+              text("Combined.")],
+        lanes={marker: [tool_uses(engram("mem_search", query="auth", limit=3)), text("Auth decisions found.")]},
+    )  # fmt: skip
+    [pointer] = again.results_of("mem_search", lane="main")
+    ids = hit_ids(whole.text)
+    assert hit_ids(pointer.text) == ids, pointer.text
+    for ident in ids:
+        assert re.search(rf"^\[\d+\] #{ident} \(already shown at \d\d:\d\d UTC, turn 1 of this session: see it above\)$",
+                         pointer.text, re.M), pointer.text  # fmt: skip
+    assert o200k(pointer.text) < o200k(whole.text) / 2
+    [own_copy] = again.results_of("mem_search", lane=marker)
+    assert own_copy.text == whole.text, "the subagent's context held none of it: whole"
+    compact = cc.run("/compact", resume=first.session_id)
+    assert [r.lane for r in compact.requests] == ["compact"], compact.requests
+    after_compaction = cc.run("Auth, once more.", resume=first.session_id,
+                              main=[tool_uses(engram("mem_search", query="auth", limit=3)), text("OK.")])  # fmt: skip
+    [fresh] = after_compaction.results_of("mem_search")
+    assert fresh.text == whole.text, "compaction emptied the context: delivered whole again"
+    assert len(cc.calls("mem_search")) == 4, "every search ran; only what the model got changed"
+    deduped = [r for r in cc.decisions() if r["code"] == "deduped"]
+    assert len(deduped) == 1 and deduped[0]["tokens_deduped"] > 0, deduped
 
 
 # -- (b) a real third-party MCP memory server, mapped by a team policy ---------------------

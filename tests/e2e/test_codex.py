@@ -138,7 +138,9 @@ def test_search_limit_10_is_clamped_to_3(codex):
     logged = sorted((c["arguments"] for c in codex.calls("mem_search")), key=lambda a: a["query"])
     assert logged == [{"query": "auth", "limit": 3}, {"query": "token", "limit": 3}], logged
     results = run.results_of("mem_search")
-    assert len(results) == 2 and all(r.ran for r in results), run.describe()
+    # Hits the other search just delivered whole come back as pointer lines: Codex takes that
+    # replacement as a PostToolUse block, whose reason is the output (so it reads as not run).
+    assert len(results) == 2 and all(r.ran or "(already shown at " in r.text for r in results), run.describe()
     for result in results:
         assert int(re.match(r"Found (\d+) memories:", result.text).group(1)) == len(hit_ids(result.text)) == 3
 

@@ -141,6 +141,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         "tool": tool,
         "tool_input": arguments,
         "project": _text(payload, "project"),
+        "context_unseen": True,  # no compaction or /clear reaches an MCP server, nor which agent called
     }
     if kind == ev.POST_TOOL:
         fields["tool_result"] = model_text(payload.get("result"))

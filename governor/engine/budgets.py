@@ -1,0 +1,61 @@
+"""Budgets by memory need: the turn's limits for the class its prompt was classified into.
+
+A class under `memory_needs.classes` may set its own `max_memory_tokens_injected`,
+`max_search_calls` and `max_full_fetches`; each replaces that limit's value for a turn of the
+class (the limit's `enforce` stays). A turn with no class (no prompt yet), or a class that sets
+none, gets the limit itself. A local override may only tighten these like every other limit
+(governor.policy.diff compares a class's value with what it inherits). The advice line the
+prompt gets names the class's budget when it has one of its own.
+
+Hot path: standard library only.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+CLASS_LIMITS = ("max_memory_tokens_injected", "max_search_calls", "max_full_fetches")
+_WORDS = {"max_memory_tokens_injected": "{} {unit} tokens", "max_search_calls": "{} search(es)",
+          "max_full_fetches": "{} full fetch(es)"}  # fmt: skip
+
+
+def class_limits(policy_data: dict[str, Any], need: str | None) -> dict[str, int]:
+    """The limits class `need` sets for itself (none for an unknown or unset class)."""
+    spec = policy_data["memory_needs"]["classes"].get(need or "") or {}
+    return {name: int(spec[name]) for name in CLASS_LIMITS if spec.get(name) is not None}
+
+
+def turn_limit(case: Any, name: str) -> tuple[int, str]:
+    """(value, enforce) of limit `name` for this event's turn: its class's value where it sets one."""
+    value, enforce = case.policy.limit(name)
+    if name not in CLASS_LIMITS or not case.turn:
+        return value, enforce
+    if "need" not in case.prepared:
+        case.prepared["need"] = case.ledger.memory_need(case.session, case.turn)
+    own = class_limits(case.policy.data, case.prepared["need"]).get(name)
+    return (own, enforce) if own is not None else (value, enforce)
+
+
+def largest_budget(policy_data: dict[str, Any]) -> int:
+    """The largest token budget any turn may have: how far a result is counted before its turn is known."""
+    values = [policy_data["limits"]["max_memory_tokens_injected"]["value"]]
+    for spec in policy_data["memory_needs"]["classes"].values():
+        if spec.get("max_memory_tokens_injected") is not None:
+            values.append(spec["max_memory_tokens_injected"])
+    return int(max(values))
+
+
+def advice_line(policy_data: dict[str, Any], need: str) -> str:
+    """The line a prompt of class `need` is told: the class's advice, and its budget when it has one."""
+    spec = policy_data["memory_needs"]["classes"].get(need) or {}
+    advice = str(spec.get("advice") or "")
+    own = class_limits(policy_data, need)
+    if not own:
+        return advice
+    unit = policy_data["token_counter"]
+    budget = ", ".join(_WORDS[name].format(value, unit=unit) for name, value in own.items())
+    head = advice.rstrip() if advice else f"memory_need={need}:"
+    return f"{head} This turn's memory budget: {budget}."
