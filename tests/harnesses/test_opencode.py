@@ -182,8 +182,9 @@ def test_parallel_searches_let_exactly_the_limit_through(opencode: OpenCodeSessi
     allowed = [m for m, a in zip(messages, answers, strict=True) if not a.denied]
     assert len(allowed) == 2, [a.data for a in answers]
     assert all("max_search_calls=2" in a.reason for a in answers if a.denied)
-    for message in allowed:
-        assert opencode.after("mem_search", message["callID"], SEARCH, query="cache", limit=3).silent
+    first, second = (opencode.after("mem_search", m["callID"], SEARCH, query="cache", limit=3) for m in allowed)
+    assert first.silent, "the first delivery is whole"
+    assert "already shown" in json.dumps(second.data), "the same entries again: pointer lines (delivery.dedupe)"
     assert sorted(opencode.ledger_calls()) == [("search", "committed")] * 2 + [("search", "denied")] * 4
 
 
