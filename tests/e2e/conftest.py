@@ -258,6 +258,7 @@ class Harness:
         self.memory_server = False
         self.engram_env: dict[str, str] = {}
         self.engram_key = "engram"  # the Engram stand-in's key in the MCP config
+        self.version = getattr(tools, "version", "")  # Claude Code's pin (the facts read it); other harnesses: ""
         self.hooks = True
         self.installed = False
         self.warm_server = warm_server
