@@ -621,6 +621,24 @@ def test_a_repeated_entry_reaches_the_model_as_its_pointer_until_compaction_and_
     assert len(deduped) == 1 and deduped[0]["tokens_deduped"] > 0, deduped
 
 
+@pytest.mark.claude_code(CLAUDE_CODE_RECENT)
+def test_a_turn_gets_the_budget_of_its_memory_need(cc):
+    cc.team_policy("version: 1\nmemory_needs:\n  classes:\n"
+                   "    recent_session: {max_memory_tokens_injected: 200, max_search_calls: 1}\n")  # fmt: skip
+    run = cc.run("Where did we leave off yesterday?",
+                 main=[tool_uses(engram("mem_search", query="auth", limit=3), engram("mem_search", query="jwt", limit=3)),
+                       text("OK.")])  # fmt: skip
+    assert "This turn's memory budget: 200 o200k_base tokens, 1 search(es)." in run.lane()[0].all_text(), (
+        "the prompt's advice, which reaches the model, says the class's budget"
+    )
+    results = run.results_of("mem_search")
+    refused = [r for r in results if r.is_error]
+    assert len(results) == 2 and len(refused) == 1 and denied(refused[0], "max_search_calls=1"), run.describe()
+    [got] = [r for r in results if not r.is_error]
+    assert o200k(got.text) <= 200, got.text  # the class budget, not the turn limit (1200)
+    assert len(cc.calls("mem_search")) == 1
+
+
 # -- (b) a real third-party MCP memory server, mapped by a team policy ---------------------
 
 AUTH_ENTITIES = ("AuthService", "AuthMiddleware", "TokenStore", "LoginRoute", "RefreshWorker", "AuditLog")
