@@ -73,6 +73,10 @@ def test_parallel_batch_with_identical_calls_gets_exactly_two_results_then_a_cla
     # Two pairs of identical calls: with no call id, only the tool and its arguments tell calls
     # apart, so this is where a count could go wrong. The warm server decides (the default install).
     gem = gem_warm
+    # Identical calls return identical entries, which delivered-once would send as pointer lines, and
+    # Gemini takes a replaced result only as an AfterTool deny (an error the model reads): this test
+    # counts calls, so the team turns delivered-once off (tests/test_delivery.py covers it).
+    gem.team_policy('version: 1\ndelivery:\n  dedupe: "off"\n')
     batch = [engram("mem_search", query=q, limit=3) for q in ("jwt auth", "jwt auth", "fts5 search", "fts5 search")]
     run = gem.run("What did we decide about auth and search?", main=[tool_uses(*batch), text("Summarised.")])
     results = run.results_of("mem_search")
