@@ -122,3 +122,32 @@ def test_the_engine_and_the_policy_know_no_harness() -> None:
         for path in sorted((PACKAGE / room).glob("*.py")):
             said = sorted({m.group(0) for m in HARNESS_KNOWLEDGE.finditer(path.read_text(encoding="utf-8"))})
             assert not said, f"governor/{room}/{path.name} says {said}: that belongs in governor/harnesses/"
+
+
+EVENT_MODULES = {"governor.engine.prompt", "governor.engine.pre_tool", "governor.engine.post_tool"}
+
+
+def test_decide_is_the_one_entry_to_the_rules() -> None:
+    """The rules are split by the event they serve; everything outside the engine reaches them
+    through governor.engine.decide, so the split stays an inside matter of the engine."""
+    wrong = sorted(
+        f"{name} imports {target}"
+        for name, targets in graph().items()
+        for target in targets & EVENT_MODULES
+        if not name.startswith("governor.engine.")
+    )
+    assert not wrong, "\n".join(wrong)
+
+
+MAX_LINES = 600
+LONG_ON_PURPOSE = re.compile(r"long on purpose", re.I)
+
+
+def test_no_module_grows_past_its_size_without_saying_why() -> None:
+    """A module past ~600 lines holds more than one concern, unless its docstring says why not."""
+    long = []
+    for name, path in modules().items():
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > MAX_LINES and not LONG_ON_PURPOSE.search(ast.get_docstring(ast.parse(text)) or ""):
+            long.append(f"{name}: {text.count(chr(10))} lines")
+    assert not long, "\n".join(long)

@@ -14,6 +14,9 @@ reports back stops holding its expected tokens after its time to live.
 Ids that come from outside (session, turn, agent) are stored as values, never used in a
 path; unusual ones are hashed, so none can collide with another or escape the directory.
 
+Long on purpose: the schema and every query against it are read together, so a change to a
+table and the queries that use it land in one place.
+
 Hot path: standard library only, no `typing`.
 """
 

@@ -1,0 +1,177 @@
+"""One event being decided (Case) and what a decision needs from outside it (World).
+
+Shared by the modules that decide each kind of event (governor.engine.prompt, pre_tool,
+post_tool); governor.engine.decide is the one entry.
+
+Hot path: standard library only.
+"""
+
+from __future__ import annotations
+
+from governor.engine import events as ev
+from governor.engine.ledger import key
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from governor.engine.events import Decision, Event
+    from governor.engine.ledger import Ledger
+    from governor.engine.rules import CompiledPolicy
+
+GOVERNOR_ROLE = "governor"  # text the governor itself adds to the model's context
+FINGERPRINT_WHOLE = 1 << 20  # characters of a text fingerprinted whole in the audit trail
+
+
+class DecisionTimeout(Exception):
+    """A decision ran past its deadline: the policy's on_error applies to this call only."""
+
+
+class World:
+    """What a decision needs from outside the event: the time, the project, the folders where
+    the harness keeps subagent definitions (which may declare an access tier), and the
+    deadline, in this thread's CPU seconds (so a busy machine never trips it; only work does)."""
+
+    __slots__ = ("agent_dirs", "deadline", "now", "project")
+
+    def __init__(self, now: float, project: str, agent_dirs: list[str] | None = None,
+                 deadline: float | None = None) -> None:  # fmt: skip
+        self.now = now
+        self.project = project
+        self.agent_dirs = agent_dirs or []
+        self.deadline = deadline
+
+    def check(self) -> None:
+        """Between the slow steps of a decision: stop once its CPU time is spent."""
+        if self.deadline is not None:
+            import time
+
+            if time.thread_time() > self.deadline:
+                raise DecisionTimeout("the decision ran past its deadline")
+
+
+class Case:
+    """One event being decided: its ids as ledger keys, and the turn it belongs to."""
+
+    __slots__ = ("agent", "event", "ledger", "notices", "policy", "prepared", "seq", "session", "turn", "world")
+
+    def __init__(self, event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -> None:
+        self.event = event
+        self.policy = policy
+        self.ledger = ledger
+        self.world = world
+        self.session = key(event.session_id)
+        self.agent = (key(event.agent_id) if event.agent_id else "", event.agent_type or "")
+        self.turn = ""
+        self.seq = 0
+        self.prepared: dict[str, Any] = {}  # work done before the transaction (see _prepare)
+        self.notices: list[str] = []  # for the user, once per session (Decision.notices)
+
+    def enter_turn(self, new: bool = False) -> None:
+        turn_id = key(self.event.turn_id) if self.event.turn_id else None
+        self.turn, self.seq = self.ledger.turn(self.session, turn_id, self.world.now, new=new)
+
+    def record(self, decision: Decision, role: str = "", **tokens: int) -> None:
+        event = self.event
+        tool = f"{event.server}/{event.tool}" if event.server else event.tool_name
+        self.ledger.record(
+            {
+                "ts": self.world.now,
+                "session": self.session,
+                "turn": self.turn,
+                "agent_id": self.agent[0],
+                "agent_type": self.agent[1],
+                "event": event.kind,
+                "tool": tool,
+                "role": role,
+                "decision": decision.kind if decision.kind != ev.NONE else "warn" if decision.user_message else "allow",
+                "code": decision.code,
+                "mode": self.policy.mode,
+                "policy": self.policy.digest[:16],
+                "tokens_counted": tokens.get("counted", 0),
+                "tokens_delivered": tokens.get("delivered", 0),
+                "tokens_saved": tokens.get("saved", 0),
+                "tokens_deduped": tokens.get("deduped", 0),
+                "detail": self.prepared.get("detail", ""),
+            }
+        )
+
+    def detail(self) -> str:
+        """What the event carried, as a size and a fingerprint; the text itself only if the policy opts in."""
+        event = self.event
+        if event.kind == ev.PROMPT:
+            text = event.prompt or ""
+        elif event.kind == ev.POST_TOOL:
+            text = event.tool_result or ""
+        elif event.kind == ev.PRE_TOOL:
+            import json
+
+            text = json.dumps(event.tool_input, ensure_ascii=False, sort_keys=True)
+        else:
+            return ""
+        if self.policy.data["ledger"]["record_contents"]:
+            return text[:65536]
+        from zlib import crc32
+
+        if len(text) > FINGERPRINT_WHOLE:  # a huge text: its length and its ends (bounded work)
+            ends = (text[: FINGERPRINT_WHOLE // 2] + text[-FINGERPRINT_WHOLE // 2 :]).encode("utf-8", "surrogatepass")
+            return f"{len(text)} chars crc32(ends):{crc32(ends):08x}"
+        raw = text.encode("utf-8", "surrogatepass")
+        return f"{len(raw)} bytes crc32:{crc32(raw):08x}"
+
+    def new_call_id(self) -> str:
+        """This call's ledger id, before it runs: the harness's id, else one per call by key."""
+        event = self.event
+        if event.call_id:
+            return key(event.call_id)
+        if event.call_key:
+            return self.ledger.keyed_call(self.session, key(event.call_key))
+        return f"anon:{self.world.now}:{id(event)}"
+
+    def tier(self, agent_type: str | None) -> str:
+        """The access tier of a subagent of `agent_type`; a declaration held back is said once."""
+        from governor.engine.tiers import tier_of
+
+        tier, source = tier_of(agent_type, self.policy.data["subagents"], self.world.agent_dirs,
+                               self.policy.accepted_at)  # fmt: skip
+        if source.startswith("held:"):
+            self.notices.append(
+                f"memory-governor: {source[5:]} was changed since the policy was last accepted and declares a wider "
+                f"memory tier for '{agent_type}'; it is held back ({tier} applies). If you made it, run "
+                "`memory-governor policy accept`."
+            )
+        return tier
+
+    def known_call_id(self) -> str | None:
+        """The ledger id of the call this result or failure belongs to, if it was seen before."""
+        event = self.event
+        if event.call_id:
+            return key(event.call_id)
+        if event.call_key:
+            return self.ledger.pending_by_key(self.session, key(event.call_key), self.turn)
+        return None
+
+    def text_tokens(self, name: str) -> int:
+        return int(self.policy.blob["index"]["text_tokens"].get(name, 0))
+
+    def spec(self) -> dict[str, Any] | None:
+        """The policy's entry for the governed tool this event names, None for any other tool."""
+        event = self.event
+        if event.server is None or event.tool is None:
+            return None
+        return self.policy.tool(event.server, event.tool)
+
+    def limit(self, name: str) -> tuple[int, str]:
+        """A per-turn limit (value, enforce) for this turn: its memory-need class's own, else the turn's."""
+        from governor.engine.budgets import turn_limit
+
+        return turn_limit(self, name)
+
+    def add_context(self, names: list[str]) -> int:
+        """Count lines the governor adds to the model's context against the turn's budget."""
+        tokens = sum(self.text_tokens(name) for name in names)
+        call_id = f"governor:{self.event.kind}:{self.turn}:{self.world.now}"
+        self.ledger.add_committed(
+            self.session, self.turn, call_id, GOVERNOR_ROLE, "", self.agent, tokens, self.world.now
+        )
+        return tokens

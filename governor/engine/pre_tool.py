@@ -1,0 +1,486 @@
+"""Deciding a governed call before it runs: the retrieval ladder (L1 clamp and cap, L2/L3
+only for a surfaced id, the L3 cap), mem_context's triggers, subagent tiers, save discipline,
+the token budget's pre-check, and the reservation; routes around the memory's tools and
+subagent dispatches (briefing budget, no raw L3 body).
+
+Hot path: standard library only.
+"""
+
+from __future__ import annotations
+
+from governor.engine import events as ev
+from governor.engine.events import Decision
+from governor.engine.ledger import key
+from governor.engine.rules import FIXED_LINES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from governor.engine.case import Case
+
+
+RETRIEVAL = ("search", "timeline", "fetch", "context")
+
+
+LAYER_OF = {"search": "L1", "timeline": "L2", "fetch": "L3"}
+
+
+SERVER_DEFAULT_LIMIT = 10  # what Engram's mem_search returns when no limit is given
+
+
+SERVER_DEFAULT_NEIGHBOURS = 5  # what Engram's mem_timeline shows before and after when not told
+
+
+MAX_IDS = 20  # ids one timeline or fetch call may name (Engram reads one)
+
+
+AGENT_WINDOW_SECONDS = 3600  # a running subagent's window, when no after event closes it; a new turn ends it too
+
+
+RAW_LINES = 3  # lines of an earlier full fetch found verbatim in a dispatch prompt
+
+
+def pre_tool(case: Case) -> Decision:
+    spec = case.spec()
+    if spec is None:
+        if case.event.spilled is not None and _governs_spill(case, case.event.spilled):
+            return _route(case, "spilled-result", "That file holds a memory result: what of it fits this turn's budget "
+                          "was delivered as the call's result. Search (limit<=3) for what you still need.")  # fmt: skip
+        route = case.prepared.get("route")
+        if route is not None:
+            return _route(case, route["name"], f"Use the memory server's {route['use']} tool instead.",
+                          route.get("reason"))  # fmt: skip
+        return _dispatch(case) if is_dispatch(case) else Decision()
+    role = spec["role"]
+    ledger, event, now = case.ledger, case.event, case.world.now
+    if event.call_id:
+        # A call seen before is answered before any turn is looked up: a second observer of the
+        # same call (an MCP proxy behind a client whose hooks decided it) must not move the turn.
+        repeat = _repeat(ledger.call(case.session, key(event.call_id)))
+        if repeat is not None:
+            return repeat
+    case.enter_turn()
+    _attribute(case)
+    call_id = case.new_call_id()
+    repeat = _repeat(ledger.call(case.session, call_id)) if not event.call_id else None
+    if repeat is not None:
+        return repeat
+    decision, expected = _judge(case, spec)
+    if decision.kind == ev.DENY and case.policy.mode == "enforce":
+        ledger.deny(case.session, case.turn, call_id, role, event.tool or "", case.agent, now)
+    else:
+        ttl = case.policy.data["ledger"]["reservation_ttl_seconds"]
+        ledger.reserve(case.session, case.turn, call_id, role, event.tool or "", case.agent, expected, now, ttl)
+        if event.call_key and decision.kind == ev.REWRITE and decision.updated_input is not None:
+            rewritten = key(ev.call_key(event.tool_name, decision.updated_input))
+            ledger.also_known_as(case.session, rewritten, call_id)
+    extra = case.add_context(["static:save_over_limit"]) if decision.code == "save_over_limit" else 0
+    case.record(decision, role, counted=expected, delivered=extra)
+    return decision
+
+
+def _repeat(prior: Any) -> Decision | None:
+    """The same call seen again counts once; a refusal stays a refusal."""
+    if prior is None:
+        return None
+    if prior[0] == "denied":
+        return Decision(ev.DENY, "repeat", "memory-governor: this call was already refused; do not retry it.")
+    return Decision(code="repeat")
+
+
+def _governs_spill(case: Case, name: str) -> bool:
+    """Could `<server>-<tool>` (or a prefix of it: '' is any) be a result of a governed server?"""
+    return any(name.startswith(f"{server}-") or f"{server}-".startswith(name) for server in case.policy.tools)
+
+
+def _route(case: Case, name: str, instead: str, reason: str | None = None) -> Decision:
+    """A way to the memory around its tools: refused, so that what the model reads is counted."""
+    case.enter_turn()
+    said = (
+        f"{reason} (route '{name}')"
+        if reason
+        else (
+            f"this {case.event.tool_name} call reads the memory outside its tools (route '{name}'), where this "
+            f"turn's memory limits cannot count it. {instead}"
+        )
+    )
+    decision = Decision(ev.DENY, f"route:{name}", f"memory-governor: {said}")
+    case.record(decision, "route")
+    return decision
+
+
+def is_dispatch(case: Case) -> bool:
+    """A tool that starts a subagent: one the policy lists, or one the adapter says starts one."""
+    return case.event.dispatches is not None or case.event.tool_name in case.policy.data["briefing"]["dispatch_tools"]
+
+
+def _dispatch(case: Case) -> Decision:
+    """A subagent dispatch: memory cards within the briefing budget, and no raw L3 body."""
+    case.enter_turn()
+    if case.event.call_id:  # the agent may run in the background and report back later
+        case.ledger.remember_launch(case.session, key(case.event.call_id), case.turn)
+    briefing = case.policy.data["briefing"]
+    tokens = case.prepared["card_tokens"]
+    limit = briefing["max_tokens"]
+    raw = case.prepared["raw_pasted"] or case.ledger.fetched_among(case.session, case.prepared["digests"]) >= RAW_LINES
+    decision = Decision(code="dispatch")
+    if raw and briefing["raw_l3_body"] != "off":
+        why = (
+            "memory-governor: this dispatch pastes a raw mem_get_observation body. Summarize it into a memory card "
+            "(one line: id, type, the decision) instead of passing the raw body across waves."
+        )
+        if briefing["raw_l3_body"] == "block":
+            decision = Decision(ev.DENY, "raw_l3_body", why)
+        else:
+            decision = Decision(ev.CONTEXT, "raw_l3_body", context=why).tell_user(why)
+    if decision.kind != ev.DENY and tokens > limit["value"] and limit["enforce"] != "off":
+        why = (
+            f"memory-governor: the memory cards in this dispatch are {tokens} {case.policy.unit} tokens, over the "
+            f"briefing budget of {limit['value']}. Pack them with `memory-governor brief --budget {limit['value']}`."
+        )
+        if limit["enforce"] == "block":
+            decision = Decision(ev.DENY, "briefing_budget", why)
+        else:
+            decision.code = "briefing_budget" if decision.code == "dispatch" else decision.code
+            decision.tell_user(why)
+    if case.event.dispatches is not None and not (decision.kind == ev.DENY and case.policy.mode == "enforce"):
+        ttl = max(case.policy.data["ledger"]["reservation_ttl_seconds"], AGENT_WINDOW_SECONDS)
+        case.ledger.open_agent(case.session, case.turn, case.new_call_id(), case.event.tool_name,
+                               case.event.dispatches, case.world.now, ttl)  # fmt: skip
+    case.record(decision, "dispatch", counted=tokens)
+    return decision
+
+
+def _attribute(case: Case) -> None:
+    """A call from a harness that does not say which agent made it: the subagent a dispatch in
+    this turn started and that is still running, the most restrictive when several are."""
+    event = case.event
+    if not event.agent_unknown or event.agent_id:
+        return
+    running = case.ledger.running_agents(case.session, case.turn, case.world.now)
+    if not running:
+        return
+
+    subagents = case.policy.data["subagents"]
+
+    def reach(agent: tuple[str, str]) -> int:
+        return len(subagents["tiers"][case.tier(agent[1])]["roles"])
+
+    window, agent_type = min(running, key=reach)
+    event.agent_id, event.agent_type = f"dispatch:{window}", agent_type
+    case.agent = (key(event.agent_id), agent_type)
+
+
+def _judge(case: Case, spec: dict[str, Any]) -> tuple[Decision, int]:
+    """The decision for a governed call before it runs, and the tokens to reserve for it."""
+    role = spec["role"]
+    refusal = _tier_refusal(case, role)
+    if refusal is not None:
+        return refusal, 0
+    if (
+        role in RETRIEVAL
+        and case.policy.data["memory_needs"]["on_none"] == "deny"
+        and case.ledger.memory_need(case.session, case.turn) == "none"
+    ):
+        return Decision(
+            ev.DENY,
+            "memory_need_none",
+            "memory-governor: this turn's task needs no memory (memory_need=none); memory retrieval is off "
+            "for this turn. Go ahead without it.",
+        ), 0
+    if role in ("save", "summary"):
+        return _judge_save(case, spec), 0
+    usage = case.ledger.usage(case.session, case.turn, case.world.now)
+    if role == "search":
+        return _judge_search(case, spec, usage)
+    if role in ("timeline", "fetch"):
+        return _judge_by_id(case, spec, usage)
+    return _judge_context(case, usage)
+
+
+def _tier_refusal(case: Case, role: str) -> Decision | None:
+    if not case.event.agent_id:
+        return None
+
+    subagents = case.policy.data["subagents"]
+    agent = case.event.agent_type or "subagent"
+    if role == "summary" or (role == "save" and _save_type(case) in case.policy.data["save"]["orchestrator_only"]):
+        return Decision(
+            ev.DENY,
+            "orchestrator_only",
+            f"memory-governor: only the orchestrator saves {_save_type(case) or 'session_summary'}. Report your "
+            "findings to the orchestrator instead.",
+        )
+    tier = case.tier(case.event.agent_type)
+    allowed = subagents["tiers"][tier]["roles"]
+    if role in allowed:
+        return None
+    can = ", ".join(allowed) or "no memory tools"
+    return Decision(
+        ev.DENY,
+        f"tier:{tier}",
+        f"memory-governor: agent '{agent}' is {tier} (may use: {can}), so it may not call {case.event.tool}. "
+        "Use the memory cards in your briefing"
+        + ("; save what you learn with mem_save." if "save" in allowed else "."),
+    )
+
+
+def _budget_left(case: Case, usage: dict[str, int]) -> tuple[int, int, str]:
+    budget, enforce = case.limit("max_memory_tokens_injected")
+    return budget - usage["tokens"], budget, enforce
+
+
+def _spent(case: Case, used: int, budget: int, need: int) -> Decision:
+    unit = case.policy.unit
+    return Decision(
+        ev.DENY,
+        "token_budget",
+        f"memory-governor: this turn's memory budget is spent ({used} of {budget} {unit} tokens used; this call "
+        f"needs ~{need}). Work with what you have; the budget resets next turn.",
+    )
+
+
+def _judge_search(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tuple[Decision, int]:
+    layer = case.policy.ladder["L1"]
+    per_result = layer["expected_tokens"]
+    cap, enforce = case.limit("max_search_calls")
+    searches = usage.get("search", 0)
+    warn = ""
+    tier_cap = _tier_search_cap(case)
+    if tier_cap is not None:
+        mine = case.ledger.usage(case.session, case.turn, case.world.now, agent_id=case.agent[0]).get("search", 0)
+        if mine >= tier_cap:
+            return Decision(
+                ev.DENY,
+                "tier_search_cap",
+                f"memory-governor: this agent's tier allows {tier_cap} memory search(es) per turn and it has used "
+                "them. Work from your briefing and the results you have.",
+            ), 0
+    if enforce != "off" and searches >= cap:
+        if enforce == "block":
+            return Decision(
+                ev.DENY,
+                "max_search_calls",
+                f"memory-governor: this turn already used its {cap} memory search(es) (max_search_calls={cap}). "
+                "Work with the results you have, or search again next turn; do not retry.",
+            ), 0
+        warn = f"memory-governor: search {searches + 1} this turn is over max_search_calls={cap}."
+    max_limit: int | None = layer.get("max_limit")
+    limit_param = spec.get("limit_param")
+    asked = case.event.tool_input.get(limit_param) if limit_param else None
+    requested = int(asked) if asked is not None and _is_count(asked) else None
+    if requested is None:
+        count = max_limit if max_limit is not None else SERVER_DEFAULT_LIMIT
+    else:
+        count = requested if max_limit is None else min(requested, max_limit)
+    left, budget, budget_enforce = _budget_left(case, usage)
+    if budget_enforce == "block" and count * per_result > left:
+        fits = max(0, left // per_result) if per_result else count
+        if fits < 1:
+            return _spent(case, budget - left, budget, per_result), 0
+        count = fits
+    decision = Decision(code="allow")
+    if limit_param and requested != count:
+        decision = Decision(ev.REWRITE, "clamp_limit", updated_input={**case.event.tool_input, limit_param: count})
+        decision.reason = f"{limit_param} {asked if asked is not None else '(unset)'} -> {count}"
+    if warn:
+        decision.tell_user(warn)
+        decision.code = decision.code if decision.kind == ev.REWRITE else "max_search_calls_warn"
+    return decision, count * per_result
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 and value == int(value)
+
+
+def _tier_search_cap(case: Case) -> int | None:
+    if not case.event.agent_id:
+        return None
+    subagents = case.policy.data["subagents"]
+    cap = subagents["tiers"][case.tier(case.event.agent_type)].get("max_search_calls")
+    return int(cap) if cap is not None else None
+
+
+def _ids(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [str(int(v)) if isinstance(v, float) and v == int(v) else str(v) for v in value]
+    if isinstance(value, float) and value == int(value):
+        return [str(int(value))]
+    return [] if value is None else [str(value).lstrip("#")]
+
+
+def _judge_by_id(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tuple[Decision, int]:
+    role = spec["role"]
+    layer_name = LAYER_OF[role]
+    layer = case.policy.ladder[layer_name]
+    tool = case.event.tool
+    if role == "fetch":
+        from governor.engine.delivery import fetch_pointer
+
+        pointer = fetch_pointer(case, spec)
+        if pointer is not None:
+            return Decision(ev.DENY, "delivered_once", pointer), 0
+        cap, enforce = case.limit("max_full_fetches")
+        if enforce == "block" and usage.get("fetch", 0) >= cap:
+            return Decision(
+                ev.DENY,
+                "max_full_fetches",
+                f"memory-governor: this turn already fetched {cap} full observation(s) (max_full_fetches={cap}). "
+                "Use the search previews, or fetch it next turn.",
+            ), 0
+    id_param = spec.get("id_param")
+    if layer.get("requires_surfaced_id") and id_param:
+        asked = case.event.tool_input.get(id_param)
+        if isinstance(asked, list) and len(asked) > MAX_IDS:
+            return Decision(ev.DENY, f"{layer_name.lower()}_too_many_ids",
+                            f"memory-governor: {tool} names {len(asked)} ids; ask for one at a time.") , 0  # fmt: skip
+        wanted = _ids(asked)
+        missing = [i for i in wanted if not case.ledger.surfaced(case.session, case.turn, i)]
+        if not wanted or missing:
+            shown = ", ".join(missing) or "(none given)"
+            return Decision(
+                ev.DENY,
+                f"{layer_name.lower()}_needs_surfaced_id",
+                f"memory-governor: {tool} {id_param}={shown} was not surfaced by a search or timeline result in this "
+                "turn. Search first (limit<=3) and use an id it returns; do not guess ids.",
+            ), 0
+    expected = layer["expected_tokens"]
+    left, budget, enforce = _budget_left(case, usage)
+    if enforce == "block" and expected > left:
+        return _spent(case, budget - left, budget, expected), 0
+    return _clamp_neighbours(case, spec, layer), expected
+
+
+def _clamp_neighbours(case: Case, spec: dict[str, Any], layer: dict[str, Any]) -> Decision:
+    """L2: how many neighbours a timeline shows before and after, clamped to the ladder's
+    max_before/max_after (a larger or missing count is rewritten, never refused)."""
+    updated = dict(case.event.tool_input)
+    for param_key, max_key in (("before_param", "max_before"), ("after_param", "max_after")):
+        param, most = spec.get(param_key), layer.get(max_key)
+        if not param or most is None:
+            continue
+        asked = updated.get(param)
+        count = int(asked) if asked is not None and _is_count(asked) else SERVER_DEFAULT_NEIGHBOURS
+        if asked is None and count <= most:
+            continue
+        if asked is None or not _is_count(asked) or count > most:
+            updated[param] = min(count, most)
+    if updated == case.event.tool_input:
+        return Decision(code="allow")
+    changed = ", ".join(f"{k} {case.event.tool_input.get(k, '(unset)')} -> {v}" for k, v in updated.items()
+                        if case.event.tool_input.get(k) != v)  # fmt: skip
+    decision = Decision(ev.REWRITE, "clamp_neighbours", updated_input=updated)
+    decision.reason = changed
+    return decision
+
+
+def _judge_context(case: Case, usage: dict[str, int]) -> tuple[Decision, int]:
+    ctx = case.policy.data["mem_context"]
+    code = "allow"
+    armed: list[str] = []
+    if not ctx["allow"]:
+        armed = [n for n in case.ledger.armed(case.session, case.seq, case.turn) if n in ctx["unlocked_by"]]
+        if not armed:
+            search = _tool_for_role(case, "search")
+            return Decision(
+                ev.DENY,
+                "mem_context_locked",
+                f"memory-governor: {case.event.tool} (the whole-memory dump) is off outside post-compaction recovery, "
+                f"a resumed session, or an explicit request to recall everything. Use {search} with a topic prefix "
+                f"(limit<={case.policy.ladder['L1'].get('max_limit') or 3}) instead.",
+            ), 0
+    expected = ctx["expected_tokens"]
+    left, budget, enforce = _budget_left(case, usage)
+    if enforce == "block" and expected > left:
+        return _spent(case, budget - left, budget, expected), 0  # refused before the trigger is spent
+    if armed:
+        case.ledger.consume(case.session, armed[0])
+        code = f"unlocked_by:{armed[0]}"
+    return Decision(code=code), expected
+
+
+def _tool_for_role(case: Case, role: str) -> str:
+    """The tool of the same server that plays `role` (for advice that names real tools)."""
+    tools = case.policy.tools.get(case.event.server or "", {})
+    return next((name for name, spec in tools.items() if spec["role"] == role), "the search tool")
+
+
+def _save_type(case: Case) -> str | None:
+    spec = case.spec() or {}
+    if spec.get("role") == "summary":
+        return "session_summary"
+    param = spec.get("type_param")
+    value = case.event.tool_input.get(param) if param else None
+    if value is None:
+        return spec.get("default_type")
+    return str(value)
+
+
+def _judge_save(case: Case, spec: dict[str, Any]) -> Decision:
+    from governor.engine import saves
+
+    save = case.policy.data["save"]
+    kind = _save_type(case)
+    if spec["role"] == "save" and kind is not None and kind not in save["allowed_types"]:
+        return Decision(
+            ev.DENY,
+            "save_type",
+            f"memory-governor: a save of type '{kind}' is not allowed. Save only deltas, with type one of: "
+            f"{', '.join(save['allowed_types'])}.",
+        )
+    warnings: list[str] = []
+    for rule in case.prepared["findings"]:
+        if rule == "topic_key":
+            continue  # reported below, with the namespaces
+        enforce = save["max_chars"]["enforce"] if rule == "oversize" else save["never_save"][rule]
+        if enforce == "block":
+            return Decision(ev.DENY, f"never_save:{rule}", f"memory-governor: this save {saves.REASONS[rule]}.")
+        if enforce == "warn":
+            warnings.append(f"memory-governor: a save {saves.REASONS[rule]}.")
+    title_param = spec.get("title_param")
+    title = case.event.tool_input.get(title_param) if title_param else None
+    topic_param = spec.get("topic_key_param")
+    topic = case.event.tool_input.get(topic_param) if topic_param else None
+    duplicate = save["never_save"]["duplicate"]
+    if (
+        isinstance(title, str)
+        and not topic
+        and duplicate != "off"
+        and case.ledger.saved_before(case.session, saves.title_digest(title))
+    ):
+        if duplicate == "block":
+            return Decision(
+                ev.DENY, "never_save:duplicate", f"memory-governor: this save {saves.REASONS['duplicate']}."
+            )
+        warnings.append(f"memory-governor: a save {saves.REASONS['duplicate']}.")
+    if "topic_key" in case.prepared["findings"]:
+        namespaces = case.policy.blob["index"]["topic_namespaces"]
+        examples = ", ".join(n["example"] for n in namespaces[:4])
+        shown = str(topic)[:80]
+        text = f"memory-governor: topic_key '{shown}' is outside the namespace contract (e.g. {examples})."
+        if save["topic_keys"] == "block":
+            return Decision(ev.DENY, "topic_key", text + " Choose a key in one of those namespaces.")
+        warnings.append(text)
+    cap, enforce = case.limit("max_save_calls_per_turn")
+    saves_so_far = sum(
+        count for role, count in case.ledger.usage(case.session, case.turn, case.world.now).items()
+        if role in ("save", "summary")
+    )  # fmt: skip
+    if enforce != "off" and saves_so_far >= cap:
+        if enforce == "block":
+            return Decision(
+                ev.DENY,
+                "max_save_calls_per_turn",
+                f"memory-governor: this turn already saved {cap} time(s) (max_save_calls_per_turn={cap}). Save the "
+                "rest next turn, or fold it into one memory with topic_key.",
+            )
+        decision = Decision(ev.CONTEXT, "save_over_limit", context=FIXED_LINES["save_over_limit"])
+        decision.tell_user(f"memory-governor: save {saves_so_far + 1} this turn is over max_save_calls_per_turn={cap}.")
+        for line in warnings:
+            decision.tell_user(line)
+        return decision
+    decision = Decision(code="warn" if warnings else "allow")
+    for line in warnings:
+        decision.tell_user(line)
+    return decision

@@ -1,0 +1,113 @@
+"""Deciding a prompt and the session's own events: a turn starts, its memory need is
+classified and advised, explicit recall arms mem_context; a session start (compaction, resume)
+arms the other triggers; compaction and subagent events are recorded (and empty a context).
+
+Hot path: standard library only.
+"""
+
+from __future__ import annotations
+
+from governor.engine import events as ev
+from governor.engine.case import GOVERNOR_ROLE
+from governor.engine.events import Decision
+from governor.engine.ledger import key
+from governor.engine.rules import FIXED_LINES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from governor.engine.case import Case
+
+
+def prompt(case: Case) -> Decision:
+    if case.event.machine_made:
+        return _machine_prompt(case)
+    case.enter_turn(new=True)
+    policy = case.policy
+    verdict = case.prepared["verdict"]
+    case.ledger.set_memory_need(case.session, case.turn, verdict.need)
+    lines: list[str] = []
+    names: list[str] = []
+    recall = policy.data["mem_context"]["unlocked_by"].get("explicit_user_recall")
+    if recall and case.prepared["recall"] and _may_arm(case):
+        case.ledger.arm(case.session, "explicit_user_recall", recall["scope"], recall["uses"], case.seq, case.turn,
+                        case.world.now)  # fmt: skip
+        lines.append(FIXED_LINES["recall_armed"])
+        names.append("static:recall_armed")
+    from governor.engine.budgets import advice_line
+
+    advice = advice_line(policy.data, verdict.need)
+    if advice:
+        lines.append(advice)
+        names.append(f"advice:{verdict.need}")
+    decision = Decision(ev.CONTEXT if lines else ev.NONE, code=f"memory_need:{verdict.need}", context="\n".join(lines))
+    tokens = case.add_context(names) if lines else 0
+    case.record(decision, GOVERNOR_ROLE, delivered=tokens)
+    return decision
+
+
+def _machine_prompt(case: Case) -> Decision:
+    """A prompt the harness wrote (a background task reporting back) is no user request: no
+    advice, nothing armed from its text, and no budget of its own. Its turn joins the turn that
+    launched the task, else the session's current turn, so what it spends comes out of that
+    turn's remainder: launching work that reports back never opens a fresh budget."""
+    event, ledger = case.event, case.ledger
+    launched = ledger.launched_in(case.session, key(event.origin_call_id)) if event.origin_call_id else None
+    current, _ = ledger.touch_session(case.session, case.world.now)
+    joined = launched or current
+    if event.turn_id and joined:
+        ledger.join_turn(case.session, key(event.turn_id), joined)
+    case.enter_turn()
+    decision = Decision(code="machine_prompt:launching_turn" if launched else "machine_prompt:current_turn")
+    case.record(decision)
+    return decision
+
+
+def _may_arm(case: Case) -> bool:
+    return not case.event.agent_id or bool(case.policy.data["mem_context"]["subagents_may_arm"])
+
+
+_SOURCE_TRIGGERS = {"compact": "post_compact", "resume": "session_resume"}
+
+
+def session_start(case: Case) -> Decision:
+    seen = case.ledger.one("SELECT seen FROM sessions WHERE session=?", case.session)
+    case.enter_turn()
+    from governor.engine.delivery import reset
+
+    reset(case)
+    policy = case.policy
+    trigger_name = _SOURCE_TRIGGERS.get(case.event.source or "")
+    trigger = policy.data["mem_context"]["unlocked_by"].get(trigger_name or "")
+    idle = trigger.get("min_idle_minutes", 0) if trigger else 0
+    if trigger and idle and (seen is None or case.world.now - seen[0] < idle * 60):
+        # A session the ledger has never seen (a fork gets a new id) had no idle time it can show.
+        why = "unknown_session" if seen is None else f"idle_under_{idle}m"
+        decision = Decision(code=f"not_armed:{trigger_name}:{why}")
+        case.record(decision)
+        return decision
+    if case.event.source in ("startup", None):
+        case.ledger.prune(policy.data["ledger"]["retention_days"], case.world.now, max_sessions=20)
+    if not trigger_name or not trigger or not _may_arm(case):
+        decision = Decision(code=f"session_start:{case.event.source or 'unknown'}")
+        case.record(decision)
+        return decision
+    assert trigger_name is not None
+    case.ledger.arm(case.session, trigger_name, trigger["scope"], trigger["uses"], case.seq, case.turn, case.world.now)
+    advice = policy.data["memory_needs"]["classes"].get("continuation", {}).get("advice", "")
+    decision = Decision(ev.CONTEXT if advice else ev.NONE, code=f"armed:{trigger_name}", context=advice)
+    tokens = case.add_context(["advice:continuation"]) if advice else 0
+    case.record(decision, GOVERNOR_ROLE, delivered=tokens)
+    return decision
+
+
+def observe(case: Case) -> Decision:
+    """Events recorded for the audit trail only (compaction, subagent start/stop, stop); compaction
+    and a subagent's start also empty a conversation context (governor.engine.delivery)."""
+    case.enter_turn()
+    if case.event.kind in (ev.PRE_COMPACT, ev.SUBAGENT_START):
+        from governor.engine.delivery import reset
+
+        reset(case)
+    decision = Decision(code=case.event.kind)
+    case.record(decision)
+    return decision
