@@ -139,8 +139,8 @@ def _memory_need(player: Player) -> str | None:
 
     ledger = open_ledger(player.env["MEMORY_GOVERNOR_STATE_DIR"])
     try:
-        row = ledger.one("SELECT turn FROM sessions WHERE session=?", key(player.session_id))
-        return ledger.memory_need(key(player.session_id), row[0]) if row else None
+        info = ledger.session_info(key(player.session_id))
+        return ledger.memory_need(key(player.session_id), info[0]) if info else None
     finally:
         ledger.close()
 
