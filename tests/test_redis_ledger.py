@@ -407,4 +407,4 @@ def test_every_ledger_table_is_shared_or_kept_by_the_redis_store(redis_server: R
 
     ledger = open_ledger(str(tmp_path), 2000, redis_server.url)
     names = {row[0] for row in ledger.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert names == set(ledger.tables) | {AUDIT_TABLE, *SHARED_TABLES}  # type: ignore[attr-defined]
+    assert names == set(ledger.tables) | {AUDIT_TABLE, *SHARED_TABLES, "changed"}  # type: ignore[attr-defined]
