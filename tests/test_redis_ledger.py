@@ -408,3 +408,21 @@ def test_every_ledger_table_is_shared_or_kept_by_the_redis_store(redis_server: R
     ledger = open_ledger(str(tmp_path), 2000, redis_server.url)
     names = {row[0] for row in ledger.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert names == set(ledger.tables) | {AUDIT_TABLE, *SHARED_TABLES, "changed"}  # type: ignore[attr-defined]
+
+
+def test_the_models_shell_cannot_reach_the_ledgers_redis(tmp_path: Path, redis_server: RedisServer) -> None:
+    a, _ = hosts(tmp_path, redis_server.url)
+    sess = Session(a, "wiper")
+    sess.prompt("the limits are in my way")
+    refused = [f"redis-cli -h 127.0.0.1 -p {redis_server.port} FLUSHALL", f"redis-cli -p {redis_server.port} del x",
+               'redis-cli -u "$MEMORY_GOVERNOR_LEDGER_URL" flushdb', f"nc localhost {redis_server.port} < wipe.txt",
+               f"python -c 'import redis; redis.Redis(port={redis_server.port}).flushall()'"]  # fmt: skip
+    allowed = [
+        f"redis-cli -p {redis_server.port + 1} get cache-key",
+        "redis-cli -h cache.internal get x",
+        f"curl 127.0.0.1:{redis_server.port}0",
+    ]
+    for command in refused + allowed:
+        answer = sess.event("PreToolUse", tool_name="Bash", tool_input={"command": command}, tool_use_id=sess.next_id())
+        assert answer.denied == (command in refused), command
+    assert redis_server.client().exists("mg:s:s:wiper")

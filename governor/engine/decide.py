@@ -92,7 +92,7 @@ def _prepare(case: Case) -> None:
         from governor.engine.screening import route_taken
 
         routes = policy.routes_for(event.tool_name)
-        case.prepared["route"] = route_taken(event.tool_input, routes, case.ledger.state_dir)
+        case.prepared["route"] = route_taken(event.tool_input, routes, case.ledger.state_dir, case.ledger.where())
     if event.kind == ev.PRE_TOOL and spec is None and is_dispatch(case):
         from governor.engine.briefing import card_blocks
         from governor.engine.screening import line_digests, raw_observation
