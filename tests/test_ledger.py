@@ -237,13 +237,13 @@ WRITER = """
 import os, sys, random, time
 sys.path.insert(0, {root!r})
 from governor.engine.ledger import open_ledger
-state, seed = sys.argv[1], int(sys.argv[2])
+state, seed, url = sys.argv[1], int(sys.argv[2]), (sys.argv[3:] or [""])[0] or None
 rng = random.Random(seed)
-ledger = open_ledger(state, 30000)
+ledger = open_ledger(state, 2000 if url else 30000, url)  # on Redis a dead holder's lease is 3/4 of it
 n = 0
 while True:
     now = time.time()
-    with ledger.write():
+    with ledger.write("s:crash"):
         turn, _ = ledger.turn("s:crash", "s:turn-%d" % (n // 20), now)
         usage = ledger.usage("s:crash", turn, now)
         call = "w%d-%d" % (seed, n)

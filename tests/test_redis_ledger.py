@@ -20,6 +20,7 @@ from governor.harnesses.checks import BAD, OK
 from governor.runtime.runner import respond
 from tests.conftest import HOOK, ROOT, Answer, Env, Session, fixture_text
 from tests.redis_server import RedisServer, Relay
+from tests.test_ledger import WRITER
 
 SEARCH = fixture_text("engram/search_v1.txt")
 DEADLINE = 3.0  # runtime.decision_deadline_ms of the shipped policy, in seconds
@@ -298,33 +299,6 @@ def test_a_decision_that_outlives_its_lease_writes_nothing(tmp_path: Path, redis
         assert other.call("s:fenced", "on-time") is not None
 
 
-WRITER = """
-import sys, random, time
-sys.path.insert(0, {root!r})
-from governor.engine.ledger import open_ledger
-state, url, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
-rng = random.Random(seed)
-ledger = open_ledger(state, 2000, url)
-n = 0
-while True:
-    now = time.time()
-    with ledger.write("s:crash"):
-        turn, _ = ledger.turn("s:crash", "s:turn-%d" % (n // 20), now)
-        usage = ledger.usage("s:crash", turn, now)
-        call = "w%d-%d" % (seed, n)
-        granted = usage.get("search", 0) < 3
-        if granted:
-            ledger.reserve("s:crash", turn, call, "search", "t", ("", ""), 10, now, 3600)
-        else:
-            ledger.deny("s:crash", turn, call, "search", "t", ("", ""), now)
-        ledger.record({{"ts": now, "session": "s:crash", "turn": turn, "event": "pre_tool", "decision": "x",
-                       "code": call}})
-        if granted and rng.random() < 0.5:
-            ledger.commit("s:crash", call, rng.randint(1, 10), now)
-    n += 1
-"""
-
-
 def test_sigkilled_writers_on_two_hosts_leave_a_consistent_ledger(tmp_path: Path, redis_server: RedisServer) -> None:
     import random
 
@@ -333,8 +307,8 @@ def test_sigkilled_writers_on_two_hosts_leave_a_consistent_ledger(tmp_path: Path
     client = redis_server.client()
     for _round in range(4):
         before = client.hlen("mg:s:s:crash")
-        procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / f"host-{i % 2}"), redis_server.url,
-                                   str(rng.randint(0, 10**6))]) for i in range(4)]  # fmt: skip
+        procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / f"host-{i % 2}"),
+                                   str(rng.randint(0, 10**6)), redis_server.url]) for i in range(4)]  # fmt: skip
         deadline = time.monotonic() + 120
         while client.hlen("mg:s:s:crash") < before + 40 and time.monotonic() < deadline:
             time.sleep(0.01)  # until the writers are writing

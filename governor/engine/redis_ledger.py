@@ -209,11 +209,11 @@ class RedisLedger(Ledger):
 
     # -- the interface's transactions --------------------------------------------------------
 
-    def write(self, *sessions: str) -> _Lease:
-        return _Lease(self, sessions)
+    def write(self, *sessions: str) -> _Use:
+        return _Use(self, sessions, lease=True)
 
-    def read(self, *sessions: str) -> _Snapshot:
-        return _Snapshot(self, sessions)
+    def read(self, *sessions: str) -> _Use:
+        return _Use(self, sessions, lease=False)
 
     def close(self) -> None:
         self.db.close()  # the client's pool stays: other ledgers of this process share it
@@ -437,42 +437,33 @@ def _saves(client: Any) -> bool:
         return True
 
 
-class _Lease:
-    """`with ledger.write(session):` on Redis: lease and load, then write back and release."""
+class _Use:
+    """`with ledger.write(session):` on Redis: lease and load, then write back and release; with
+    `ledger.read(session):` the sessions' rows as they are, no lease, nothing written."""
 
-    __slots__ = ("ledger", "sessions")
+    __slots__ = ("lease", "ledger", "sessions")
 
-    def __init__(self, ledger: RedisLedger, sessions: tuple[str, ...]) -> None:
+    def __init__(self, ledger: RedisLedger, sessions: tuple[str, ...], lease: bool) -> None:
         self.ledger = ledger
         self.sessions = sessions
+        self.lease = lease
 
     def __enter__(self) -> None:
-        self.ledger._acquire(self.sessions)
+        if self.lease:
+            self.ledger._acquire(self.sessions)
+        else:
+            self.ledger._snapshot(self.sessions)
 
     def __exit__(self, kind: object, value: object, tb: object) -> None:
-        if kind is None:
+        if not self.lease:
+            self.ledger.db.execute("DELETE FROM changed")
+        elif kind is None:
             self.ledger._flush()
-            return
-        try:
-            self.ledger._release()
-        except LedgerError:
-            pass  # the lease then ends by itself; the first failure is the one to report
-
-
-class _Snapshot:
-    """`with ledger.read(session):` on Redis: the sessions' rows as they are, no lease, nothing written."""
-
-    __slots__ = ("ledger", "sessions")
-
-    def __init__(self, ledger: RedisLedger, sessions: tuple[str, ...]) -> None:
-        self.ledger = ledger
-        self.sessions = sessions
-
-    def __enter__(self) -> None:
-        self.ledger._snapshot(self.sessions)
-
-    def __exit__(self, kind: object, value: object, tb: object) -> None:
-        self.ledger.db.execute("DELETE FROM changed")
+        else:
+            try:
+                self.ledger._release()
+            except LedgerError:
+                pass  # the lease then ends by itself; the first failure is the one to report
 
 
 _template: tuple[sqlite3.Connection, dict[str, tuple[list[str], list[str]]]] | None = None
