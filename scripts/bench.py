@@ -203,7 +203,7 @@ def time_hooks(runs: int, units: tuple[str, ...], harness: str = "claude-code") 
 LEDGER_WORKER = """
 import sys, time
 sys.path.insert(0, {root!r})
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 state, go, n, who = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 import os
 ledger = open_ledger(state, 10000)
@@ -228,7 +228,7 @@ def time_ledger(per_process: int) -> list[dict[str, Any]]:
     rows = []
     for procs in (1, 8, 32):
         state = Path(tempfile.mkdtemp(prefix="memory-governor-bench-ledger-"))
-        from governor.engine.ledger import open_ledger
+        from governor.engine.stores import open_ledger
 
         open_ledger(str(state)).close()
         go = state / "go"
@@ -255,7 +255,7 @@ def time_race() -> dict[str, Any]:
     script = f"""
 import os, sys, time
 sys.path.insert(0, {str(ROOT)!r})
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 ledger = open_ledger(sys.argv[1], 10000)
 while not os.path.exists(sys.argv[2]):
     time.sleep(0.0005)
@@ -267,7 +267,7 @@ with ledger.write():
         ledger.reserve("s:race", turn, sys.argv[3], "search", "t", ("", ""), 100, now, 300)
 print("granted" if ok else "refused", time.perf_counter())
 """
-    from governor.engine.ledger import open_ledger
+    from governor.engine.stores import open_ledger
 
     open_ledger(str(state)).close()
     go = state / "go"

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from governor.engine.decide import World, decide
 from governor.engine.events import PRE_TOOL, Event
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 from governor.runtime.runner import respond
 from tests.conftest import HOOK, ROOT, Env, Session, fixture_text, run_hook
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from governor.engine.ledger import LedgerBusy, key, open_ledger
+from governor.engine.ledger import LedgerBusy, key
+from governor.engine.stores import open_ledger
 from tests.conftest import ROOT, Env, Session, fixture_text, run_hook
 
 # A worker process: waits for the start signal, then tries one reservation in one transaction.
@@ -21,7 +22,7 @@ from tests.conftest import ROOT, Env, Session, fixture_text, run_hook
 RESERVE = """
 import os, sys, time
 sys.path.insert(0, {root!r})
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 state, go, call, url = sys.argv[1], sys.argv[2], sys.argv[6], sys.argv[7] or None
 role_limit, tokens_limit, expected = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 ledger = open_ledger(state, 10000, url)
@@ -236,7 +237,7 @@ def test_missing_or_malformed_session_id_is_a_visible_error(env: Env, bad: objec
 WRITER = """
 import os, sys, random, time
 sys.path.insert(0, {root!r})
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 state, seed, url = sys.argv[1], int(sys.argv[2]), (sys.argv[3:] or [""])[0] or None
 rng = random.Random(seed)
 ledger = open_ledger(state, 2000 if url else 30000, url)  # on Redis a dead holder's lease is 3/4 of it

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from governor.engine.ledger import LedgerBusy, open_ledger
+from governor.engine.ledger import LedgerBusy
 from governor.engine.redis_ledger import LedgerLeaseLost, masked
+from governor.engine.stores import open_ledger
 from governor.harnesses.checks import BAD, OK
 from governor.runtime.runner import respond
 from tests.conftest import HOOK, ROOT, Answer, Env, Session, fixture_text
@@ -242,7 +243,7 @@ def test_what_a_redis_restart_keeps(tmp_path: Path, appendonly: bool) -> None:
 HOLDER = """
 import sys, time
 sys.path.insert(0, {root!r})
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 ledger = open_ledger(sys.argv[1], int(sys.argv[3]), sys.argv[2])
 with ledger.write("s:held"):
     ledger.turn("s:held", "s:t", time.time())

@@ -117,8 +117,9 @@ def command(fmt: str) -> int:
 
 def _ledger(report: Report, state: str, policy: CompiledPolicy) -> None:
     """Which ledger is in force (a URL with its password masked), and whether it answers."""
-    from governor.engine.ledger import URL_VARIABLE, open_for
+    from governor.engine.ledger import URL_VARIABLE
     from governor.engine.redis_ledger import masked
+    from governor.engine.stores import open_for
 
     url = os.environ.get(URL_VARIABLE)
     where = f"Redis at {masked(url)}" if url else f"SQLite file in {state}"

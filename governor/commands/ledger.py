@@ -9,8 +9,9 @@ from typing import Any
 
 import click
 
-from governor.engine.ledger import Ledger, key, open_for
+from governor.engine.ledger import Ledger, key
 from governor.engine.rules import CompiledPolicy
+from governor.engine.stores import open_for
 from governor.policy import compiled
 from governor.state import state_dir
 

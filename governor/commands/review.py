@@ -21,7 +21,8 @@ from governor.state import state_dir
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 def report(session_id: str | None, since: str | None, fmt: str, output: str | None) -> int:
     """Per-turn usage against each limit, denials by reason, tokens trimmed and saved."""
-    from governor.engine.ledger import key, open_for
+    from governor.engine.ledger import key
+    from governor.engine.stores import open_for
     from governor.review import report as reporting
 
     policy, notices = compiled.load(os.environ, os.getcwd(), state_dir(os.environ))

@@ -88,7 +88,7 @@ def brief(source: str, budget: int | None, unit: str | None, limit: int | None, 
     now = time.time()
     ledger = None
     if ranking == "usage" or record_usage:
-        from governor.engine.ledger import open_for
+        from governor.engine.stores import open_for
 
         ledger = open_for(os.environ, policy.data["ledger"])
     if ranking == "usage" and ledger is not None:

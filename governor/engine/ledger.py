@@ -3,6 +3,8 @@
 This module is the ledger's interface: the schema, and every query the engine asks of it,
 written once against an SQLite connection (`Ledger.db`). Two stores implement it:
 
+Which store answers is governor.engine.stores's choice (`open_ledger`, `open_for`):
+
 - governor.engine.sqlite_ledger (the default): one SQLite file (WAL) in the state directory.
   Every decision runs inside one write transaction (`BEGIN IMMEDIATE`), so "count, compare,
   reserve" is atomic across the processes of one machine.
@@ -34,7 +36,6 @@ import sqlite3
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
     from typing import Any
 
 # 2 added `fetched`, 3 `call_keys`, 4 `agents`, 5 `turn_links`, 6 `delivered` and the audit trail's
@@ -683,29 +684,3 @@ class Ledger:
         self.q("DELETE FROM decisions WHERE ts<?", cutoff)
         self.q("DELETE FROM usage WHERE last_used<?", now - 10 * retention_days * 86400)
         return len(stale)
-
-
-def open_for(env: Mapping[str, str], settings: dict[str, Any]) -> Ledger:
-    """The ledger `env` names (MEMORY_GOVERNOR_LEDGER_URL, else the state directory's file), with
-    the policy's `ledger` settings."""
-    from governor.state import state_dir
-
-    return open_ledger(state_dir(env), settings["busy_timeout_ms"], env.get(URL_VARIABLE) or None,
-                       settings["retention_days"])  # fmt: skip
-
-
-def open_ledger(state_dir: str, busy_timeout_ms: int = 2000, url: str | None = None,
-                retention_days: float = 14.0) -> Ledger:  # fmt: skip
-    """The SQLite file in `state_dir`, or with `url` (MEMORY_GOVERNOR_LEDGER_URL) the Redis there."""
-    if url:
-        from governor.engine.redis_ledger import RedisLedger
-
-        return RedisLedger(state_dir, url, busy_timeout_ms, retention_days)
-    from governor.engine.sqlite_ledger import SQLiteLedger
-    from governor.state import ensure_dir
-
-    try:
-        ensure_dir(state_dir)
-    except OSError as err:
-        raise LedgerUnavailable(f"the state directory {state_dir} cannot be created ({err.strerror or err})") from err
-    return SQLiteLedger(state_dir, busy_timeout_ms)

@@ -135,7 +135,8 @@ def run(file: ScenarioFile) -> list[Result]:
 
 
 def _memory_need(player: Player) -> str | None:
-    from governor.engine.ledger import key, open_ledger
+    from governor.engine.ledger import key
+    from governor.engine.stores import open_ledger
 
     ledger = open_ledger(player.env["MEMORY_GOVERNOR_STATE_DIR"])
     try:

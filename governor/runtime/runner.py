@@ -174,7 +174,8 @@ def _decide(
 ) -> tuple[Any, list[str]]:
     """The decision, and notices from the ledger (a corrupt file moved aside) for the user."""
     from governor.engine.decide import World, decide
-    from governor.engine.ledger import URL_VARIABLE, LedgerCorrupt, open_for
+    from governor.engine.ledger import URL_VARIABLE, LedgerCorrupt
+    from governor.engine.stores import open_for
     from governor.policy.sources import project_root
     from governor.state import state_dir
 
