@@ -11,7 +11,8 @@ claude-code`, or `copilot`: Copilot CLI's own payloads, and the Claude-style one
 hooks of .claude/settings.json, which the claude-code entry hands to the copilot adapter), with the warm server up (the default) and with it off (every hook decides in
 its own process). Also: the ledger's reserve/commit under 1, 8 and 32 concurrent processes;
 the packer at 10 to 100k candidates; counting throughput against raw tiktoken; the warm
-server's round trip; the transports Claude Code offers besides a command (an HTTP
+server's round trip; the hooks on the Redis ledger beside the SQLite file (--only redis); the
+transports Claude Code offers besides a command (an HTTP
 endpoint, an MCP tool over stdio), measured as round trips to the same decision code; and the
 MCP proxy per call beside the bare server (and beside the MCP Python SDK's transports, when
 the SDK is installed).
@@ -202,7 +203,7 @@ def time_hooks(runs: int, units: tuple[str, ...], harness: str = "claude-code") 
 LEDGER_WORKER = """
 import sys, time
 sys.path.insert(0, {root!r})
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 state, go, n, who = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 import os
 ledger = open_ledger(state, 10000)
@@ -227,7 +228,7 @@ def time_ledger(per_process: int) -> list[dict[str, Any]]:
     rows = []
     for procs in (1, 8, 32):
         state = Path(tempfile.mkdtemp(prefix="memory-governor-bench-ledger-"))
-        from governor.engine.ledger import open_ledger
+        from governor.engine.stores import open_ledger
 
         open_ledger(str(state)).close()
         go = state / "go"
@@ -254,7 +255,7 @@ def time_race() -> dict[str, Any]:
     script = f"""
 import os, sys, time
 sys.path.insert(0, {str(ROOT)!r})
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 ledger = open_ledger(sys.argv[1], 10000)
 while not os.path.exists(sys.argv[2]):
     time.sleep(0.0005)
@@ -266,7 +267,7 @@ with ledger.write():
         ledger.reserve("s:race", turn, sys.argv[3], "search", "t", ("", ""), 100, now, 300)
 print("granted" if ok else "refused", time.perf_counter())
 """
-    from governor.engine.ledger import open_ledger
+    from governor.engine.stores import open_ledger
 
     open_ledger(str(state)).close()
     go = state / "go"
@@ -280,6 +281,105 @@ print("granted" if ok else "refused", time.perf_counter())
         "granted": sum(o[0] == "granted" for o in outs),
         "all_answered_ms": (max(float(o[1]) for o in outs) - started) * 1000,
     }
+
+
+def time_redis(runs: int) -> dict[str, Any]:
+    """PreToolUse and PostToolUse, warm server (the default install), on the SQLite file and on a
+    Redis ledger (Debian's redis-server on loopback), interleaved with the bare interpreter; and
+    the round trips each decision makes, from the server's own command counts."""
+    import shutil
+    import socket
+
+    import redis
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("redis-server is not installed (apt-get install redis-server)")
+    folder = Path(tempfile.mkdtemp(prefix="memory-governor-bench-redis-"))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                               "--dir", str(folder)], stdout=subprocess.DEVNULL)  # fmt: skip
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    for _ in range(500):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.02)
+    boxes = {"SQLite file": Sandbox(), "Redis": Sandbox()}
+    boxes["Redis"].env["MEMORY_GOVERNOR_LEDGER_URL"] = url
+    cases = {name: make for name, make in hook_cases("o200k_base").items()
+             if name in ("PreToolUse (memory tool)", "PostToolUse (search result)")}  # fmt: skip
+    samples: dict[tuple[str, str], list[float]] = {(store, name): [] for store in boxes for name in cases}
+    yardstick: list[float] = []
+    try:
+        for box in boxes.values():
+            box.start_server()
+            for make in cases.values():  # one warm-up each
+                box.hook(make(box))
+        before = client.info("commandstats")
+        for _ in range(runs):
+            yardstick.append(bare())
+            for store, box in boxes.items():
+                for name, make in cases.items():
+                    samples[(store, name)].append(box.hook(make(box)))
+        after = client.info("commandstats")
+    finally:
+        for box in boxes.values():
+            box.stop_server()
+        server.terminate()
+        server.wait()
+    decisions = runs * len(cases)
+    calls = {k.removeprefix("cmdstat_"): (after[k]["calls"] - before.get(k, {}).get("calls", 0)) / decisions
+             for k in after if k != "cmdstat_info"}  # fmt: skip
+    sent = ("evalsha", "eval", "script|load")  # what the client sends; the rest runs inside its scripts
+    base = statistics.median(yardstick)
+    rows = [{"event": name, "store": store, "median_ms": statistics.median(v) * 1000, "p95_ms": pct(v, 0.95) * 1000,
+             "bare_ms": base * 1000, "ratio": statistics.median(v) / base} for (store, name), v in samples.items()]  # fmt: skip
+    return {"rows": rows, "round_trips": sum(calls.get(k, 0) for k in sent),
+            "sent": {k: v for k, v in sorted(calls.items()) if k in sent and v},
+            "scripted": {k: v for k, v in sorted(calls.items()) if k not in sent and v},
+            "load": " / ".join(f"{x:.1f}" for x in os.getloadavg())}  # fmt: skip
+
+
+REDIS_BEGIN = "<!-- redis section: written by scripts/bench.py (a whole run, or --only redis --write FILE) -->"
+REDIS_END = "<!-- end of redis section -->"
+
+
+def redis_markdown(result: dict[str, Any], command: str) -> str:
+    """The Redis ledger's section, between markers, so `--only redis --write` can replace it alone."""
+    data = result["redis"]
+    lines = [REDIS_BEGIN, "## Hooks on the Redis ledger (MEMORY_GOVERNOR_LEDGER_URL)", "",
+             f"Measured {result['date']} by `{command}`, load average {data['load']} (after the run). Whole hook "
+             "processes, warm server up (the default install), the SQLite file and a Redis on loopback (Debian's "
+             "redis-server, no persistence) interleaved call by call with the bare interpreter.", "",
+             "| event | ledger | median | p95 | bare | × bare |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in data["rows"]:
+        lines.append(f"| {r['event']} | {r['store']} | {r['median_ms']:.1f} ms | {r['p95_ms']:.1f} ms | "
+                     f"{r['bare_ms']:.1f} ms | {r['ratio']:.2f} |")  # fmt: skip
+    sent = ", ".join(f"{name.upper()} {count:g}" for name, count in data["sent"].items())
+    scripted = ", ".join(f"{name.upper()} {count:g}" for name, count in data["scripted"].items())
+    worst = max(r["ratio"] for r in data["rows"] if r["store"] == "Redis")
+    lines += ["", f"Round trips to Redis per decision: {data['round_trips']:g} ({sent}); the commands the two "
+              f"scripts run on the server, per decision: {scripted}. Counted by the server (INFO commandstats) "
+              "over the timed calls.", "",
+              f"Target: ≤ 1.5× bare on loopback: {worst:.2f}×, {'met' if worst <= 1.5 else '**not met**'}.", "",
+              REDIS_END, ""]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _replace_section(path: Path, begin: str, end: str, fresh: str) -> None:
+    """Write `fresh` over the part of `path` between `begin` and `end` (appended if absent)."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + fresh.rstrip("\n") + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + fresh
+    path.write_text(text, encoding="utf-8")
 
 
 def time_packer() -> list[dict[str, Any]]:
@@ -801,6 +901,7 @@ def markdown(result: dict[str, Any], command: str) -> str:
               "answers the call is a non-blocking error: the gate opens without a word. They are measured here for "
               "comparison, not offered.", ""]  # fmt: skip
     lines += proxy_markdown(result, command).splitlines()
+    lines += ["", *redis_markdown(result, command).splitlines()]
     return "\n".join(lines)
 
 
@@ -841,28 +942,29 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--harness", choices=("claude-code", "gemini-cli"),
                         help="Only the hook table, with this harness's payloads.")  # fmt: skip
-    parser.add_argument("--only", choices=["proxy", "pathological"],
-                        help="Time one section and print its rows (proxy: --write replaces its section).")  # fmt: skip
+    parser.add_argument("--only", choices=["proxy", "pathological", "redis"],
+                        help="Time one section and print its rows (proxy, redis: --write replaces its section).")  # fmt: skip
     args = parser.parse_args()
     runs = 5 if args.quick else args.runs
     if args.only == "proxy":
-        only = {"date": time.strftime("%Y-%m-%d"), "proxy": time_proxy(runs),
+        only: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "proxy": time_proxy(runs),
                 "load": " / ".join(f"{x:.1f}" for x in os.getloadavg())}  # fmt: skip
         if args.write:
-            text = args.write.read_text(encoding="utf-8") if args.write.exists() else ""
             command = f"./scripts/bench.sh --only proxy --runs {runs} --write {args.write}"
-            fresh = proxy_markdown(only, command)
-            if PROXY_BEGIN in text and PROXY_END in text:
-                head, rest = text.split(PROXY_BEGIN, 1)
-                text = head + fresh.rstrip("\n") + rest.split(PROXY_END, 1)[1]
-            else:
-                text = text.rstrip("\n") + "\n\n" + fresh
-            args.write.write_text(text, encoding="utf-8")
+            _replace_section(args.write, PROXY_BEGIN, PROXY_END, proxy_markdown(only, command))
         for row in only["proxy"]:
             print(
                 f"{row['server']:80} {row['call']:9} {row['median_ms']:6.2f} ms  p95 {row['p95_ms']:6.2f} ms  "
                 f"over bare {row['over_bare_ms']:+.2f} ms  cpu {row['cpu_ms'] or 0:.2f} ms  (n={row['n']})"
             )
+        return 0
+    if args.only == "redis":
+        only = {"date": time.strftime("%Y-%m-%d"), "redis": time_redis(runs)}
+        command = f"./scripts/bench.sh --only redis --runs {runs}" + (f" --write {args.write}" if args.write else "")
+        text = redis_markdown(only, command)
+        if args.write:
+            _replace_section(args.write, REDIS_BEGIN, REDIS_END, text)
+        print(text)
         return 0
     if args.only == "pathological":
         print("\n".join(pathological_lines(time_pathological(min(runs, 5)))))
@@ -885,6 +987,7 @@ def main() -> int:
     result["load"] = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     result["need_model"] = time_need_model(runs)
     result["pathological"] = time_pathological(3 if args.quick else 5)
+    result["redis"] = time_redis(runs)
 
     def find(event: str, path: str = "warm server") -> dict[str, Any]:
         return next(
@@ -911,6 +1014,9 @@ def main() -> int:
          proxy_row["over_bare_ms"] <= 1),
         ("every pathological input decided ≤ 1 s (slowest run)", f"{max(r['max_ms'] for r in result['pathological']):.0f} ms",
          all(r["max_ms"] <= 1000 and "on_error" not in r["outcome"] for r in result["pathological"])),
+        ("hooks on a Redis ledger on loopback ≤ 1.5× bare (PreToolUse, PostToolUse)",
+         f"{max(r['ratio'] for r in result['redis']['rows'] if r['store'] == 'Redis'):.2f}×",
+         max(r["ratio"] for r in result["redis"]["rows"] if r["store"] == "Redis") <= 1.5),
         ("32 concurrent reserves answered ≤ 1 s, exact", f"{result['race']['all_answered_ms']:.0f} ms, "
          f"{result['race']['granted']} of limit 2 granted", result["race"]["all_answered_ms"] <= 1000 and result["race"]["granted"] == 2),
     ]  # fmt: skip

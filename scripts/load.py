@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """Load: many hook calls across many sessions from concurrent processes, then exact checks.
 
-    python scripts/load.py [--calls 10000] [--sessions 200] [--procs 16] [--mode spawn|worker] [--json]
+    python scripts/load.py [--calls 10000] [--sessions 200] [--procs 16] [--mode spawn|worker] [--redis] [--json]
 
 Every turn of every session attempts three L1 searches (PreToolUse, then PostToolUse for the
 ones allowed) and one save; all calls of all turns are shuffled and run by --procs
 concurrent processes, so a turn's calls race each other. `spawn` starts one hook process
 per call (what Claude Code does); `worker` runs --procs long-lived processes that each call
-the same decision function in a loop (more calls per second, the same SQLite contention).
+the same decision function in a loop (more calls per second, the same SQLite contention). `--redis` starts Debian's redis-server on a
+free loopback port and runs every hook against it (MEMORY_GOVERNOR_LEDGER_URL), half of them on
+each of two state directories standing in for two hosts.
 
 Checks afterwards, from the ledger: in every turn exactly 2 searches were allowed and 1 denied
 (no lost or double count), every allowed search committed exactly its result's tokens, no
-hook printed an error, and after `gc --days 0` the state directory is small again.
+hook printed an error, and after `gc --days 0` the state directory (or the Redis) is small again.
 Exit 1 if any check fails.
 """
 
@@ -74,8 +76,10 @@ def calls(sessions: int, turns: int, project: str) -> list[list[dict]]:
     return out
 
 
-def run_spawn(tasks: list[list[dict]], procs: int, env: dict[str, str]) -> int:
-    def one(task: list[dict]) -> int:
+def run_spawn(tasks: list[list[dict]], procs: int, envs: list[dict[str, str]]) -> int:
+    def one(numbered: tuple[int, list[dict]]) -> int:
+        index, task = numbered
+        env = envs[index % len(envs)]
         errors = 0
         for payload in task:
             proc = subprocess.run([sys.executable, "-I", "-S", str(ENTRY), "claude-code"], input=json.dumps(payload).encode(),
@@ -86,13 +90,13 @@ def run_spawn(tasks: list[list[dict]], procs: int, env: dict[str, str]) -> int:
         return errors
 
     with ThreadPoolExecutor(max_workers=procs) as pool:
-        return sum(pool.map(one, tasks))
+        return sum(pool.map(one, enumerate(tasks)))
 
 
-def run_workers(tasks: list[list[dict]], procs: int, env: dict[str, str]) -> int:
+def run_workers(tasks: list[list[dict]], procs: int, envs: list[dict[str, str]]) -> int:
     script = WORKER.format(root=str(ROOT))
-    workers = [subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
-                                text=True) for _ in range(procs)]  # fmt: skip
+    workers = [subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                env=envs[n % len(envs)], text=True) for n in range(procs)]  # fmt: skip
     for index, task in enumerate(tasks):
         assert workers[index % procs].stdin is not None
         workers[index % procs].stdin.write(json.dumps(task) + "\n")  # type: ignore[union-attr]
@@ -103,6 +107,63 @@ def size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+PER_TURN = (
+    "SELECT session, turn, SUM(role='search' AND state IN ('pending','committed')), "
+    "SUM(role='search' AND state='denied'), SUM(role='search' AND state='committed'), SUM(tokens) "
+    "FROM calls WHERE role IN ('search', 'save') GROUP BY session, turn"
+)
+
+
+def file_counts(state: Path) -> tuple[list[tuple], int]:
+    """Per (session, turn): searches granted, denied, committed, tokens; and the hook calls audited."""
+    db = sqlite3.connect(state / "ledger.db")
+    rows = db.execute(PER_TURN).fetchall()
+    hook_calls = db.execute("SELECT COUNT(*) FROM decisions WHERE event IN ('pre_tool', 'post_tool')").fetchone()[0]
+    db.close()
+    return rows, hook_calls
+
+
+def redis_counts(url: str) -> tuple[list[tuple], int]:
+    """The same, from the Redis ledger: its session rows loaded into SQLite, the same query."""
+    import redis
+
+    from governor.engine.ledger import create_tables
+
+    client = redis.Redis.from_url(url, decode_responses=True)
+    db = sqlite3.connect(":memory:")
+    create_tables(db)
+    width = len(db.execute("PRAGMA table_info(calls)").fetchall())
+    for name in client.scan_iter("mg:s:*", count=1000):
+        rows = [json.loads(v) for f, v in client.hgetall(name).items() if f.startswith("calls|")]
+        db.executemany(f"INSERT INTO calls VALUES ({', '.join('?' * width)})", rows)
+    audited = sum(
+        json.loads(entry["r"])["event"] in ("pre_tool", "post_tool") for _, entry in client.xrange("mg:audit")
+    )
+    return db.execute(PER_TURN).fetchall(), audited
+
+
+def start_redis(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Debian's redis-server on a free loopback port, no persistence, its files in `folder`."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                               "no", "--dir", str(folder)], stdout=subprocess.DEVNULL)  # fmt: skip
+    url = f"redis://127.0.0.1:{port}/0"
+    import redis
+
+    for _ in range(500):
+        try:
+            redis.Redis.from_url(url).ping()
+            return server, url
+        except redis.ConnectionError:
+            time.sleep(0.02)
+    server.kill()
+    raise SystemExit("redis-server did not start")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=10000, help="Hook calls in all (PreToolUse + PostToolUse).")
@@ -111,6 +172,7 @@ def main() -> int:
     parser.add_argument("--mode", choices=["spawn", "worker"], default="spawn")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--warm", action="store_true", help="Let hooks use the warm server (the default install).")
+    parser.add_argument("--redis", action="store_true", help="One Redis ledger for two hosts (two state directories).")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     per_turn = 3 * 2 - 1 + 2  # three searches (one denied: no PostToolUse) and a save
@@ -120,22 +182,41 @@ def main() -> int:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(scratch / "home"), "MEMORY_GOVERNOR_STATE_DIR": str(state),
            "MEMORY_GOVERNOR_WARM_SERVER": "auto" if args.warm else "off",
            "XDG_CONFIG_HOME": str(scratch / "home" / ".config")}  # fmt: skip
+    envs = [env]
+    server = None
+    if args.redis:
+        server, url = start_redis(scratch)
+        envs = [{**env, "MEMORY_GOVERNOR_LEDGER_URL": url, "MEMORY_GOVERNOR_STATE_DIR": str(scratch / host)}
+                for host in ("host-a", "host-b")]  # fmt: skip
     tasks = calls(args.sessions, turns, str(scratch))
     random.Random(args.seed).shuffle(tasks)
-    started = time.perf_counter()
-    errors = (run_spawn if args.mode == "spawn" else run_workers)(tasks, args.procs, env)
-    elapsed = time.perf_counter() - started
-    if args.warm:
-        subprocess.run([sys.executable, "-m", "governor", "serve", "--stop"], capture_output=True,
-                       env={**env, "PYTHONPATH": str(ROOT)}, cwd=scratch)  # fmt: skip
-    db = sqlite3.connect(state / "ledger.db")
-    per_turn_rows = db.execute(
-        "SELECT session, turn, SUM(role='search' AND state IN ('pending','committed')), "
-        "SUM(role='search' AND state='denied'), SUM(role='search' AND state='committed'), SUM(tokens) "
-        "FROM calls WHERE role IN ('search', 'save') GROUP BY session, turn"
-    ).fetchall()
-    hook_calls = db.execute("SELECT COUNT(*) FROM decisions WHERE event IN ('pre_tool', 'post_tool')").fetchone()[0]
-    db.close()
+    try:
+        started = time.perf_counter()
+        errors = (run_spawn if args.mode == "spawn" else run_workers)(tasks, args.procs, envs)
+        elapsed = time.perf_counter() - started
+        if args.warm:
+            for each in envs:
+                subprocess.run([sys.executable, "-m", "governor", "serve", "--stop"], capture_output=True,
+                               env={**each, "PYTHONPATH": str(ROOT)}, cwd=scratch)  # fmt: skip
+        per_turn_rows, hook_calls = redis_counts(url) if args.redis else file_counts(state)
+        ok, report = check(args, env if not args.redis else envs[0], scratch, turns, per_turn_rows, hook_calls,
+                           errors, elapsed)  # fmt: skip
+        if server is not None:
+            import redis
+
+            report["redis_keys_after_gc"] = redis.Redis.from_url(url).dbsize()
+            ok = ok and report["redis_keys_after_gc"] <= 4  # the fence, and what expires by itself
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait()
+    print(json.dumps(report, indent=2) if args.json else "\n".join(f"{k}: {v}" for k, v in report.items()))
+    return 0 if ok else 1
+
+
+def check(args: argparse.Namespace, env: dict[str, str], scratch: Path, turns: int, per_turn_rows: list[tuple],
+          hook_calls: int, errors: int, elapsed: float) -> tuple[bool, dict]:  # fmt: skip
+    state = Path(env["MEMORY_GOVERNOR_STATE_DIR"])
     from governor.engine.tokens import counter
 
     result_tokens = counter("o200k_base").count(RESULT.format(ident=100_000))
@@ -145,18 +226,18 @@ def main() -> int:
                         env={**env, "PYTHONPATH": str(ROOT)}, cwd=scratch)  # fmt: skip
     after_gc = size(state)
     report = {
-        "mode": args.mode + (" (warm server)" if args.warm else ""), "procs": args.procs, "sessions": args.sessions, "turns": len(per_turn_rows),
+        "mode": args.mode + (" (warm server)" if args.warm else "") + (" (Redis, two hosts)" if args.redis else ""),
+        "procs": args.procs, "sessions": args.sessions, "turns": len(per_turn_rows),
         "hook_calls": hook_calls, "seconds": round(elapsed, 1), "calls_per_second": round(hook_calls / elapsed, 1),
         "hook_errors": errors, "turns_with_wrong_counts": len(bad_turns),
         "expected_turns": args.sessions * turns, "state_bytes_before_gc": before_gc, "state_bytes_after_gc": after_gc,
         "gc": gc.stdout.strip(),
     }  # fmt: skip
-    print(json.dumps(report, indent=2) if args.json else "\n".join(f"{k}: {v}" for k, v in report.items()))
     ok = not errors and not bad_turns and len(per_turn_rows) == args.sessions * turns and gc.returncode == 0
     # gc bounds the ledger (per session); the rest of the state (the compiled policy, the accepted
     # record: per project) does not grow with sessions.
-    ok = ok and (state / "ledger.db").stat().st_size < 256 * 1024
-    return 0 if ok else 1
+    ok = ok and (args.redis or (state / "ledger.db").stat().st_size < 256 * 1024)
+    return ok, report
 
 
 if __name__ == "__main__":

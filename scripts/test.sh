@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Set up on a fresh machine and run every test (end-to-end ones included).
 # Installs: the project and its test tools into .venv; Debian's chromium (for the HTML report
-# test) when missing and this user may install packages. The end-to-end tests install the
-# pinned harness binaries from npm into a cache outside the checkout
+# test) and redis-server (the Redis ledger's tests start their own on a free loopback port and
+# never use a service the package may start), when missing and this user may install packages.
+# The end-to-end tests install the pinned harness binaries from npm into a cache outside the checkout
 # (~/.cache/memory-governor-e2e, see tests/e2e/npm.py) on first use.
 set -euo pipefail
 . "$(dirname "$0")/venv.sh" test,dev
 cd "$ROOT"
-if ! command -v chromium >/dev/null 2>&1; then
-  apt="apt-get"
-  [ "$(id -u)" = 0 ] || apt="sudo -n apt-get"
-  if command -v apt-get >/dev/null 2>&1; then
-    echo "installing chromium (for the HTML report test)..." >&2
-    { $apt install -y -q chromium || { $apt update -q && $apt install -y -q chromium; }; } >/dev/null 2>&1 \
-      || echo "could not install chromium; the HTML report test will skip (or fail under CI=true)" >&2
-  fi
-fi
+apt="apt-get"
+[ "$(id -u)" = 0 ] || apt="sudo -n apt-get"
+install_missing() {  # install_missing COMMAND PACKAGE WHY
+  if command -v "$1" >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then return 0; fi
+  echo "installing $2 ($3)..." >&2
+  { $apt install -y -q "$2" || { $apt update -q && $apt install -y -q "$2"; }; } >/dev/null 2>&1 \
+    || echo "could not install $2; $3 will skip (or fail under CI=true)" >&2
+}
+install_missing chromium chromium "the HTML report test"
+install_missing redis-server redis-server "the Redis ledger's tests"
 exec python -m pytest "$@"

@@ -212,3 +212,13 @@ class Session:
 @pytest.fixture
 def session(env: Env) -> Session:
     return Session(env)
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Any:
+    """A real redis-server on a free loopback port, no persistence (tests/redis_server.py)."""
+    from tests.redis_server import RedisServer
+
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.stop()

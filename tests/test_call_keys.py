@@ -7,7 +7,7 @@ from pathlib import Path
 
 from governor.engine import events as ev
 from governor.engine.decide import World, decide
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 from governor.policy import compiled
 
 SEARCH = "Found 1 memories:\n\n[1] #42 (decision) — JWT\n    short tokens...\n    2026-01-01 10:00:00 | project: p | scope: project\n\n"

@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 from tests.conftest import Env, Session, fixture_text
 
 SEARCH = fixture_text("engram/search_v1.txt")

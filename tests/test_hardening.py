@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from governor.engine.decide import World, decide
 from governor.engine.events import PRE_TOOL, Event
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 from governor.runtime.runner import respond
 from tests.conftest import HOOK, ROOT, Env, Session, fixture_text, run_hook
 
@@ -326,3 +326,16 @@ def test_load_has_no_lost_or_double_counts(mode: str, calls: int, sessions: int)
     assert report["hook_errors"] == 0 and report["turns_with_wrong_counts"] == 0
     assert report["turns"] == report["expected_turns"]
     assert report["state_bytes_after_gc"] < report["state_bytes_before_gc"]
+
+
+def test_load_on_one_redis_for_two_hosts_has_no_lost_or_double_counts() -> None:
+    from tests.redis_server import require
+
+    require()
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "load.py"), "--calls", "700", "--sessions", "20",
+                           "--procs", "8", "--mode", "worker", "--redis", "--json"],
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["hook_errors"] == 0 and report["turns_with_wrong_counts"] == 0
+    assert report["turns"] == report["expected_turns"] and report["redis_keys_after_gc"] <= 4

@@ -13,21 +13,25 @@ from pathlib import Path
 
 import pytest
 
-from governor.engine.ledger import LedgerBusy, key, open_ledger
+from governor.engine.ledger import LedgerBusy, key
+from governor.engine.stores import open_ledger
 from tests.conftest import ROOT, Env, Session, fixture_text, run_hook
 
 # A worker process: waits for the start signal, then tries one reservation in one transaction.
+# With a URL, on the Redis ledger there, its state directory standing in for its host.
 RESERVE = """
 import os, sys, time
 sys.path.insert(0, {root!r})
-from governor.engine.ledger import open_ledger
-state, go, call = sys.argv[1], sys.argv[2], sys.argv[6]
+from governor.engine.stores import open_ledger
+state, go, call, url = sys.argv[1], sys.argv[2], sys.argv[6], sys.argv[7] or None
 role_limit, tokens_limit, expected = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-ledger = open_ledger(state, 10000)
+ledger = open_ledger(state, 10000, url)
+ledger.check()  # connected before the start, so that the race is the decisions'
+open(go + "." + call, "w").close()  # ready
 while not os.path.exists(go):
     time.sleep(0.001)
 now = time.time()
-with ledger.write():
+with ledger.write("s:race"):
     turn, _ = ledger.turn("s:race", "s:turn-1", now)
     usage = ledger.usage("s:race", turn, now)
     ok = usage.get("search", 0) < role_limit and usage["tokens"] + expected <= tokens_limit
@@ -37,36 +41,56 @@ print("granted" if ok else "refused")
 """
 
 
-def _race(tmp: Path, workers: int, role_limit: int, tokens_limit: int, expected: int) -> list[str]:
-    state = tmp / "state"
-    open_ledger(str(state)).close()
+def _race(tmp: Path, workers: int, role_limit: int, tokens_limit: int, expected: int, url: str = "") -> list[str]:
+    """`workers` processes reserve at once; on Redis, half of them on each of two hosts."""
+    hosts = [tmp / "host-a", tmp / "host-b"] if url else [tmp / "state"]
+    tmp.mkdir(parents=True, exist_ok=True)
+    for state in hosts:
+        open_ledger(str(state), 2000, url or None).close()
     go = tmp / "go"
     if go.exists():
         go.unlink()
     script = RESERVE.format(root=str(ROOT))
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", script, str(state), str(go), str(role_limit), str(tokens_limit), str(expected),
-             f"call-{i}-{random.random()}"],
+            [sys.executable, "-c", script, str(hosts[i % len(hosts)]), str(go), str(role_limit), str(tokens_limit),
+             str(expected), f"call-{i}-{random.random()}", url],
             stdout=subprocess.PIPE,
         )
         for i in range(workers)
     ]  # fmt: skip
-    time.sleep(0.4)  # every worker is waiting at the barrier
+    deadline = time.monotonic() + 120
+    while len(list(tmp.glob("go.*"))) < workers and time.monotonic() < deadline:
+        time.sleep(0.01)  # until every worker waits at the barrier, its ledger open
     go.touch()
     return [p.communicate(timeout=60)[0].decode().strip() for p in procs]
 
 
-@pytest.mark.parametrize("repetition", range(8))
-def test_parallel_reserves_never_overshoot_a_count_limit(tmp_path: Path, repetition: int) -> None:
-    outcomes = _race(tmp_path / str(repetition), workers=24, role_limit=2, tokens_limit=10**9, expected=1)
+def _store(request: pytest.FixtureRequest, store: str) -> str:
+    """The URL of the ledger under test: '' the SQLite file, else a real redis-server's."""
+    return request.getfixturevalue("redis_server").url if store == "redis" else ""
+
+
+# Fewer rounds on Redis: each of its workers imports redis-py, which costs a 2-core machine seconds.
+ROUNDS = [("sqlite", n) for n in range(8)] + [("redis", n) for n in range(4)]
+
+
+@pytest.mark.parametrize(("store", "repetition"), ROUNDS)
+def test_parallel_reserves_never_overshoot_a_count_limit(
+    tmp_path: Path, repetition: int, store: str, request: pytest.FixtureRequest
+) -> None:
+    url = _store(request, store)
+    outcomes = _race(tmp_path / str(repetition), workers=24, role_limit=2, tokens_limit=10**9, expected=1, url=url)
     assert outcomes.count("granted") == 2, outcomes
     assert outcomes.count("refused") == 22
 
 
-@pytest.mark.parametrize("repetition", range(4))
-def test_parallel_reserves_never_overshoot_a_token_budget(tmp_path: Path, repetition: int) -> None:
-    outcomes = _race(tmp_path / str(repetition), workers=24, role_limit=100, tokens_limit=1200, expected=300)
+@pytest.mark.parametrize(("store", "repetition"), ROUNDS[4:10])
+def test_parallel_reserves_never_overshoot_a_token_budget(
+    tmp_path: Path, repetition: int, store: str, request: pytest.FixtureRequest
+) -> None:
+    url = _store(request, store)
+    outcomes = _race(tmp_path / str(repetition), workers=24, role_limit=100, tokens_limit=1200, expected=300, url=url)
     assert outcomes.count("granted") == 4, outcomes
 
 
@@ -213,14 +237,14 @@ def test_missing_or_malformed_session_id_is_a_visible_error(env: Env, bad: objec
 WRITER = """
 import os, sys, random, time
 sys.path.insert(0, {root!r})
-from governor.engine.ledger import open_ledger
-state, seed = sys.argv[1], int(sys.argv[2])
+from governor.engine.stores import open_ledger
+state, seed, url = sys.argv[1], int(sys.argv[2]), (sys.argv[3:] or [""])[0] or None
 rng = random.Random(seed)
-ledger = open_ledger(state, 30000)
+ledger = open_ledger(state, 2000 if url else 30000, url)  # on Redis a dead holder's lease is 3/4 of it
 n = 0
 while True:
     now = time.time()
-    with ledger.write():
+    with ledger.write("s:crash"):
         turn, _ = ledger.turn("s:crash", "s:turn-%d" % (n // 20), now)
         usage = ledger.usage("s:crash", turn, now)
         call = "w%d-%d" % (seed, n)

@@ -288,7 +288,7 @@ def test_replay_under_a_monitor_policy_denies_nothing(env: Env) -> None:
 
 
 def test_the_audit_trail_records_sizes_and_fingerprints_or_contents_when_asked(env: Env) -> None:
-    from governor.engine.ledger import open_ledger
+    from governor.engine.stores import open_ledger
 
     first = Session(env, "audit-default")
     first.prompt("what did we decide about ORCA-1?")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from governor.engine import events as ev
 from governor.engine.decide import World, decide
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 from governor.policy import compiled
 
 NOW = 1_800_000_000.0

@@ -68,21 +68,7 @@ def command(fmt: str) -> int:
     written, _ = compiled.from_files(sources, state_dir(env))  # what install covers: the files, held back or not
     _installs(report, sources.project, written.data)
     state = state_dir(env)
-    try:
-        from governor.engine.ledger import open_ledger
-
-        ledger = open_ledger(state, policy.data["ledger"]["busy_timeout_ms"])
-        check = ledger.one("PRAGMA quick_check")[0]
-        sessions = ledger.one("SELECT COUNT(*) FROM sessions")[0]
-        ledger.close()
-        if check == "ok":
-            report.add(OK, "ledger", f"{state}: {sessions} session(s)")
-        else:
-            report.add(BAD, "ledger", f"{state}: integrity check says {check}", "memory-governor gc, or move it aside")
-    except Exception as err:
-        report.add(
-            BAD, "ledger", f"{state}: {err}", "make the state directory writable, or set MEMORY_GOVERNOR_STATE_DIR"
-        )
+    _ledger(report, state, policy)
     try:
         from governor.engine.tokens import build as fresh_counter
 
@@ -127,6 +113,33 @@ def command(fmt: str) -> int:
             if row.fix:
                 click.echo(f"{'':24} fix: {row.fix}")
     return 1 if report.failed else 0
+
+
+def _ledger(report: Report, state: str, policy: CompiledPolicy) -> None:
+    """Which ledger is in force (a URL with its password masked), and whether it answers."""
+    from governor.engine.ledger import URL_VARIABLE
+    from governor.engine.redis_ledger import masked
+    from governor.engine.stores import open_for
+
+    url = os.environ.get(URL_VARIABLE)
+    where = f"Redis at {masked(url)}" if url else f"SQLite file in {state}"
+    try:
+        started = time.perf_counter()
+        ledger = open_for(os.environ, policy.data["ledger"])
+        try:
+            ok, found = ledger.check()
+        finally:
+            ledger.close()
+        took = (time.perf_counter() - started) * 1000
+    except Exception as err:
+        fix = (f"start that Redis, or unset {URL_VARIABLE} to use the SQLite file" if url
+               else "make the state directory writable, or set MEMORY_GOVERNOR_STATE_DIR")  # fmt: skip
+        report.add(BAD, "ledger", f"{where}: {err}", fix)
+        return
+    if ok:
+        report.add(OK, "ledger", f"{where}: {found}" + (f"; answered in {took:.0f} ms" if url else ""))
+    else:
+        report.add(BAD, "ledger", f"{where}: {found}", "memory-governor gc, or move it aside")
 
 
 def _held(report: Report, sources: Sources, policy: CompiledPolicy) -> None:

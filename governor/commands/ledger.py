@@ -9,8 +9,9 @@ from typing import Any
 
 import click
 
-from governor.engine.ledger import Ledger, key, open_ledger
+from governor.engine.ledger import Ledger, key
 from governor.engine.rules import CompiledPolicy
+from governor.engine.stores import open_for
 from governor.policy import compiled
 from governor.state import state_dir
 
@@ -20,15 +21,15 @@ def _open() -> tuple[Ledger, CompiledPolicy]:
     policy, notices = compiled.load(env, os.getcwd(), state_dir(env))
     for notice in notices:
         click.echo(notice, err=True)
-    return open_ledger(state_dir(env), policy.data["ledger"]["busy_timeout_ms"]), policy
+    return open_for(env, policy.data["ledger"]), policy
 
 
 def session_status(ledger: Ledger, policy: CompiledPolicy, session: str, now: float) -> dict[str, Any]:
     """The current turn of `session` (a ledger key) against each limit."""
-    row = ledger.one("SELECT turn, turn_seq, seen FROM sessions WHERE session=?", session)
-    if row is None:
+    info = ledger.session_info(session)
+    if info is None:
         raise click.ClickException("no such session in the ledger")
-    turn, seq, seen = row
+    turn, seq, seen = info
     usage = ledger.usage(session, turn, now)
     saves = usage.get("save", 0) + usage.get("summary", 0)
     used = {
@@ -70,15 +71,12 @@ def status(session_id: str | None, fmt: str) -> int:
     """The current turn's usage against each limit, pending reservations and armed triggers."""
     ledger, policy = _open()
     try:
-        if session_id is not None:
-            session = key(session_id)
-        else:
-            row = ledger.one("SELECT session FROM sessions ORDER BY seen DESC LIMIT 1")
-            if row is None:
-                click.echo("no sessions recorded yet", err=True)
-                return 1
-            session = row[0]
-        report = session_status(ledger, policy, session, time.time())
+        latest = key(session_id) if session_id is not None else ledger.latest_session()
+        if latest is None:
+            click.echo("no sessions recorded yet", err=True)
+            return 1
+        with ledger.read(latest):
+            report = session_status(ledger, policy, latest, time.time())
     finally:
         ledger.close()
     if fmt == "json":
@@ -111,6 +109,10 @@ def gc(days: float | None, vacuum: bool) -> int:
             ledger.vacuum()
     finally:
         ledger.close()
-    size = os.path.getsize(ledger.path)  # after close: the last checkpoint is what shrinks the file
+    where = ledger.where()
+    if not os.path.isfile(where):  # Redis: its keys expire by themselves too
+        click.echo(f"removed {removed} session(s) older than {keep:g} day(s) from {where}")
+        return 0
+    size = os.path.getsize(where)  # after close: the last checkpoint is what shrinks the file
     click.echo(f"removed {removed} session(s) older than {keep:g} day(s); ledger is {size} bytes")
     return 0

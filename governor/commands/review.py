@@ -21,7 +21,8 @@ from governor.state import state_dir
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 def report(session_id: str | None, since: str | None, fmt: str, output: str | None) -> int:
     """Per-turn usage against each limit, denials by reason, tokens trimmed and saved."""
-    from governor.engine.ledger import key, open_ledger
+    from governor.engine.ledger import key
+    from governor.engine.stores import open_for
     from governor.review import report as reporting
 
     policy, notices = compiled.load(os.environ, os.getcwd(), state_dir(os.environ))
@@ -34,7 +35,7 @@ def report(session_id: str | None, since: str | None, fmt: str, output: str | No
         except ValueError:
             raise click.BadParameter(f"{since!r} is not a date: use YYYY-MM-DD", param_hint="--since") from None
         moment = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
-    ledger = open_ledger(state_dir(os.environ), policy.data["ledger"]["busy_timeout_ms"])
+    ledger = open_for(os.environ, policy.data["ledger"])
     try:
         data = reporting.build(ledger, policy.limits, policy.unit, key(session_id) if session_id else None, moment)
     finally:

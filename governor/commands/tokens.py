@@ -88,9 +88,9 @@ def brief(source: str, budget: int | None, unit: str | None, limit: int | None, 
     now = time.time()
     ledger = None
     if ranking == "usage" or record_usage:
-        from governor.engine.ledger import open_ledger
+        from governor.engine.stores import open_for
 
-        ledger = open_ledger(state_dir(os.environ), policy.data["ledger"]["busy_timeout_ms"])
+        ledger = open_for(os.environ, policy.data["ledger"])
     if ranking == "usage" and ledger is not None:
         recorded = ledger.usage_of([f"{store}/{c.id}" for c in candidates])
         for c in candidates:

@@ -48,9 +48,10 @@ def decide(event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -
         return Decision()
     case = Case(event, policy, ledger, world)
     _prepare(case)
-    with ledger.write():
-        if event.agent_id:  # a subagent's own session id counts as the session that dispatched it
-            case.session = ledger.dispatching_session(case.session)
+    if event.agent_id:  # a subagent's own session id counts as the session that dispatched it
+        case.session = ledger.dispatching_session(case.session)  # a link once made never changes
+    with ledger.write(case.session):
+        if event.agent_id:
             ledger.remember_agent(case.session, case.agent[0])
         decision = handler(case)
     if policy.mode == "monitor":
@@ -91,7 +92,7 @@ def _prepare(case: Case) -> None:
         from governor.engine.screening import route_taken
 
         routes = policy.routes_for(event.tool_name)
-        case.prepared["route"] = route_taken(event.tool_input, routes, case.ledger.state_dir)
+        case.prepared["route"] = route_taken(event.tool_input, routes, case.ledger.state_dir, case.ledger.where())
     if event.kind == ev.PRE_TOOL and spec is None and is_dispatch(case):
         from governor.engine.briefing import card_blocks
         from governor.engine.screening import line_digests, raw_observation

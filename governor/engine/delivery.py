@@ -58,13 +58,9 @@ def context_of(case: Any, call_id: str | None = None) -> str | None:
         return agent
     if agent:
         return None if agent.startswith(GUESSED) else agent
-    row = (
-        case.ledger.one("SELECT agent_id FROM calls WHERE session=? AND call_id=?", case.session, call_id)
-        if call_id
-        else None
-    )
-    if row is not None:
-        return None if str(row[0]).startswith(GUESSED) else str(row[0])
+    made_by = case.ledger.agent_of(case.session, call_id) if call_id else None
+    if made_by is not None:
+        return None if made_by.startswith(GUESSED) else made_by
     return None if case.ledger.running_agents(case.session, case.turn, case.world.now) else ""
 
 

@@ -1,10 +1,17 @@
 """The per-turn ledger: what each (session, turn) has used, exact across concurrent hooks.
 
-One SQLite file (WAL) in the state directory. Every decision runs inside one write
-transaction (`BEGIN IMMEDIATE`), so "count, compare, reserve" is atomic across processes:
-a parallel batch of tool calls cannot overshoot a limit. A deferred read-then-write
-transaction would not do: in WAL mode it can fail with SQLITE_BUSY at once, ignoring the
-busy timeout.
+This module is the ledger's interface: the schema, and every query the engine asks of it,
+written once against an SQLite connection (`Ledger.db`). Two stores implement it:
+
+Which store answers is governor.engine.stores's choice (`open_ledger`, `open_for`):
+
+- governor.engine.sqlite_ledger (the default): one SQLite file (WAL) in the state directory.
+  Every decision runs inside one write transaction (`BEGIN IMMEDIATE`), so "count, compare,
+  reserve" is atomic across the processes of one machine.
+- governor.engine.redis_ledger (`MEMORY_GOVERNOR_LEDGER_URL=redis://...`): one Redis for every
+  host that works on a turn. A decision leases its session, runs these same queries against
+  the session's rows loaded into an in-memory SQLite, and writes the changed rows back and
+  releases the lease in one atomic step (docs/architecture.md, "The ledger on Redis").
 
 Calls are reserved before they run (pending, holding their expected tokens), committed
 with their real token count after, and released when they fail or are denied. A granted call
@@ -14,6 +21,9 @@ reports back stops holding its expected tokens after its time to live.
 Ids that come from outside (session, turn, agent) are stored as values, never used in a
 path; unusual ones are hashed, so none can collide with another or escape the directory.
 
+A table added here is shared by the Redis store with no more code when it is per session: a
+`session` column and a primary key. One that is not (like `usage`) needs its own methods there.
+
 Long on purpose: the schema and every query against it are read together, so a change to a
 table and the queries that use it land in one place.
 
@@ -22,9 +32,7 @@ Hot path: standard library only, no `typing`.
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,6 +42,7 @@ if TYPE_CHECKING:
 # `tokens_deduped` column; tables (and defaulted columns) are only ever added, so an older file upgrades in place
 SCHEMA_VERSION = 6
 DB_NAME = "ledger.db"
+URL_VARIABLE = "MEMORY_GOVERNOR_LEDGER_URL"  # set: the Redis store at that URL; unset: the SQLite file
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
 
 _SCHEMA = """
@@ -198,7 +207,7 @@ def key(value: object) -> str:
     return "h:" + str(sha256(raw).hexdigest())
 
 
-def _classify(err: sqlite3.Error) -> LedgerError:
+def sqlite_error(err: sqlite3.Error) -> LedgerError:
     text = str(err).lower()
     if "locked" in text or "busy" in text:
         return LedgerBusy(f"the ledger is locked by another process ({err})")
@@ -207,99 +216,71 @@ def _classify(err: sqlite3.Error) -> LedgerError:
     return LedgerUnavailable(f"the ledger cannot be used ({err})")
 
 
+def create_tables(db: sqlite3.Connection) -> None:
+    """The schema, in `db`'s open transaction (one statement at a time: executescript would commit it)."""
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            db.execute(statement)
+    for table, column, definition in _ADDED_COLUMNS:
+        if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+
+
 class Ledger:
-    """A connection to the ledger. Use `with ledger.write():` around a decision."""
+    """The ledger's interface. Use `with ledger.write(session):` around a decision about `session`
+    (the SQLite store serialises every decision, the Redis store those of one session), and
+    `with ledger.read(session):` around reads outside one (status, reports)."""
 
-    def __init__(self, state_dir: str, busy_timeout_ms: int = 2000) -> None:
-        self.state_dir = state_dir
-        self.path = os.path.join(state_dir, DB_NAME)
-        self.notices: list[str] = []
-        self.busy_timeout = busy_timeout_ms / 1000.0
-        self.db = self._connect()
+    state_dir: str
+    db: sqlite3.Connection
+    notices: list[str]  # for the user (a corrupt file moved aside), taken by the runner
+    busy_timeout: float  # seconds a decision waits for another one to finish
 
-    def _connect(self) -> sqlite3.Connection:
-        try:
-            db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
-        except sqlite3.Error as err:
-            raise _classify(err) from err
-        try:
-            if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-                self._create(db)
-            db.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.DatabaseError as err:
-            db.close()
-            if isinstance(err, sqlite3.OperationalError):
-                raise _classify(err) from err
-            return self._replace_corrupt(err)
-        return db
+    def write(self, *sessions: str) -> Any:
+        raise NotImplementedError
 
-    def _create(self, db: sqlite3.Connection) -> None:
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("BEGIN IMMEDIATE")
-            if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-                # One statement at a time: executescript would commit this transaction first.
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        db.execute(statement)
-                for table, column, definition in _ADDED_COLUMNS:
-                    if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
-                        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
-                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            db.execute("COMMIT")
-        except sqlite3.Error:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-
-    def _replace_corrupt(self, err: Exception) -> sqlite3.Connection:
-        """Move a corrupt file aside and start a fresh ledger: never a crash loop."""
-        aside = f"{self.path}.corrupt-{int(time.time())}-{os.getpid()}"
-        for suffix in ("", "-wal", "-shm"):
-            try:
-                os.replace(self.path + suffix, aside + suffix)
-            except FileNotFoundError:
-                pass
-            except OSError as move_err:
-                raise LedgerUnavailable(
-                    f"the ledger is corrupt ({err}) and cannot be moved aside ({move_err})"
-                ) from err
-        self.notices.append(
-            f"memory-governor: the ledger was corrupt ({err}); it was moved to {aside} and a fresh one started "
-            "(this turn's counts restart from zero)."
-        )
-        try:
-            db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
-            self._create(db)
-            db.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.Error as again:
-            raise _classify(again) from again
-        return db
+    def read(self, *sessions: str) -> Any:
+        raise NotImplementedError
 
     def close(self) -> None:
-        self.db.close()
+        raise NotImplementedError
 
     def recover(self, err: Exception) -> None:
-        """After a LedgerCorrupt: move the file aside and continue with a fresh ledger."""
-        self.db.close()
-        self.db = self._replace_corrupt(err)
+        """After a LedgerCorrupt: continue with a fresh ledger (the SQLite store); else raise it."""
+        raise err
 
-    # -- transactions -------------------------------------------------------------------
+    def where(self) -> str:
+        """Where the ledger is, for people: a path, or a URL with its password masked."""
+        raise NotImplementedError
 
-    def write(self) -> _Transaction:
-        return _Transaction(self.db)
+    def check(self) -> tuple[bool, str]:
+        """Does the ledger answer, and is it sound: (ok, what was found)."""
+        raise NotImplementedError
+
+    def vacuum(self) -> None:
+        """Give the space gc freed back (the SQLite file); nothing to do elsewhere."""
 
     def q(self, sql: str, *args: Any) -> list[Any]:
         try:
             return self.db.execute(sql, args).fetchall()
         except sqlite3.Error as err:
-            raise _classify(err) from err
+            raise sqlite_error(err) from err
 
     def one(self, sql: str, *args: Any) -> Any:
         rows = self.q(sql, *args)
         return rows[0] if rows else None
 
     # -- sessions and turns -------------------------------------------------------------
+
+    def session_info(self, session: str) -> tuple[str, int, float] | None:
+        """(current turn, its number, last seen) of a session the ledger holds, else None."""
+        row = self.one("SELECT turn, turn_seq, seen FROM sessions WHERE session=?", session)
+        return (str(row[0]), int(row[1]), float(row[2])) if row else None
+
+    def latest_session(self) -> str | None:
+        """The session seen most recently."""
+        row = self.one("SELECT session FROM sessions ORDER BY seen DESC LIMIT 1")
+        return str(row[0]) if row else None
 
     def touch_session(self, session: str, now: float) -> tuple[str, int]:
         """Ensure the session exists; its current (turn, seq)."""
@@ -375,6 +356,11 @@ class Ledger:
             "SELECT state, role, turn, reserved, tokens, expires FROM calls WHERE session=? AND call_id=?",
             session, call_id,
         )  # fmt: skip
+
+    def agent_of(self, session: str, call_id: str) -> str | None:
+        """The agent key a call seen before was made by ('' the main agent), else None."""
+        row = self.one("SELECT agent_id FROM calls WHERE session=? AND call_id=?", session, call_id)
+        return str(row[0]) if row else None
 
     def usage(self, session: str, turn: str, now: float, agent_id: str | None = None) -> dict[str, int]:
         """Calls per role and tokens used in a turn.
@@ -637,6 +623,25 @@ class Ledger:
             row.get("tokens_saved", 0), row.get("policy", ""), row.get("detail", ""), row.get("tokens_deduped", 0),
         )  # fmt: skip
 
+    def audit(self, session: str | None = None, since: float | None = None) -> list[Any]:
+        """The audit trail, oldest first: (ts, session, turn, agent_type, event, role, decision, code,
+        mode, tokens_delivered, tokens_saved, tokens_deduped, turn number)."""
+        where: list[str] = ["1=1"]
+        args: list[Any] = []
+        if session is not None:
+            where.append("d.session=?")
+            args.append(session)
+        if since is not None:
+            where.append("d.ts>=?")
+            args.append(since)
+        return self.q(
+            "SELECT d.ts, d.session, d.turn, d.agent_type, d.event, d.role, d.decision, d.code, d.mode, "
+            "d.tokens_delivered, d.tokens_saved, d.tokens_deduped, COALESCE(t.seq, 0) FROM decisions d "
+            "LEFT JOIN turns t ON t.session=d.session AND t.turn=d.turn "
+            f"WHERE {' AND '.join(where)} ORDER BY d.ts, d.id",
+            *args,
+        )
+
     # -- usage of memories (ADR-0034: bumped only when injected) -------------------------
 
     def bump_usage(self, memories: list[str], now: float) -> None:
@@ -679,45 +684,3 @@ class Ledger:
         self.q("DELETE FROM decisions WHERE ts<?", cutoff)
         self.q("DELETE FROM usage WHERE last_used<?", now - 10 * retention_days * 86400)
         return len(stale)
-
-    def vacuum(self) -> None:
-        self.q("PRAGMA wal_checkpoint(TRUNCATE)")
-        self.q("VACUUM")
-
-
-class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT; rolled back on any error."""
-
-    __slots__ = ("db",)
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> None:
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as err:
-            raise _classify(err) from err
-
-    def __exit__(self, kind: object, value: object, tb: object) -> None:
-        if not self.db.in_transaction:
-            return
-        try:
-            self.db.execute("COMMIT" if kind is None else "ROLLBACK")
-        except sqlite3.Error as err:
-            if kind is None:
-                try:
-                    self.db.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-                raise _classify(err) from err
-
-
-def open_ledger(state_dir: str, busy_timeout_ms: int = 2000) -> Ledger:
-    from governor.state import ensure_dir
-
-    try:
-        ensure_dir(state_dir)
-    except OSError as err:
-        raise LedgerUnavailable(f"the state directory {state_dir} cannot be created ({err.strerror or err})") from err
-    return Ledger(state_dir, busy_timeout_ms)

@@ -70,7 +70,7 @@ _SOURCE_TRIGGERS = {"compact": "post_compact", "resume": "session_resume"}
 
 
 def session_start(case: Case) -> Decision:
-    seen = case.ledger.one("SELECT seen FROM sessions WHERE session=?", case.session)
+    info = case.ledger.session_info(case.session)
     case.enter_turn()
     from governor.engine.delivery import reset
 
@@ -79,9 +79,9 @@ def session_start(case: Case) -> Decision:
     trigger_name = _SOURCE_TRIGGERS.get(case.event.source or "")
     trigger = policy.data["mem_context"]["unlocked_by"].get(trigger_name or "")
     idle = trigger.get("min_idle_minutes", 0) if trigger else 0
-    if trigger and idle and (seen is None or case.world.now - seen[0] < idle * 60):
+    if trigger and idle and (info is None or case.world.now - info[2] < idle * 60):
         # A session the ledger has never seen (a fork gets a new id) had no idle time it can show.
-        why = "unknown_session" if seen is None else f"idle_under_{idle}m"
+        why = "unknown_session" if info is None else f"idle_under_{idle}m"
         decision = Decision(code=f"not_armed:{trigger_name}:{why}")
         case.record(decision)
         return decision

@@ -48,16 +48,20 @@ def save_findings(tool_input: dict[str, Any], save: dict[str, Any], topic: Any, 
     return found
 
 
-def route_taken(tool_input: dict[str, Any], routes: list[dict[str, Any]], state: str = "") -> dict[str, Any] | None:
+def route_taken(tool_input: dict[str, Any], routes: list[dict[str, Any]], state: str = "",
+                ledger: str = "") -> dict[str, Any] | None:  # fmt: skip
     """The first of `routes` whose pattern the call's input text matches (its command, path,
     URL, pattern: every free-text argument, or the route's `fields`, each judged by its ends
-    when long). `{state}` in a pattern is the state directory `state`, in each spelling."""
+    when long). `{state}` in a pattern is the state directory `state`, in each spelling;
+    `{ledger}` the Redis the ledger is on (`ledger`, Ledger.where()), by its address."""
     every = [saves.judged(text) for text in saves.text_fields(tool_input)]
     for route in routes:
         fields = route.get("fields")
         texts = every if not fields or not isinstance(tool_input, dict) else [
             saves.judged(text) for name in fields for text in saves.text_fields(tool_input.get(name))]  # fmt: skip
-        pattern = re.compile(route["pattern"].replace("{state}", _spellings(state)))
+        pattern = re.compile(
+            route["pattern"].replace("{state}", _spellings(state)).replace("{ledger}", _address(ledger))
+        )
         if any(pattern.search(text) for text in texts):
             return route
     return None
@@ -74,6 +78,22 @@ def _spellings(path: str) -> str:
         rest = re.escape(path[len(home.rstrip("/")) :])
         forms += [f"~{rest}", rf"\$HOME{rest}", rf"\$\{{HOME\}}{rest}"]
     return "(?:" + "|".join(forms) + ")"
+
+
+LOOPBACK = ("localhost", "127.0.0.1", "[::1]", "::1")
+
+
+def _address(where: str) -> str:
+    """A regex for the Redis a ledger URL names, as a command may write it: its host name, or, for
+    a Redis on the loopback (whose name a command need not write), its port as a number of its
+    own; one that never matches for a ledger that is a file."""
+    scheme, _, rest = where.partition("://")
+    host, _, port = rest.rpartition("@")[2].split("/", 1)[0].rpartition(":")
+    if not scheme.startswith("redis") or not host or not port.isdigit():
+        return "(?!)"
+    if host in LOOPBACK:
+        return rf"(?<![\w.]){port}(?![\w.])"
+    return rf"(?<![\w.-]){re.escape(host)}(?![\w.-])"
 
 
 def raw_observation(text: str) -> bool:

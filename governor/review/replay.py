@@ -116,7 +116,8 @@ def replay(path: str, policy: str | None = None) -> dict[str, Any]:
 
 def _count_deduped(player: Player, turns: list[Turn]) -> None:
     """What delivered-once saved in each turn, from the audit trail of the replay's scratch ledger."""
-    from governor.engine.ledger import key, open_ledger
+    from governor.engine.ledger import key
+    from governor.engine.stores import open_ledger
 
     ledger = open_ledger(player.env["MEMORY_GOVERNOR_STATE_DIR"])
     try:

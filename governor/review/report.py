@@ -21,21 +21,7 @@ LIMIT_ROLES = {
 
 def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session: str | None = None,
           since: float | None = None) -> dict[str, Any]:  # fmt: skip
-    where: list[str] = ["1=1"]
-    args: list[Any] = []
-    if session is not None:
-        where.append("d.session=?")
-        args.append(session)
-    if since is not None:
-        where.append("d.ts>=?")
-        args.append(since)
-    rows = ledger.q(
-        "SELECT d.ts, d.session, d.turn, d.agent_type, d.event, d.role, d.decision, d.code, d.mode, "
-        "d.tokens_delivered, d.tokens_saved, d.tokens_deduped, COALESCE(t.seq, 0) FROM decisions d "
-        "LEFT JOIN turns t ON t.session=d.session AND t.turn=d.turn "
-        f"WHERE {' AND '.join(where)} ORDER BY d.ts, d.id",
-        *args,
-    )
+    rows = ledger.audit(session, since)
     turns: dict[tuple[str, str], dict[str, Any]] = {}
     denials: Counter[str] = Counter()
     would: Counter[str] = Counter()

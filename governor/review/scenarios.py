@@ -135,12 +135,13 @@ def run(file: ScenarioFile) -> list[Result]:
 
 
 def _memory_need(player: Player) -> str | None:
-    from governor.engine.ledger import key, open_ledger
+    from governor.engine.ledger import key
+    from governor.engine.stores import open_ledger
 
     ledger = open_ledger(player.env["MEMORY_GOVERNOR_STATE_DIR"])
     try:
-        row = ledger.one("SELECT turn FROM sessions WHERE session=?", key(player.session_id))
-        return ledger.memory_need(key(player.session_id), row[0]) if row else None
+        info = ledger.session_info(key(player.session_id))
+        return ledger.memory_need(key(player.session_id), info[0]) if info else None
     finally:
         ledger.close()
 

@@ -174,19 +174,20 @@ def _decide(
 ) -> tuple[Any, list[str]]:
     """The decision, and notices from the ledger (a corrupt file moved aside) for the user."""
     from governor.engine.decide import World, decide
-    from governor.engine.ledger import LedgerCorrupt, open_ledger
+    from governor.engine.ledger import URL_VARIABLE, LedgerCorrupt
+    from governor.engine.stores import open_for
     from governor.policy.sources import project_root
     from governor.state import state_dir
 
-    state = state_dir(env)
+    which = (state_dir(env), env.get(URL_VARIABLE) or "")
     kept = getattr(_kept, "ledgers", None) if _kept is not None else None
     if _kept is not None and kept is None:
         kept = _kept.ledgers = {}
-    ledger = kept.get(state) if kept is not None else None
+    ledger = kept.get(which) if kept is not None else None
     if ledger is None:
-        ledger = open_ledger(state, policy.data["ledger"]["busy_timeout_ms"])
+        ledger = open_for(env, policy.data["ledger"])
         if kept is not None:
-            kept[state] = ledger
+            kept[which] = ledger
     try:
         project = project_root(event.project)
         home = env.get("HOME") or ""
@@ -203,7 +204,7 @@ def _decide(
         return decision, notices
     except BaseException:
         if kept is not None:
-            kept.pop(state, None)  # a failed connection is not reused
+            kept.pop(which, None)  # a failed connection is not reused
             ledger.close()
         raise
     finally:

@@ -21,7 +21,7 @@ from conftest import HERE, PYTHON, ROOT, Harness, Tools
 from fake_model import call, engram, text, tool_uses
 from test_claude_code import GRAPH_POLICY, NOTE, denied, hit_ids, o200k
 
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 
 pytestmark = pytest.mark.e2e
 

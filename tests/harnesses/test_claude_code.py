@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 from governor.engine.tokens import counter
 from tests.conftest import ROOT, Env, Session, fixture_text, run_hook
 

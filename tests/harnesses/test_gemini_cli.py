@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 from governor.engine.tokens import counter
 from governor.runtime.runner import respond
 from tests.conftest import ROOT, Env, fixture_text

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 from governor.engine.tokens import counter
 from tests.conftest import ROOT, Env, Session
 

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from governor.engine.ledger import open_ledger
+from governor.engine.stores import open_ledger
 from governor.engine.tokens import counter
 from governor.harnesses.opencode import result_text, run_args, tool_name
 from governor.runtime.runner import respond
