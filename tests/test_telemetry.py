@@ -3,11 +3,37 @@ OpenTelemetry from the long-lived processes to a real OTLP receiver (tests/otlp_
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
 import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
+from governor.engine.ledger import AUDIT_COLUMNS
 from governor.engine.stores import open_ledger
-from tests.conftest import Env, Session, fixture_text
+from governor.runtime.signals import (
+    ATTRIBUTES,
+    CALLS,
+    DECISION_EVENT,
+    DURATION,
+    FORGET_SECONDS,
+    METRICS,
+    OPEN_SECONDS,
+    TOKENS,
+    TURNS,
+    Observed,
+    expire,
+    observe,
+    status,
+)
+from tests.conftest import ROOT, Answer, Env, Session, fixture_text
+from tests.otlp_receiver import GrpcReceiver, HttpReceiver, SilentReceiver, closed_port
 
 SEARCH = fixture_text("engram/search_v1.txt")
 
@@ -86,3 +112,310 @@ def test_every_audit_row_names_its_harness_need_duration_and_call(env: Env, sess
     assert {r[2] for r in rows} == {"similar_issue"}, "every row of the turn carries its memory need"
     assert all(r[3] > 0 for r in rows)
     assert rows[0][4] == "" and rows[1][4] == rows[2][4] == f"s:toolu_{session.id}_1", "a call's rows share its id"
+
+
+# -- a governed session through the installed hooks, the warm server exporting ---------------------
+
+QUERY = "ZEBRA-QUERY-4471 refresh tokens"
+PROMPT = "how did we fix the ZEBRA-PROMPT-7731 jwt refresh bug last time?"
+MEMORY = "ZEBRA-MEMORY-5521"
+TITLE = "ZEBRA-TITLE-0932 refresh rotation"
+BODY = "ZEBRA-BODY-6610: rotate the refresh token on every use"
+SECRETS = [QUERY, PROMPT, MEMORY, TITLE, BODY, "ZEBRA"]
+BIG = "Found 3 memories:\n\n" + "".join(
+    f"[{i}] #{300 + i} (decision) — {MEMORY} part {i}\n    {'word ' * 400}\n"
+    "    2025-03-01 10:00:00 | project: a | scope: project\n\n"
+    for i in range(1, 4)
+)
+
+
+def telemetry_env(endpoint: str, protocol: str = "http/protobuf", **extra: str) -> dict[str, str]:
+    return {"MEMORY_GOVERNOR_ENABLE_TELEMETRY": "1", "MEMORY_GOVERNOR_WARM_SERVER": "auto",
+            "MEMORY_GOVERNOR_TRACE": "1", "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": protocol, "OTEL_METRIC_EXPORT_INTERVAL": "250",
+            "OTEL_BLRP_SCHEDULE_DELAY": "100", "OTEL_RESOURCE_ATTRIBUTES": "team=core,developer=ada", **extra}  # fmt: skip
+
+
+def installed_hook(env: Env) -> list[str]:
+    """The command `memory-governor install claude-code` wrote into the project's settings."""
+    env.cli("install", "claude-code", check=True)
+    settings = json.loads((env.project / ".claude" / "settings.json").read_text())
+    return shlex.split(settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"])
+
+
+@pytest.fixture
+def stop_servers(env: Env) -> Iterator[list[dict[str, str]]]:
+    """Environments whose warm server the test leaves running: stopped at the end, whatever happened."""
+    started: list[dict[str, str]] = []
+    yield started
+    for extra in started:
+        env.cli("serve", "--stop", env=extra)
+
+
+def governed_session(session: Session) -> list[Answer]:
+    """Refusals, a clamp, a trim and a save, with texts that must never leave the machine."""
+    session.start()
+    session.prompt(PROMPT)
+    clamp, _ = session.call("mem_search", SEARCH.replace("Replaced express-session", f"Replaced {MEMORY}"),
+                            query=QUERY, limit=10)  # fmt: skip
+    _, trim = session.call("mem_search", BIG, query=QUERY, limit=3)
+    over = session.pre("mem_search", query=QUERY, limit=3)
+    assert clamp.updated_input == {"query": QUERY, "limit": 3} and trim is not None and trim.output is not None
+    assert over.denied
+    return [clamp, over]
+
+
+def second_turn(session: Session) -> list[Answer]:
+    session.prompt("now fix the typo in README")
+    answers = [session.pre("mem_context"), session.pre("mem_get_observation", id=999)]
+    answers.append(session.pre("mem_save", title=TITLE, content=f"User: {BODY}\nAssistant: ok\nUser: thanks",
+                               type="bugfix"))  # fmt: skip
+    saved = session.pre("mem_save", title=TITLE, content=BODY, type="bugfix")
+    assert all(a.denied for a in answers) and not saved.denied
+    return [*answers, saved]
+
+
+EXPECTED_CALLS = {"clamped": 1, "trimmed": 1, "denied": 4, "allowed": 1}  # 7 governed calls
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_a_governed_session_through_the_installed_hooks_reaches_the_collector(
+    env: Env, stop_servers: list[dict[str, str]], protocol: str
+) -> None:
+    receiver = HttpReceiver() if protocol == "http/protobuf" else GrpcReceiver()
+    try:
+        extra = telemetry_env(receiver.endpoint, protocol)
+        stop_servers.append(extra)
+        env.write(".memory-governor/policy.yaml", "ledger:\n  record_contents: true\n")
+        session = Session(env, "sess-otel", command=installed_hook(env), extra_env=extra)
+        first = governed_session(session)
+        env.cli("serve", "--stop", env=extra)  # the next hooks decide in their own process...
+        rest = second_turn(session)
+        paths = {a.stderr.strip().splitlines()[-1] for a in first + rest}
+        assert "memory-governor: decided in this process" in paths and len(paths) == 2, paths
+        (env.state / "run" / "spawned").unlink()
+        session.event("Stop")  # ...and this one starts the warm server that sends what they left
+        got = receiver.received
+        assert got.wait(lambda r: r.total(CALLS) >= 7 and len(r.records()) >= 7), (
+            got.series(CALLS),
+            status(str(env.state)),
+            sorted((env.state / "telemetry").iterdir()),
+        )
+        env.cli("serve", "--stop", env=extra)  # it flushes as it stops: anything sent twice would show now
+        assert {d: got.total(CALLS, decision=d) for d in EXPECTED_CALLS} == EXPECTED_CALLS
+        assert got.total(CALLS, decision="denied", reason="max_search_calls") == 1
+        assert got.total(CALLS, decision="denied", reason="never_save:raw_transcript") == 1
+        assert got.total(TOKENS, kind="injected") > 0 and got.total(TOKENS, kind="held_back") > 0
+        assert got.total(TURNS, memory_need="similar_issue") == 1 and got.total(TURNS) == 2
+        assert got.total(DURATION, harness="claude-code") >= 13, "every decision's duration"
+        events = [r for r in got.records() if r["event_name"] == DECISION_EVENT]
+        assert len(events) == 7 and len({e["attributes"]["call.id"] for e in events}) == 7, "one event per call"
+        trimmed = next(e["attributes"] for e in events if e["attributes"]["decision"] == "trimmed")
+        assert trimmed["session.id"] == "sess-otel" and trimmed["turn.id"] == "sess-otel-prompt-1"
+        assert (
+            trimmed["tokens.held_back"] > 0 and trimmed["tokens.injected"] > 0 and trimmed["harness"] == "claude-code"
+        )
+        assert trimmed["memory_need"] == "similar_issue" and len(trimmed["policy.digest"]) == 16
+        resources = got.resources()
+        assert {r["service.name"] for r in resources} == {"memory-governor"}
+        assert {(r["team"], r["developer"]) for r in resources} == {("core", "ada")}
+        assert len({r["service.instance.id"] for r in resources}) == 2, "two warm servers sent, one after the other"
+        assert got.metric_names() <= set(METRICS) and {TURNS, CALLS, TOKENS, DURATION} <= got.metric_names()
+        for name in METRICS:
+            assert {tuple(sorted(dict(key))) for key in got.series(name)} == {tuple(sorted(ATTRIBUTES[name]))}
+        exported = got.everything()
+        ledger = (env.state / "ledger.db").read_bytes()
+        for secret in SECRETS:
+            assert secret.encode() in ledger, "the local audit trail holds the texts (record_contents: true)"
+            assert secret.encode() not in exported, f"{secret} left the machine"
+        assert env.cli_json("report", "--format", "json")["totals"]["denied"] == 4, "report reads the local trail"
+    finally:
+        receiver.stop()
+
+
+def eventually(check: Callable[[], bool], timeout: float = 90.0) -> bool:
+    """Until `check()` holds (the exporters write their status on their own threads), or `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.parametrize("collector", ["down", "silent"])
+def test_a_collector_down_or_silent_loses_no_audit_row_and_doctor_counts_what_was_dropped(
+    env: Env, stop_servers: list[dict[str, str]], collector: str
+) -> None:
+    silent = SilentReceiver() if collector == "silent" else None
+    try:
+        extra = telemetry_env(silent.endpoint if silent else closed_port(), OTEL_EXPORTER_OTLP_TIMEOUT="1")
+        stop_servers.append(extra)
+        session = Session(env, "sess-down", command=installed_hook(env), extra_env=extra)
+        answers = governed_session(session)  # every answer as without telemetry (asserted in there)
+        assert any("answered by the warm server" in a.stderr for a in answers)
+        state = str(env.state)
+        assert eventually(lambda: status(state).get("dropped_events", 0) >= 3), status(state)
+        report = env.cli_json("report", "--format", "json")
+        assert report["totals"]["denied"] == 1 and report["totals"]["trimmed"] == 1, "every decision's audit row"
+        rows = {row["check"]: row for row in env.cli_json("doctor", "--format", "json", env=extra)}
+        export = rows["telemetry export"]
+        assert export["status"] == "warn" and "3 event(s) dropped" in export["detail"], export
+        assert "collector" in export["fix"]
+        assert rows["telemetry"]["status"] == "ok" and "metrics otlp (http/protobuf)" in rows["telemetry"]["detail"]
+    finally:
+        if silent:
+            silent.stop()
+
+
+IMPORTS = re.compile(rb"import time:\s+\d+ \|\s+\d+ \|\s+(\S+)")
+
+
+@pytest.mark.parametrize("path", ["in-process", "warm server"])
+def test_no_hook_imports_opentelemetry_whether_telemetry_is_on_or_off(
+    env: Env, stop_servers: list[dict[str, str]], path: str
+) -> None:
+    receiver = HttpReceiver()
+    try:
+        extra = telemetry_env(receiver.endpoint)
+        if path == "in-process":
+            extra["MEMORY_GOVERNOR_WARM_SERVER"] = "off"
+        stop_servers.append(extra)
+        command = installed_hook(env)
+        probe = Session(env, "sess-imports", command=command, extra_env=extra)
+        probe.prompt(PROMPT)
+        if path == "warm server":
+            assert eventually(lambda: (env.state / "run" / "governor.sock").exists())
+        for on in (True, False):
+            variables = extra if on else {k: v for k, v in extra.items() if k != "MEMORY_GOVERNOR_ENABLE_TELEMETRY"}
+            timed = Session(env, "sess-imports", command=[*command[:1], "-X", "importtime", *command[1:]],
+                            extra_env=variables)  # fmt: skip
+            timed.prompt_id = probe.prompt_id
+            answer = timed.pre("mem_search", query=QUERY, limit=3)
+            modules = {m.decode() for m in IMPORTS.findall(answer.stderr.encode())}
+            assert ("answered by the warm server" in answer.stderr) == (path == "warm server")
+            assert "governor.runtime.client" in modules or "governor.runtime.runner" in modules, (
+                "the probe sees imports"
+            )
+            loaded = sorted(m for m in modules if m.split(".")[0] in ("opentelemetry", "grpc", "google", "requests"))
+            assert loaded == [], f"telemetry {'on' if on else 'off'}: the hook imported {loaded}"
+    finally:
+        receiver.stop()
+
+
+# -- the MCP proxy, and the in-process entry an SDK integration calls --------------------------------
+
+
+@pytest.mark.parametrize("exporter", ["otlp", "console"])
+def test_the_proxy_sends_its_decisions_and_keeps_stdout_for_the_client(env: Env, exporter: str) -> None:
+    from tests.harnesses.test_mcp_proxy import Wire
+
+    receiver = HttpReceiver()
+    extra = {**telemetry_env(receiver.endpoint), "MEMORY_GOVERNOR_WARM_SERVER": "off",
+             "OTEL_METRICS_EXPORTER": exporter, "OTEL_LOGS_EXPORTER": exporter}  # fmt: skip
+    wire = Wire(env, extra_env=extra)
+    try:
+        wire.initialize()  # every line the client reads is parsed as JSON-RPC: a console line there would fail it
+        assert not wire.call("mem_search", query="jwt auth", limit=10).get("isError")
+        assert not wire.call("mem_search", query="fts5 search", limit=3).get("isError")
+        assert wire.call("mem_search", query="sqlite storage", limit=3).get("isError")
+        if exporter == "otlp":
+            got = receiver.received
+            assert got.wait(lambda r: len(r.records()) >= 3 and r.total(CALLS, harness="mcp-proxy") >= 3)
+            assert got.total(CALLS, harness="mcp-proxy", decision="denied", reason="max_search_calls") == 1
+            assert got.total(TOKENS, harness="mcp-proxy", kind="injected") > 0
+            assert {r["attributes"]["call.closed_by"] for r in got.records()} == {"post_tool", "pre_tool"}
+        code, stderr = wire.close()
+        assert code == 0
+        if exporter == "console":
+            assert '"memory_governor.decision"' in stderr and '"memory_governor.calls"' in stderr, stderr[-2000:]
+            assert receiver.received.raw == []
+    finally:
+        if wire.proc.poll() is None:
+            wire.proc.kill()
+        receiver.stop()
+
+
+SDK_PROCESS = """
+import json, os, sys
+sys.path.insert(0, {root!r})
+from governor.runtime import telemetry
+from governor.runtime.runner import respond
+
+exporter = telemetry.start(os.environ)  # what an SDK integration does once, at start
+search = open({search!r}).read()
+who = sys.argv[1]
+
+def hook(**payload):
+    payload = {{"session_id": who, "cwd": os.getcwd(), "prompt_id": who + "-p", **payload}}
+    return respond("claude-code", json.dumps(payload).encode(), os.environ).answer or {{}}
+
+hook(hook_event_name="UserPromptSubmit", prompt="how did we fix the jwt bug last time?")
+for n in range(3):
+    call = dict(tool_name="mcp__engram__mem_search", tool_input={{"query": "jwt", "limit": 3}}, tool_use_id=f"{{who}}-{{n}}")
+    if "deny" not in json.dumps(hook(hook_event_name="PreToolUse", **call)):
+        hook(hook_event_name="PostToolUse", tool_response=search, **call)
+exporter.stop(timeout=10)
+"""
+
+
+def test_two_exporting_processes_send_each_call_once(env: Env, tmp_path: Path) -> None:
+    receiver = HttpReceiver()
+    try:
+        script = tmp_path / "sdk.py"
+        script.write_text(SDK_PROCESS.format(root=str(ROOT), search=str(ROOT / "tests/fixtures/engram/search_v1.txt")))
+        variables = {**env.vars, **telemetry_env(receiver.endpoint), "MEMORY_GOVERNOR_WARM_SERVER": "off"}
+        procs = [subprocess.Popen([sys.executable, str(script), f"sdk-{n}"], env=variables, cwd=env.project,
+                                  stderr=subprocess.PIPE) for n in range(2)]  # fmt: skip
+        for proc in procs:
+            assert proc.wait(120) == 0, proc.stderr.read() if proc.stderr else ""
+        got = receiver.received
+        assert got.wait(lambda r: len(r.records()) >= 6)
+        events = [r["attributes"] for r in got.records()]
+        assert sorted(e["call.id"] for e in events) == sorted(f"sdk-{n}-{i}" for n in range(2) for i in range(3))
+        assert got.total(CALLS) == 6 and got.total(CALLS, decision="denied") == 2 and got.total(TURNS) == 2
+    finally:
+        receiver.stop()
+
+
+# -- the mapping's edges: a result that never comes, monitor mode ------------------------------------
+
+
+def _audit(
+    event: str, decision: str, code: str, call: str = "s:c1", ts: float = 1000.0, **fields: object
+) -> dict[str, object]:
+    row = {name: "" for name in AUDIT_COLUMNS}
+    row.update(ts=ts, session="s:a", turn="s:p", event=event, role="search", decision=decision, code=code,
+               mode="enforce", harness="codex", call_id=call, tokens_counted=0, tokens_delivered=0, tokens_saved=0,
+               tokens_deduped=0, duration_ms=1.0)  # fmt: skip
+    row.update(fields)
+    return row
+
+
+def _calls(out: Observed) -> list[tuple[str, str]]:
+    return [(attrs["decision"], attrs["reason"]) for name, _, attrs in out.points if name == CALLS]
+
+
+def test_a_call_whose_result_never_comes_is_counted_once_when_it_has_waited_long_enough() -> None:
+    waiting: dict[str, dict[str, object]] = {}
+    out = Observed()
+    observe(_audit("pre_tool", "rewrite", "clamp_limit"), waiting, out)
+    expire(waiting, 1000.0 + OPEN_SECONDS - 1, out)
+    assert _calls(out) == [] and out.events == []
+    expire(waiting, 1000.0 + OPEN_SECONDS + 1, out)
+    assert _calls(out) == [("clamped", "clamp_limit")] and out.events[0]["attributes"]["call.closed_by"] == "timeout"
+    late = Observed()
+    observe(_audit("post_tool", "replace", "trimmed", tokens_delivered=50, tokens_saved=30), waiting, late)
+    assert _calls(late) == [] and late.events == [], "a late result is not a second call"
+    assert [p[2]["kind"] for p in late.points if p[0] == TOKENS] == ["injected", "held_back"], "its tokens still count"
+    expire(waiting, 1000.0 + FORGET_SECONDS + 1, Observed())
+    assert waiting == {}
+
+
+def test_monitor_mode_counts_what_enforce_would_have_decided_once() -> None:
+    waiting: dict[str, dict[str, object]] = {}
+    out = Observed()
+    observe(_audit("pre_tool", "deny", "max_search_calls", mode="monitor"), waiting, out)
+    observe(_audit("post_tool", "none", "counted", mode="monitor", tokens_delivered=80), waiting, out)
+    assert _calls(out) == [("denied", "max_search_calls")]
+    assert out.events[0]["attributes"]["mode"] == "monitor"
