@@ -28,6 +28,7 @@ from governor.runtime.signals import (
     TOKENS,
     TURNS,
     Observed,
+    Settings,
     expire,
     observe,
     status,
@@ -419,3 +420,18 @@ def test_monitor_mode_counts_what_enforce_would_have_decided_once() -> None:
     observe(_audit("post_tool", "none", "counted", mode="monitor", tokens_delivered=80), waiting, out)
     assert _calls(out) == [("denied", "max_search_calls")]
     assert out.events[0]["attributes"]["mode"] == "monitor"
+
+
+def test_the_standard_variables_are_read_as_claude_code_reads_them() -> None:
+    default = Settings({})
+    assert default.exporters == {"metrics": ("otlp",), "logs": ("otlp",)} and default.problems == []
+    assert default.protocols == {"metrics": "http/protobuf", "logs": "http/protobuf"}
+    shared = Settings({"OTEL_METRICS_EXPORTER": "otlp,prometheus", "OTEL_LOGS_EXPORTER": "none",
+                       "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL": "http/protobuf"})  # fmt: skip
+    assert shared.exporters == {"metrics": ("otlp",), "logs": ()} and shared.sends
+    assert shared.protocols == {"metrics": "grpc", "logs": "http/protobuf"}
+    assert len(shared.problems) == 1 and "'prometheus'" in shared.problems[0]
+    json_only = Settings({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_LOGS_EXPORTER": "console,otlp"})
+    assert json_only.exporters == {"metrics": (), "logs": ("console",)}
+    assert [p.split(" for ")[0] for p in json_only.problems] == ["OTLP protocol 'http/json'"] * 2
+    assert not Settings({"OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none"}).sends

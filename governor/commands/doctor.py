@@ -187,9 +187,10 @@ def _telemetry(report: Report, env: Mapping[str, str], policy: CompiledPolicy) -
             report.add(BAD, "telemetry", "on, but the OpenTelemetry SDK is not installed for this Python",
                        "python3 -m pip install 'memory-governor[telemetry]'")  # fmt: skip
         sent = ", ".join(
-            f"{signal} {chosen}" + (f" ({settings.protocols[signal]})" if chosen == "otlp" else "")
+            f"{signal} " + (" + ".join(f"{kind} ({settings.protocols[signal]})" if kind == "otlp" else kind
+                                       for kind in chosen) or "none")
             for signal, chosen in settings.exporters.items()
-        )
+        )  # fmt: skip
         report.add(
             OK if settings.sends else WARN, "telemetry", f"on: {sent}, to {settings.endpoint or 'the default endpoint'}"
         )

@@ -143,8 +143,8 @@ class _Problems(logging.Handler):
             pass
 
 
-def _metric_exporter(settings: signals.Settings, console: IO[str]) -> MetricExporter:
-    if settings.exporters["metrics"] == "console":
+def _metric_exporter(kind: str, settings: signals.Settings, console: IO[str]) -> MetricExporter:
+    if kind == "console":
         return ConsoleMetricExporter(out=console)
     if settings.protocols["metrics"] == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as Grpc
@@ -155,8 +155,8 @@ def _metric_exporter(settings: signals.Settings, console: IO[str]) -> MetricExpo
     return Http()
 
 
-def _log_exporter(settings: signals.Settings, console: IO[str]) -> LogRecordExporter:
-    if settings.exporters["logs"] == "console":
+def _log_exporter(kind: str, settings: signals.Settings, console: IO[str]) -> LogRecordExporter:
+    if kind == "console":
         return ConsoleLogRecordExporter(out=console)
     if settings.protocols["logs"] == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as Grpc
@@ -208,11 +208,11 @@ class Exporter:
         self.meters: MeterProvider | None = None
         self.logs: LoggerProvider | None = None
         self.instruments: dict[str, Any] = {}
-        if self.settings.exporters["metrics"] != "none":
-            reader = PeriodicExportingMetricReader(
-                _CountedMetrics(_metric_exporter(self.settings, console), self.tally)
-            )
-            self.meters = MeterProvider(resource=resource, metric_readers=[reader], shutdown_on_exit=False)
+        if self.settings.exporters["metrics"]:
+            readers = [PeriodicExportingMetricReader(_CountedMetrics(_metric_exporter(kind, self.settings, console),
+                                                                     self.tally))
+                       for kind in self.settings.exporters["metrics"]]  # fmt: skip
+            self.meters = MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
             meter = self.meters.get_meter(signals.SCOPE, __version__)
             for name, (kind, unit, description) in signals.METRICS.items():
                 if kind == "counter":
@@ -223,10 +223,12 @@ class Exporter:
                         explicit_bucket_boundaries_advisory=signals.DURATION_BUCKETS,
                     )  # fmt: skip
         self.queue = max(1, _number(os.environ.get("OTEL_BLRP_MAX_QUEUE_SIZE"), 2048))
-        if self.settings.exporters["logs"] != "none":
+        self.log_exporters = len(self.settings.exporters["logs"])  # each record is in flight once per exporter
+        if self.log_exporters:
             self.logs = LoggerProvider(resource=resource, shutdown_on_exit=False)
-            exporter = _CountedLogs(_log_exporter(self.settings, console), self.tally)
-            self.logs.add_log_record_processor(BatchLogRecordProcessor(exporter, max_queue_size=self.queue))
+            for kind in self.settings.exporters["logs"]:
+                exporter = _CountedLogs(_log_exporter(kind, self.settings, console), self.tally)
+                self.logs.add_log_record_processor(BatchLogRecordProcessor(exporter, max_queue_size=self.queue))
             self.logger = self.logs.get_logger(signals.SCOPE, __version__)
 
     # -- the thread ------------------------------------------------------------------------------
@@ -247,7 +249,7 @@ class Exporter:
         closer.join(max(0.0, deadline - time.monotonic()))
         with self.tally.lock:
             unsent, self.tally.in_flight, self.tally.closed = self.tally.in_flight, 0, True
-        if unsent:  # still with the SDK when the process ends
+        if unsent:  # still with the SDK when the process ends (once per exporter that had not sent it)
             signals.note(self.state, dropped_events=unsent, dropped_at=time.time())
         logging.getLogger("opentelemetry").removeHandler(self.problems)
 
@@ -308,7 +310,7 @@ class Exporter:
         waiting: dict[str, dict[str, Any]] = saved.get("waiting") or {}
         room = ROWS_PER_TICK
         if self.logs is not None:
-            room = min(room, max(0, min(1024, self.queue // 2) - self.tally.in_flight))
+            room = min(room, max(0, min(1024, self.queue // 2) - self.tally.in_flight // self.log_exporters))
         rows: list[dict[str, Any]] = []
         if room:
             if self.ledger is None:
@@ -337,7 +339,7 @@ class Exporter:
         if self.logs is not None and out.events:
             from opentelemetry._logs import SeverityNumber
 
-            self.tally.emitted(len(out.events))
+            self.tally.emitted(len(out.events) * self.log_exporters)
             for event in out.events:
                 self.logger.emit(
                     timestamp=int(event["ts"] * 1e9),

@@ -163,7 +163,9 @@ class Server:
         state = state_dir(self.env)
         console = None
         try:
-            if "console" in signals.Settings(env).exporters.values():  # it has no terminal: a file beside the cursor
+            if any(
+                "console" in chosen for chosen in signals.Settings(env).exporters.values()
+            ):  # it has no terminal: a file beside the cursor
                 console = open(os.path.join(signals.folder(state), "console.log"), "a", encoding="utf-8")  # noqa: SIM115
             self.telemetry = telemetry.start(env, state, console=console, quiet=True)
         except Exception as err:

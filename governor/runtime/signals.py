@@ -65,33 +65,42 @@ STATUS = "status.json"
 
 
 class Settings:
-    """What the standard variables ask for; `problems` says what cannot be honoured."""
+    """What the standard variables ask for; `problems` says what cannot be honoured.
+
+    `exporters[signal]`: the exporters of a signal ("metrics", "logs"), in the order given, none
+    for "none". A comma-separated list is read as Claude Code reads it (the variables are shared):
+    an exporter memory-governor has not (prometheus, say) is left out and said, the others stay."""
 
     __slots__ = ("endpoint", "exporters", "problems", "protocols")
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.problems: list[str] = []
-        self.exporters: dict[str, str] = {}
+        self.exporters: dict[str, tuple[str, ...]] = {}
         self.protocols: dict[str, str] = {}
         self.endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "")
         for signal in ("metrics", "logs"):
             name = f"OTEL_{signal.upper()}_EXPORTER"
-            chosen = (env.get(name) or "otlp").strip().lower()
-            if chosen not in EXPORTERS:
-                self.problems.append(f"{name}={chosen!r} is not one of {', '.join(EXPORTERS)}; {signal} are not sent")
-                chosen = "none"
-            self.exporters[signal] = chosen
             own = f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL"
             protocol = (env.get(own) or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip().lower()
-            if chosen == "otlp" and protocol not in PROTOCOLS:
-                self.problems.append(f"OTLP protocol {protocol!r} for {signal} is not supported (use http/protobuf "
-                                     f"or grpc); {signal} are not sent")  # fmt: skip
-                self.exporters[signal] = "none"
             self.protocols[signal] = protocol
+            chosen: list[str] = []
+            for item in (env.get(name) or "otlp").lower().split(","):
+                item = item.strip()
+                if item in ("", "none") or item in chosen:
+                    continue
+                if item not in EXPORTERS:
+                    self.problems.append(f"{name}: {item!r} is not an exporter memory-governor has ({', '.join(EXPORTERS)}); "
+                                         f"its {signal} go to the others listed, if any")  # fmt: skip
+                elif item == "otlp" and protocol not in PROTOCOLS:
+                    self.problems.append(f"OTLP protocol {protocol!r} for {signal} is not supported (use http/protobuf "
+                                         f"or grpc); {signal} are not sent over OTLP")  # fmt: skip
+                else:
+                    chosen.append(item)
+            self.exporters[signal] = tuple(chosen)
 
     @property
     def sends(self) -> bool:
-        return any(chosen != "none" for chosen in self.exporters.values())
+        return any(self.exporters.values())
 
 
 # -- the audit row -> metrics and events --------------------------------------------------------
