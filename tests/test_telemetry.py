@@ -21,10 +21,13 @@ from governor.runtime.signals import (
     ATTRIBUTES,
     CALLS,
     DECISION_EVENT,
+    DECISIONS,
     DURATION,
     FORGET_SECONDS,
     METRICS,
     OPEN_SECONDS,
+    SERVICE_NAME,
+    TOKEN_KINDS,
     TOKENS,
     TURNS,
     Observed,
@@ -435,3 +438,90 @@ def test_the_standard_variables_are_read_as_claude_code_reads_them() -> None:
     assert json_only.exporters == {"metrics": (), "logs": ("console",)}
     assert [p.split(" for ")[0] for p in json_only.problems] == ["OTLP protocol 'http/json'"] * 2
     assert not Settings({"OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none"}).sends
+
+
+# -- the lead's queries and dashboard name only what the contract exports ------------------------------
+
+DOCS = ROOT / "docs" / "telemetry.md"
+DASHBOARD = ROOT / "docs" / "telemetry-dashboard.json"
+LEZER_PROMQL = {"@prometheus-io/lezer-promql": "0.315.0"}  # Prometheus's own PromQL grammar
+PARSE = """
+const {parser} = require('@prometheus-io/lezer-promql');
+const out = JSON.parse(require('fs').readFileSync(0, 'utf8')).map(expr => {
+  const found = {errors: 0, metrics: [], labels: []};
+  parser.parse(expr).iterate({enter(node) {
+    if (node.type.isError) found.errors++;
+    if (node.name === 'Identifier' && node.node.parent && node.node.parent.name === 'VectorSelector') found.metrics.push(expr.slice(node.from, node.to));
+    if (node.name === 'LabelName') found.labels.push(expr.slice(node.from, node.to));
+  }});
+  return found;
+});
+console.log(JSON.stringify(out));
+"""
+RESOURCE_LABELS = {"team", "developer", "job", "instance", "service_name"}  # what docs/telemetry.md sets and joins on
+GRAFANA = {"$__range": "1d", "$__rate_interval": "5m", "$__interval": "1m"}
+
+
+def prometheus_names() -> set[str]:
+    """The contract's metrics as a Prometheus-backed collector names them: dots to underscores, the
+    unit's name appended (braces dropped), `_total` on counters, a histogram's three series."""
+    names: set[str] = set()
+    for name, (kind, unit, _) in METRICS.items():
+        base = name.replace(".", "_") + ("_milliseconds" if unit == "ms" else "")
+        names |= {f"{base}_total"} if kind == "counter" else {f"{base}_bucket", f"{base}_sum", f"{base}_count"}
+    return names
+
+
+def queries() -> list[tuple[str, str]]:
+    """(where, PromQL) of every query the dashboard and docs/telemetry.md show."""
+    found: list[tuple[str, str]] = []
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    for panel in dashboard["panels"]:
+        found += [(f"panel {panel['title']!r}", target["expr"]) for target in panel["targets"]]
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":  # label_values(<selector>, <label>): a selector and a label
+            selector, label = re.fullmatch(r"label_values\((.*), (\w+)\)", variable["query"]["query"]).groups()
+            found += [
+                (f"variable {variable['name']}", selector),
+                (f"variable {variable['name']}", f"sum by ({label}) ({selector})"),
+            ]
+    found += [("docs/telemetry.md", block) for block in re.findall(r"```promql\n(.*?)```", DOCS.read_text(), re.S)]
+    out = []
+    for where, expr in found:
+        for variable, value in GRAFANA.items():
+            expr = expr.replace(variable, value)
+        out.append((where, expr))
+    return out
+
+
+def test_every_query_parses_and_names_only_what_the_contract_exports() -> None:
+    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+    import npm
+
+    folder = npm.install("promql", LEZER_PROMQL, lambda where: (where / "node_modules" / "@prometheus-io").exists())
+    shown = queries()
+    assert len(shown) >= 15 and sum(where == "docs/telemetry.md" for where, _ in shown) >= 5
+    proc = subprocess.run(["node", "-e", PARSE], input=json.dumps([e for _, e in shown]), capture_output=True,
+                          text=True, cwd=folder, timeout=120, check=True)  # fmt: skip
+    labels = set().union(*ATTRIBUTES.values()) | {"le"} | RESOURCE_LABELS
+    used: set[str] = set()
+    for (where, expr), parsed in zip(shown, json.loads(proc.stdout), strict=True):
+        assert parsed["errors"] == 0, f"{where}: {expr} does not parse"
+        assert parsed["metrics"] and set(parsed["metrics"]) <= prometheus_names(), f"{where}: {parsed['metrics']}"
+        assert set(parsed["labels"]) <= labels, f"{where}: labels {set(parsed['labels']) - labels} are not exported"
+        used |= set(parsed["metrics"])
+    for name in METRICS:
+        assert any(series.startswith(name.replace(".", "_") + "_") for series in used), f"no query shows {name}"
+    broken = subprocess.run(["node", "-e", PARSE], input=json.dumps(["sum(memory_governor_calls_total{decision=}"]),
+                            capture_output=True, text=True, cwd=folder, timeout=120, check=True)  # fmt: skip
+    assert json.loads(broken.stdout)[0]["errors"] > 0, "the grammar catches a broken query"
+
+
+def test_the_contract_page_names_every_metric_and_attribute() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    for name, attributes in ATTRIBUTES.items():
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{name}` |"))
+        kind, unit, _ = METRICS[name]
+        assert f"{kind}, `{unit}`" in row and all(f"`{a}`" in row for a in attributes), row
+    for value in (*DECISIONS, *TOKEN_KINDS, DECISION_EVENT, SERVICE_NAME):
+        assert f"`{value}`" in text
