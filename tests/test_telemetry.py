@@ -30,11 +30,13 @@ from governor.runtime.signals import (
     TOKEN_KINDS,
     TOKENS,
     TURNS,
+    WAITING_FIELDS,
     Observed,
     Settings,
     expire,
     observe,
     status,
+    waiting_calls,
 )
 from tests.conftest import ROOT, Answer, Env, Session, fixture_text
 from tests.otlp_receiver import GrpcReceiver, HttpReceiver, SilentReceiver, closed_port
@@ -525,3 +527,11 @@ def test_the_contract_page_names_every_metric_and_attribute() -> None:
         assert f"{kind}, `{unit}`" in row and all(f"`{a}`" in row for a in attributes), row
     for value in (*DECISIONS, *TOKEN_KINDS, DECISION_EVENT, SERVICE_NAME):
         assert f"`{value}`" in text
+
+
+def test_a_cursor_file_edited_by_hand_does_not_stop_the_exporter() -> None:
+    good = {"counted": False, "decision": "clamped", "reason": "clamp_limit", "ms": 1.0,
+            "row": {name: _audit("pre_tool", "rewrite", "clamp_limit")[name] for name in WAITING_FIELDS}}  # fmt: skip
+    saved = {"a": good, "b": {"counted": True, "row": {"ts": 5}}, "c": {"counted": False, "row": {"ts": 1}},
+             "d": "not an entry", "e": {"row": {"ts": "soon"}, "counted": True}}  # fmt: skip
+    assert sorted(waiting_calls(saved)) == ["a", "b"] and waiting_calls(["not", "a", "dict"]) == {}

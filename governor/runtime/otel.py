@@ -307,7 +307,7 @@ class Exporter:
             alive = float(saved.get("alive") or 0)
             self.floor = now - signals.BACKLOG_SECONDS if now - alive > signals.BACKLOG_SECONDS else 0.0
         cursor = str(saved.get("cursor") or "")
-        waiting: dict[str, dict[str, Any]] = saved.get("waiting") or {}
+        waiting = signals.waiting_calls(saved.get("waiting"))
         room = ROWS_PER_TICK
         if self.logs is not None:
             room = min(room, max(0, min(1024, self.queue // 2) - self.tally.in_flight // self.log_exporters))

@@ -170,7 +170,7 @@ def observe(row: Mapping[str, Any], waiting: dict[str, dict[str, Any]], out: Obs
                 waiting[call] = {"counted": True, "row": {"ts": float(row["ts"])}}
             return
         waiting[call] = {"counted": False, "decision": decision, "reason": reason, "ms": float(row["duration_ms"]),
-                         "row": {name: row[name] for name in _KEPT}}  # fmt: skip
+                         "row": {name: row[name] for name in WAITING_FIELDS}}  # fmt: skip
         return
     if role not in RETRIEVAL:
         return  # a save's or a dispatch's after: the call closed before it ran
@@ -184,7 +184,23 @@ def observe(row: Mapping[str, Any], waiting: dict[str, dict[str, Any]], out: Obs
     _close(out, row, changed[0], changed[1], event, took, opened["row"] if opened is not None else None)
 
 
-_KEPT = ("ts", "session", "turn", "harness", "tool", "role", "mode", "memory_need", "policy", "agent_type",
+def waiting_calls(saved: Any) -> dict[str, dict[str, Any]]:
+    """The waiting calls as the cursor file holds them; an entry that is not one (a file edited by
+    hand, or by another version) is left out rather than stop the exporter at every tick."""
+    out: dict[str, dict[str, Any]] = {}
+    for call, entry in saved.items() if isinstance(saved, dict) else ():
+        try:
+            float(entry["row"]["ts"])
+            whole = entry["counted"] or (entry["decision"] in DECISIONS and isinstance(entry["reason"], str)
+                                         and float(entry["ms"]) >= 0 and all(n in entry["row"] for n in WAITING_FIELDS))  # fmt: skip
+        except (KeyError, TypeError, ValueError):
+            whole = False
+        if whole:
+            out[str(call)] = entry
+    return out
+
+
+WAITING_FIELDS = ("ts", "session", "turn", "harness", "tool", "role", "mode", "memory_need", "policy", "agent_type",
          "tokens_counted", "call_id")  # fmt: skip
 
 
