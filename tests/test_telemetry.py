@@ -535,3 +535,18 @@ def test_a_cursor_file_edited_by_hand_does_not_stop_the_exporter() -> None:
     saved = {"a": good, "b": {"counted": True, "row": {"ts": 5}}, "c": {"counted": False, "row": {"ts": 1}},
              "d": "not an entry", "e": {"row": {"ts": "soon"}, "counted": True}}  # fmt: skip
     assert sorted(waiting_calls(saved)) == ["a", "b"] and waiting_calls(["not", "a", "dict"]) == {}
+
+
+def test_the_warm_servers_console_exporter_writes_beside_the_cursor(
+    env: Env, stop_servers: list[dict[str, str]]
+) -> None:
+    extra = {**telemetry_env(closed_port()), "OTEL_METRICS_EXPORTER": "console", "OTEL_LOGS_EXPORTER": "console"}
+    stop_servers.append(extra)
+    session = Session(env, "sess-console", command=installed_hook(env), extra_env=extra)
+    session.prompt(PROMPT)
+    before, after = session.call("mem_search", SEARCH, query=QUERY, limit=3)
+    assert not before.denied and after is not None
+    log = env.state / "telemetry" / "console.log"
+    assert eventually(lambda: log.exists() and '"memory_governor.decision"' in log.read_text()), status(str(env.state))
+    assert eventually(lambda: '"memory_governor.turns"' in log.read_text())
+    assert QUERY not in log.read_text() and "ZEBRA" not in log.read_text()

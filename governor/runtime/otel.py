@@ -224,11 +224,14 @@ class Exporter:
                     )  # fmt: skip
         self.queue = max(1, _number(os.environ.get("OTEL_BLRP_MAX_QUEUE_SIZE"), 2048))
         self.log_exporters = len(self.settings.exporters["logs"])  # each record is in flight once per exporter
+        # The SDK's variable, else the one Claude Code documents for the same thing (the variables are shared).
+        delay = _number(os.environ.get("OTEL_BLRP_SCHEDULE_DELAY") or os.environ.get("OTEL_LOGS_EXPORT_INTERVAL"), 1000)
         if self.log_exporters:
             self.logs = LoggerProvider(resource=resource, shutdown_on_exit=False)
             for kind in self.settings.exporters["logs"]:
                 exporter = _CountedLogs(_log_exporter(kind, self.settings, console), self.tally)
-                self.logs.add_log_record_processor(BatchLogRecordProcessor(exporter, max_queue_size=self.queue))
+                self.logs.add_log_record_processor(BatchLogRecordProcessor(exporter, max_queue_size=self.queue,
+                                                                           schedule_delay_millis=delay))  # fmt: skip
             self.logger = self.logs.get_logger(signals.SCOPE, __version__)
 
     # -- the thread ------------------------------------------------------------------------------

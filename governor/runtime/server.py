@@ -26,6 +26,7 @@ from governor.runtime.runner import respond
 from governor.state import ensure_dir
 
 MAX_REQUEST = 128 * 1024 * 1024
+CONSOLE_BYTES = 16 * 1024 * 1024  # the console exporter's file (telemetry), at most about this, kept
 
 
 class Server:
@@ -163,10 +164,13 @@ class Server:
         state = state_dir(self.env)
         console = None
         try:
-            if any(
-                "console" in chosen for chosen in signals.Settings(env).exporters.values()
-            ):  # it has no terminal: a file beside the cursor
-                console = open(os.path.join(signals.folder(state), "console.log"), "a", encoding="utf-8")  # noqa: SIM115
+            if any("console" in chosen for chosen in signals.Settings(env).exporters.values()):
+                path = os.path.join(
+                    signals.folder(state), "console.log"
+                )  # it has no terminal: a file beside the cursor
+                if os.path.exists(path) and os.path.getsize(path) > CONSOLE_BYTES:
+                    os.unlink(path)  # a debugging aid, not a store: each server starts it again past its size
+                console = open(path, "a", encoding="utf-8")  # noqa: SIM115
             self.telemetry = telemetry.start(env, state, console=console, quiet=True)
         except Exception as err:
             signals.note(state, problem=f"the exporter did not start: {type(err).__name__}: {err}")
