@@ -263,11 +263,6 @@ class Exporter:
                     provider.shutdown()
             except Exception:
                 pass
-        if self.ledger is not None:
-            try:
-                self.ledger.close()
-            except Exception:
-                pass
 
     def _run(self) -> None:
         while True:
@@ -282,6 +277,7 @@ class Exporter:
             self.tick()  # the rows decided since the last tick, before the providers flush
         except Exception:
             pass
+        self._drop_ledger()  # in the thread that opened it (SQLite's rule)
 
     def _drop_ledger(self) -> None:
         if self.ledger is not None:
