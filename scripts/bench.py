@@ -965,6 +965,7 @@ def markdown(result: dict[str, Any], command: str) -> str:
               "comparison, not offered.", ""]  # fmt: skip
     lines += proxy_markdown(result, command).splitlines()
     lines += ["", *redis_markdown(result, command).splitlines()]
+    lines += ["", *telemetry_markdown(result, command).splitlines()]
     return "\n".join(lines)
 
 
@@ -1059,6 +1060,7 @@ def main() -> int:
     result["transports"] = time_transports(runs)
     result["policy"] = time_policy(runs)
     result["proxy"] = time_proxy(runs)
+    result["telemetry"] = time_telemetry(runs)
     result["load"] = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     result["need_model"] = time_need_model(runs)
     result["pathological"] = time_pathological(3 if args.quick else 5)
