@@ -193,6 +193,7 @@ class Exporter:
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
         self.floor: float | None = None  # rows decided before this are not sent (see BACKLOG_SECONDS)
+        self.final_wait = 1.0  # how long the last tick waits for another process's (stop sets it)
         self.ledger: Any = None
         self.problems = _Problems(state)
         sdk_log = logging.getLogger("opentelemetry")
@@ -244,6 +245,7 @@ class Exporter:
         """Send what was read, for at most `timeout` seconds: a collector that is down never holds
         the process up (what is not sent by then is counted as dropped, the rows stay in the trail)."""
         deadline = time.monotonic() + timeout
+        self.final_wait = timeout / 2
         self.stopping.set()
         if self.thread is not None:
             self.thread.join(max(0.0, deadline - time.monotonic()))
@@ -274,7 +276,9 @@ class Exporter:
             if self.stopping.wait(TICK_SECONDS):
                 break
         try:
-            self.tick()  # the rows decided since the last tick, before the providers flush
+            # The rows decided since the last tick, before the providers flush. Another process at
+            # its own last tick may hold the lock (and have read before these rows were written).
+            self.tick(wait=self.final_wait)
         except Exception:
             pass
         self._drop_ledger()  # in the thread that opened it (SQLite's rule)
@@ -287,16 +291,22 @@ class Exporter:
                 pass
             self.ledger = None
 
-    def tick(self) -> int:
-        """One pass over the rows after the cursor, if no other process is at it; how many were read."""
+    def tick(self, wait: float = 0.0) -> int:
+        """One pass over the rows after the cursor, if no other process is at it (waiting up to
+        `wait` seconds for it to finish); how many rows were read."""
         import fcntl
 
         place = signals.folder(self.state)
+        deadline = time.monotonic() + wait
         with open(os.path.join(place, "export.lock"), "a") as lock:
-            try:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return 0  # another process is exporting this trail now
+            while True:
+                try:
+                    fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    if time.monotonic() >= deadline:
+                        return 0  # another process is exporting this trail now: it reads these rows too
+                    time.sleep(0.02)
             return self._pass(os.path.join(place, signals.CURSOR))
 
     def _pass(self, path: str) -> int:
