@@ -6,7 +6,7 @@
 # The end-to-end tests install the pinned harness binaries from npm into a cache outside the checkout
 # (~/.cache/memory-governor-e2e, see tests/e2e/npm.py) on first use.
 set -euo pipefail
-. "$(dirname "$0")/venv.sh" test,dev,telemetry
+. "$(dirname "$0")/venv.sh" test,dev
 cd "$ROOT"
 apt="apt-get"
 [ "$(id -u)" = 0 ] || apt="sudo -n apt-get"

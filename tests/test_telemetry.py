@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -550,3 +551,25 @@ def test_the_warm_servers_console_exporter_writes_beside_the_cursor(
     assert eventually(lambda: log.exists() and '"memory_governor.decision"' in log.read_text()), status(str(env.state))
     assert eventually(lambda: '"memory_governor.turns"' in log.read_text())
     assert QUERY not in log.read_text() and "ZEBRA" not in log.read_text()
+
+
+def test_on_the_redis_ledger_the_audit_stream_is_sent_once(env: Env, tmp_path: Path, redis_server: Any) -> None:
+    receiver = HttpReceiver()
+    try:
+        script = tmp_path / "sdk.py"
+        script.write_text(SDK_PROCESS.format(root=str(ROOT), search=str(ROOT / "tests/fixtures/engram/search_v1.txt")))
+        variables = {**env.vars, **telemetry_env(receiver.endpoint), "MEMORY_GOVERNOR_WARM_SERVER": "off",
+                     "MEMORY_GOVERNOR_LEDGER_URL": redis_server.url}  # fmt: skip
+        for who in ("redis-a", "redis-b"):  # one after the other: the second carries on from the first's position
+            proc = subprocess.run([sys.executable, str(script), who], env=variables, cwd=env.project,
+                                  capture_output=True, timeout=120)  # fmt: skip
+            assert proc.returncode == 0, proc.stderr.decode()
+        assert not (env.state / "ledger.db").exists(), "the rows were in Redis"
+        got = receiver.received
+        assert got.wait(lambda r: len(r.records()) >= 6)
+        assert sorted(r["attributes"]["call.id"] for r in got.records()) == sorted(
+            f"redis-{w}-{i}" for w in "ab" for i in range(3)
+        )
+        assert got.total(CALLS, decision="denied") == 2 and got.total(TURNS) == 2
+    finally:
+        receiver.stop()

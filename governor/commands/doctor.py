@@ -221,9 +221,9 @@ def _telemetry(report: Report, env: Mapping[str, str], policy: CompiledPolicy) -
 
 def _backlog(state: str, position: str, policy: CompiledPolicy) -> str:
     try:
-        from governor.engine.ledger import open_ledger
+        from governor.engine.stores import open_for
 
-        ledger = open_ledger(state, policy.data["ledger"]["busy_timeout_ms"])
+        ledger = open_for(os.environ, policy.data["ledger"])
         try:
             rows, _ = ledger.audit_after(position, 10_001)
         finally:

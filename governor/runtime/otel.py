@@ -188,6 +188,9 @@ class Exporter:
 
         adopt(env)
         self.state = state
+        from governor.engine.ledger import URL_VARIABLE
+
+        self.ledger_url = env.get(URL_VARIABLE) or None  # the Redis ledger the hooks write to, if they do
         self.settings = signals.Settings(os.environ)
         self.tally = _Tally(state)
         self.stopping = threading.Event()
@@ -323,9 +326,9 @@ class Exporter:
         rows: list[dict[str, Any]] = []
         if room:
             if self.ledger is None:
-                from governor.engine.ledger import open_ledger
+                from governor.engine.stores import open_ledger
 
-                self.ledger = open_ledger(self.state)
+                self.ledger = open_ledger(self.state, url=self.ledger_url)
             rows, cursor = self.ledger.audit_after(cursor, room, since=self.floor or None)
         out = signals.Observed()
         for row in rows:
