@@ -200,6 +200,69 @@ def time_hooks(runs: int, units: tuple[str, ...], harness: str = "claude-code") 
     return rows
 
 
+TELEMETRY_CASES = ("UserPromptSubmit", "PreToolUse (memory tool)", "PostToolUse (search result)")
+
+
+def time_telemetry(runs: int) -> list[dict[str, Any]]:
+    """The hook command with telemetry off and on (the collector up, down, silent), warm server and
+    in-process, every configuration's hooks interleaved with the bare interpreter in one loop."""
+    from tests.otlp_receiver import HttpReceiver, SilentReceiver, closed_port
+
+    up, silent = HttpReceiver(), SilentReceiver()
+    configs = {"off": None, "on, collector up": up.endpoint, "on, collector down": closed_port(),
+               "on, collector silent": silent.endpoint}  # fmt: skip
+    boxes: list[tuple[str, Sandbox]] = []
+    for warm in (True, False):
+        for name, endpoint in configs.items():
+            if not warm and name not in ("off", "on, collector down"):
+                continue
+            box = Sandbox("o200k_base", warm)
+            if endpoint is not None:
+                box.env.update({"MEMORY_GOVERNOR_ENABLE_TELEMETRY": "1", "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+                                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_METRIC_EXPORT_INTERVAL": "1000"})  # fmt: skip
+            if warm:
+                box.start_server()
+            boxes.append((name, box))
+    cases = {name: make for name, make in hook_cases("o200k_base").items() if name in TELEMETRY_CASES}
+    samples: dict[tuple[int, str], list[float]] = {(i, c): [] for i in range(len(boxes)) for c in cases}
+    yardstick: list[float] = []
+    for _, box in boxes:  # one warm-up each
+        for make in cases.values():
+            box.hook(make(box))
+    for _ in range(runs):
+        yardstick.append(bare())
+        for i, (_, box) in enumerate(boxes):
+            for case, make in cases.items():
+                samples[(i, case)].append(box.hook(make(box)))
+    for _, box in boxes:
+        if box.warm:
+            box.stop_server()
+    up.stop()
+    silent.stop()
+    base = statistics.median(yardstick)
+    return [{"telemetry": boxes[i][0], "path": "warm server" if boxes[i][1].warm else "in-process", "event": case,
+             "median_ms": statistics.median(v) * 1000, "p95_ms": pct(v, 0.95) * 1000, "bare_ms": base * 1000,
+             "ratio": statistics.median(v) / base, "n": len(v)} for (i, case), v in samples.items()]  # fmt: skip
+
+
+TELEMETRY_BEGIN = "<!-- telemetry section: written by scripts/bench.py --only telemetry --write FILE -->"
+TELEMETRY_END = "<!-- end of telemetry section -->"
+
+
+def telemetry_markdown(result: dict[str, Any], command: str) -> str:
+    lines = [TELEMETRY_BEGIN, "## Telemetry: the hooks with the collector up, down or silent", "",
+             f"Measured {result['date']} by `{command}`, load average {result.get('load', '?')} (before / "
+             "after). The hook command `install` writes, every configuration's hooks interleaved call by "
+             "call with `python -c pass` in one loop; telemetry on sends to a real OTLP/HTTP receiver "
+             "(*up*), a closed port (*down*) or one that accepts and never answers (*silent*), metrics "
+             "every second. The hook never sends: the warm server does, on its own threads.", "",
+             "| telemetry | path | event | median | p95 | bare | × bare |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in result["telemetry"]:
+        lines.append(f"| {r['telemetry']} | {r['path']} | {r['event']} | {r['median_ms']:.1f} ms | "
+                     f"{r['p95_ms']:.1f} ms | {r['bare_ms']:.1f} ms | {r['ratio']:.2f} |")  # fmt: skip
+    return "\n".join([*lines, "", TELEMETRY_END, ""])
+
+
 LEDGER_WORKER = """
 import sys, time
 sys.path.insert(0, {root!r})
@@ -902,6 +965,7 @@ def markdown(result: dict[str, Any], command: str) -> str:
               "comparison, not offered.", ""]  # fmt: skip
     lines += proxy_markdown(result, command).splitlines()
     lines += ["", *redis_markdown(result, command).splitlines()]
+    lines += ["", *telemetry_markdown(result, command).splitlines()]
     return "\n".join(lines)
 
 
@@ -942,8 +1006,8 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--harness", choices=("claude-code", "gemini-cli"),
                         help="Only the hook table, with this harness's payloads.")  # fmt: skip
-    parser.add_argument("--only", choices=["proxy", "pathological", "redis"],
-                        help="Time one section and print its rows (proxy, redis: --write replaces its section).")  # fmt: skip
+    parser.add_argument("--only", choices=["proxy", "pathological", "redis", "telemetry"],
+                        help="Time one section and print its rows (proxy, redis, telemetry: --write replaces its section).")  # fmt: skip
     args = parser.parse_args()
     runs = 5 if args.quick else args.runs
     if args.only == "proxy":
@@ -966,6 +1030,18 @@ def main() -> int:
             _replace_section(args.write, REDIS_BEGIN, REDIS_END, text)
         print(text)
         return 0
+    if args.only == "telemetry":
+        load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+        only = {"date": time.strftime("%Y-%m-%d"), "telemetry": time_telemetry(runs)}
+        only["load"] = f"{load} → " + " / ".join(f"{x:.1f}" for x in os.getloadavg())
+        command = f"./scripts/bench.sh --only telemetry --runs {runs}" + (
+            f" --write {args.write}" if args.write else ""
+        )
+        text = telemetry_markdown(only, command)
+        if args.write:
+            _replace_section(args.write, TELEMETRY_BEGIN, TELEMETRY_END, text)
+        print(text)
+        return 0
     if args.only == "pathological":
         print("\n".join(pathological_lines(time_pathological(min(runs, 5)))))
         return 0
@@ -984,6 +1060,7 @@ def main() -> int:
     result["transports"] = time_transports(runs)
     result["policy"] = time_policy(runs)
     result["proxy"] = time_proxy(runs)
+    result["telemetry"] = time_telemetry(runs)
     result["load"] = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     result["need_model"] = time_need_model(runs)
     result["pathological"] = time_pathological(3 if args.quick else 5)

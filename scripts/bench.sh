@@ -7,7 +7,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.cache/bench-venv"
 PY="${PYTHON:-python3}"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$ROOT[redis]"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$ROOT[redis,telemetry]"  # redis, telemetry: their --only rows
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$ROOT"
 # The MCP Python SDK, for the row that times its stdio transports beside the proxy (not a dependency).
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "mcp>=2.3,<3"

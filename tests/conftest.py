@@ -133,10 +133,11 @@ class Answer:
         return self.data is None
 
 
-def run_hook(sandbox: Env, payload: Any, raw: bytes | None = None, extra_env: dict[str, str] | None = None) -> Answer:
+def run_hook(sandbox: Env, payload: Any, raw: bytes | None = None, extra_env: dict[str, str] | None = None,
+             command: list[str] | None = None) -> Answer:  # fmt: skip
     data = raw if raw is not None else json.dumps(payload).encode()
     proc = subprocess.run(
-        HOOK,
+        command or HOOK,
         input=data,
         capture_output=True,
         env={**sandbox.vars, **(extra_env or {})},
@@ -147,12 +148,16 @@ def run_hook(sandbox: Env, payload: Any, raw: bytes | None = None, extra_env: di
 
 
 class Session:
-    """A Claude Code session driven through the hook process, event by event."""
+    """A Claude Code session driven through the hook process, event by event (`command`: the hook
+    command to run instead of HOOK, e.g. the one `install` wrote; `extra_env`: added to the sandbox's)."""
 
-    def __init__(self, sandbox: Env, session_id: str = "sess-1", server: str = "engram") -> None:
+    def __init__(self, sandbox: Env, session_id: str = "sess-1", server: str = "engram",
+                 command: list[str] | None = None, extra_env: dict[str, str] | None = None) -> None:  # fmt: skip
         self.sandbox = sandbox
         self.id = session_id
         self.server = server
+        self.command = command
+        self.extra_env = extra_env
         self.prompt_id: str | None = None
         self.turns = 0
         self.calls = 0
@@ -168,7 +173,7 @@ class Session:
         }
         if self.prompt_id and "prompt_id" not in fields:
             payload["prompt_id"] = self.prompt_id
-        return run_hook(self.sandbox, payload)
+        return run_hook(self.sandbox, payload, extra_env=self.extra_env, command=self.command)
 
     def start(self, source: str = "startup") -> Answer:
         return self.event("SessionStart", source=source)

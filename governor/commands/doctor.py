@@ -16,6 +16,8 @@ from governor.state import state_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from governor.engine.rules import CompiledPolicy
 
 
@@ -50,7 +52,7 @@ def _installs(report: Report, project: str, policy: dict[str, object]) -> None:
 @click.command("doctor")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def command(fmt: str) -> int:
-    """Check install, policy, ledger, tokenizer and warm server; say what to fix."""
+    """Check install, policy, ledger, tokenizer, warm server and telemetry; say what to fix."""
     from governor.policy.files import build
 
     report = Report()
@@ -105,6 +107,7 @@ def command(fmt: str) -> int:
     else:
         detail = f"running (pid {pid})" if pid else "not running: the next hook starts it"
         report.add(INFO, "warm server", detail)
+    _telemetry(report, env, policy)
     if fmt == "json":
         click.echo(json.dumps([row.as_dict() for row in report.rows], indent=2))
     else:
@@ -162,3 +165,80 @@ def _held(report: Report, sources: Sources, policy: CompiledPolicy) -> None:
                    "if you made them: memory-governor policy accept")  # fmt: skip
     else:
         report.add(OK, "accepted policy", "the policy files are in force as written")
+
+
+def _telemetry(report: Report, env: Mapping[str, str], policy: CompiledPolicy) -> None:
+    """Is telemetry on here, can it be sent, and what the exporters sent, dropped and left."""
+    import importlib.util
+
+    from governor.runtime import signals, telemetry
+
+    state = state_dir(env)
+    status = signals.status(state)
+    if telemetry.enabled(env):
+        settings = signals.Settings(env)
+        for problem in settings.problems:
+            report.add(BAD, "telemetry", problem, "see docs/telemetry.md for the values memory-governor reads")
+        try:
+            installed = importlib.util.find_spec("opentelemetry.sdk") is not None
+        except ImportError:
+            installed = False
+        if not installed:
+            report.add(BAD, "telemetry", "on, but the OpenTelemetry SDK is not installed for this Python",
+                       "python3 -m pip install 'memory-governor[telemetry]'")  # fmt: skip
+        sent = ", ".join(
+            f"{signal} " + (" + ".join(f"{kind} ({settings.protocols[signal]})" if kind == "otlp" else kind
+                                       for kind in chosen) or "none")
+            for signal, chosen in settings.exporters.items()
+        )  # fmt: skip
+        report.add(
+            OK if settings.sends else WARN, "telemetry", f"on: {sent}, to {settings.endpoint or 'the default endpoint'}"
+        )
+        if policy.data["runtime"]["warm_server"] == "off":
+            report.add(WARN, "telemetry", "the warm server is off by policy: a hook never sends, so only an MCP proxy "
+                       "or an SDK integration sends what the hooks decided", "runtime.warm_server: auto")  # fmt: skip
+    elif not status:
+        report.add(INFO, "telemetry", f"off ({telemetry.ENABLE} is not set here)")
+        return
+    if not status:
+        report.add(INFO, "telemetry export", "nothing sent yet: the warm server starts sending at the next hook")
+        return
+    dropped, failed = int(status.get("dropped_events", 0)), int(status.get("failed_metric_exports", 0))
+    parts = [f"{int(status.get('exported_events', 0))} decision event(s) and {int(status.get('metric_exports', 0))} "
+             f"metric export(s) sent", f"{dropped} event(s) dropped", f"{failed} metric export(s) failed"]  # fmt: skip
+    backlog = _backlog(state, str(status.get("cursor", "")), policy)
+    if backlog:
+        parts.append(f"{backlog} audit row(s) not read yet")
+    if status.get("waiting"):
+        parts.append(f"{status['waiting']} call(s) waiting for their result")
+    if status.get("problem"):
+        parts.append(f"last problem ({_ago(float(status.get('problem_at', 0)))}): {status['problem']}")
+    bad = dropped or failed
+    report.add(WARN if bad else OK, "telemetry export", "; ".join(parts),
+               "is the collector up and reachable at OTEL_EXPORTER_OTLP_ENDPOINT? Dropped telemetry is not resent; "
+               "the audit trail (memory-governor report) keeps every decision" if bad else "")  # fmt: skip
+
+
+def _backlog(state: str, position: str, policy: CompiledPolicy) -> str:
+    try:
+        from governor.engine.stores import open_for
+
+        ledger = open_for(os.environ, policy.data["ledger"])
+        try:
+            rows, _ = ledger.audit_after(position, 10_001)
+        finally:
+            ledger.close()
+    except Exception:
+        return ""
+    return "over 10000" if len(rows) > 10_000 else str(len(rows)) if rows else ""
+
+
+def _ago(ts: float) -> str:
+    seconds = max(0, int(time.time() - ts))
+    return (
+        f"{seconds} s ago"
+        if seconds < 120
+        else f"{seconds // 60} min ago"
+        if seconds < 7200
+        else f"{seconds // 3600} h ago"
+    )

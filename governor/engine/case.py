@@ -8,6 +8,8 @@ Hot path: standard library only.
 
 from __future__ import annotations
 
+import time
+
 from governor.engine import events as ev
 from governor.engine.ledger import key
 
@@ -43,17 +45,15 @@ class World:
 
     def check(self) -> None:
         """Between the slow steps of a decision: stop once its CPU time is spent."""
-        if self.deadline is not None:
-            import time
-
-            if time.thread_time() > self.deadline:
-                raise DecisionTimeout("the decision ran past its deadline")
+        if self.deadline is not None and time.thread_time() > self.deadline:
+            raise DecisionTimeout("the decision ran past its deadline")
 
 
 class Case:
     """One event being decided: its ids as ledger keys, and the turn it belongs to."""
 
-    __slots__ = ("agent", "event", "ledger", "notices", "policy", "prepared", "seq", "session", "turn", "world")
+    __slots__ = ("agent", "event", "ledger", "notices", "policy", "prepared", "seq", "session", "started", "turn",
+                 "world")  # fmt: skip
 
     def __init__(self, event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -> None:
         self.event = event
@@ -66,12 +66,15 @@ class Case:
         self.seq = 0
         self.prepared: dict[str, Any] = {}  # work done before the transaction (see _prepare)
         self.notices: list[str] = []  # for the user, once per session (Decision.notices)
+        self.started = time.perf_counter()  # the audit row says how long the decision took
 
     def enter_turn(self, new: bool = False) -> None:
         turn_id = key(self.event.turn_id) if self.event.turn_id else None
         self.turn, self.seq = self.ledger.turn(self.session, turn_id, self.world.now, new=new)
 
-    def record(self, decision: Decision, role: str = "", **tokens: int) -> None:
+    def record(self, decision: Decision, role: str = "", call_id: str | None = None, **tokens: int) -> None:
+        """The decision's audit row. `call_id`: the ledger id of the tool call it decided, which
+        joins a call's before and after rows (telemetry counts each call once, at its last row)."""
         event = self.event
         tool = f"{event.server}/{event.tool}" if event.server else event.tool_name
         self.ledger.record(
@@ -93,6 +96,10 @@ class Case:
                 "tokens_saved": tokens.get("saved", 0),
                 "tokens_deduped": tokens.get("deduped", 0),
                 "detail": self.prepared.get("detail", ""),
+                "harness": event.harness,
+                "memory_need": (self.ledger.memory_need(self.session, self.turn) or "") if self.turn else "",
+                "duration_ms": round((time.perf_counter() - self.started) * 1000, 3),
+                "call_id": call_id or "",
             }
         )
 

@@ -61,6 +61,9 @@ class Event:
     harness's id of that call, when known), else the session's current turn. A model therefore
     cannot mint budget by launching work that reports back.
 
+    `harness`: the name of the adapter that read the event (set by the runner), for the audit trail
+    and telemetry only: no rule reads it.
+
     `context_unseen`: the harness says neither when the model's context is emptied (compaction,
     /clear) nor which agent made a call (an MCP connection). Delivered-once then never replaces
     an entry by a pointer for it: the model might no longer hold, or never have held, the entry.
@@ -75,6 +78,7 @@ class Event:
         "context_unseen",
         "cwd",
         "dispatches",
+        "harness",
         "kind",
         "machine_made",
         "origin_call_id",
@@ -116,6 +120,7 @@ class Event:
         self.result_elsewhere: bool = bool(fields.get("result_elsewhere"))
         self.spilled: str | None = fields.get("spilled")
         self.project: str | None = fields.get("project") or self.cwd
+        self.harness: str = fields.get("harness") or ""
 
 
 def call_key(tool_name: str, tool_input: Any) -> str:

@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 # 2 added `fetched`, 3 `call_keys`, 4 `agents`, 5 `turn_links`, 6 `delivered` and the audit trail's
-# `tokens_deduped` column; tables (and defaulted columns) are only ever added, so an older file upgrades in place
-SCHEMA_VERSION = 6
+# `tokens_deduped` column, 7 the audit trail's `harness`, `memory_need`, `duration_ms` and `call_id` (for telemetry);
+# tables (and defaulted columns) are only ever added, so an older file upgrades in place
+SCHEMA_VERSION = 7
 DB_NAME = "ledger.db"
 URL_VARIABLE = "MEMORY_GOVERNOR_LEDGER_URL"  # set: the Redis store at that URL; unset: the SQLite file
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
@@ -118,7 +119,11 @@ CREATE TABLE IF NOT EXISTS decisions (
     tokens_saved INTEGER NOT NULL DEFAULT 0,
     policy TEXT NOT NULL DEFAULT '',
     detail TEXT NOT NULL DEFAULT '',
-    tokens_deduped INTEGER NOT NULL DEFAULT 0
+    tokens_deduped INTEGER NOT NULL DEFAULT 0,
+    harness TEXT NOT NULL DEFAULT '',
+    memory_need TEXT NOT NULL DEFAULT '',
+    duration_ms REAL NOT NULL DEFAULT 0,
+    call_id TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS decisions_by_time ON decisions (ts);
 CREATE INDEX IF NOT EXISTS decisions_by_session ON decisions (session, turn);
@@ -166,7 +171,17 @@ CREATE TABLE IF NOT EXISTS usage (
 SESSION_TABLES = ("calls", "turns", "surfaced", "triggers", "saves", "decisions", "fetched", "call_keys", "agents",
                   "turn_links", "delivered")  # fmt: skip
 # Columns added to a table after it first shipped: (table, column, its definition).
-_ADDED_COLUMNS = (("decisions", "tokens_deduped", "INTEGER NOT NULL DEFAULT 0"),)
+_ADDED_COLUMNS = (
+    ("decisions", "tokens_deduped", "INTEGER NOT NULL DEFAULT 0"),
+    ("decisions", "harness", "TEXT NOT NULL DEFAULT ''"),
+    ("decisions", "memory_need", "TEXT NOT NULL DEFAULT ''"),
+    ("decisions", "duration_ms", "REAL NOT NULL DEFAULT 0"),
+    ("decisions", "call_id", "TEXT NOT NULL DEFAULT ''"),
+)
+# The audit row as audit_after gives it: every column but `detail` (which may hold text, if the policy says so).
+AUDIT_COLUMNS = ("id", "ts", "session", "turn", "agent_id", "agent_type", "event", "tool", "role", "decision", "code",
+                 "mode", "tokens_counted", "tokens_delivered", "tokens_saved", "tokens_deduped", "policy", "harness",
+                 "memory_need", "duration_ms", "call_id")  # fmt: skip
 
 
 class LedgerError(Exception):
@@ -612,15 +627,16 @@ class Ledger:
     # -- the audit trail ----------------------------------------------------------------
 
     def record(self, row: dict[str, Any]) -> None:
-        """One decision, for reports and replay. Holds no memory contents unless the policy opts in."""
+        """One decision, for reports, replay and telemetry. Holds no memory contents unless the policy opts in."""
         self.q(
             "INSERT INTO decisions (ts, session, turn, agent_id, agent_type, event, tool, role, decision, code, mode, "
-            "tokens_counted, tokens_delivered, tokens_saved, policy, detail, tokens_deduped) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "tokens_counted, tokens_delivered, tokens_saved, policy, detail, tokens_deduped, harness, memory_need, "
+            "duration_ms, call_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             row["ts"], row["session"], row["turn"], row.get("agent_id", ""), row.get("agent_type", ""),
             row["event"], row.get("tool", ""), row.get("role", ""), row["decision"], row.get("code", ""),
             row.get("mode", "enforce"), row.get("tokens_counted", 0), row.get("tokens_delivered", 0),
             row.get("tokens_saved", 0), row.get("policy", ""), row.get("detail", ""), row.get("tokens_deduped", 0),
+            row.get("harness", ""), row.get("memory_need", ""), row.get("duration_ms", 0.0), row.get("call_id", ""),
         )  # fmt: skip
 
     def audit(self, session: str | None = None, since: float | None = None) -> list[Any]:
@@ -641,6 +657,33 @@ class Ledger:
             f"WHERE {' AND '.join(where)} ORDER BY d.ts, d.id",
             *args,
         )
+
+    def audit_after(self, position: str, limit: int, since: float | None = None) -> tuple[list[dict[str, Any]], str]:
+        """The audit rows written after `position` ("" = from the first), oldest first, at most
+        `limit` (without `detail`), and the position after the last of them: a reader that keeps
+        the position reads every row once. `since`: skip rows decided before it.
+
+        A position is "<id>:<ts>" of the last row read. Row ids only grow, except after a gc that
+        emptied the trail's newest end, when SQLite counts on from the highest id left: a position
+        whose row is gone while no row reaches its id, or whose id now holds another row, starts
+        again from the first row (every row left was written after it)."""
+        after = 0
+        ident, _, stamp = position.partition(":")
+        if ident.isdigit():
+            after = int(ident)
+            row = self.one("SELECT ts FROM decisions WHERE id=?", after)
+            if (row is not None and repr(float(row[0])) != stamp) or (
+                row is None and (self.one("SELECT MAX(id) FROM decisions")[0] or 0) < after
+            ):
+                after = 0
+        rows = self.q(
+            f"SELECT {', '.join(AUDIT_COLUMNS)} FROM decisions WHERE id>? AND ts>=? ORDER BY id LIMIT ?",
+            after, -1e300 if since is None else since, max(0, limit),
+        )  # fmt: skip
+        out = [dict(zip(AUDIT_COLUMNS, r, strict=True)) for r in rows]
+        if out:
+            return out, f"{out[-1]['id']}:{float(out[-1]['ts'])!r}"
+        return out, position if after else ""
 
     # -- usage of memories (ADR-0034: bumped only when injected) -------------------------
 

@@ -34,7 +34,7 @@ def post_tool(case: Case) -> Decision:
         else:
             ledger.commit(case.session, call_id or "", 0, now)
         decision = Decision(code="saved")
-        case.record(decision, role)
+        case.record(decision, role, call_id)
         return decision
     return _count_and_trim(case, spec, call_id, prior)
 
@@ -49,7 +49,7 @@ def _agent_ended(case: Case, finished: bool) -> Decision:
         else:
             case.ledger.release(case.session, call_id, case.world.now)
     decision = Decision(code="subagent_ended")
-    case.record(decision, "dispatch")
+    case.record(decision, "dispatch", call_id)
     return decision
 
 
@@ -121,7 +121,7 @@ def _count_and_trim(case: Case, spec: dict[str, Any], call_id: str | None, prior
         from governor.engine.screening import line_digests
 
         ledger.remember_fetched(case.session, line_digests(delivered_text))
-    case.record(decision, role, counted=total, delivered=delivered, saved=max(0, total - delivered),
+    case.record(decision, role, call_id, counted=total, delivered=delivered, saved=max(0, total - delivered),
                 deduped=min(deduped, max(0, total - delivered)))  # fmt: skip
     return decision
 
@@ -216,5 +216,5 @@ def tool_failed(case: Case) -> Decision:
     if call_id:
         case.ledger.release(case.session, call_id, case.world.now)
     decision = Decision(code="released")
-    case.record(decision, spec["role"])
+    case.record(decision, spec["role"], call_id)
     return decision

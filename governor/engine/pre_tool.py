@@ -76,7 +76,7 @@ def pre_tool(case: Case) -> Decision:
             rewritten = key(ev.call_key(event.tool_name, decision.updated_input))
             ledger.also_known_as(case.session, rewritten, call_id)
     extra = case.add_context(["static:save_over_limit"]) if decision.code == "save_over_limit" else 0
-    case.record(decision, role, counted=expected, delivered=extra)
+    case.record(decision, role, call_id, counted=expected, delivered=extra)
     return decision
 
 
@@ -148,7 +148,7 @@ def _dispatch(case: Case) -> Decision:
         ttl = max(case.policy.data["ledger"]["reservation_ttl_seconds"], AGENT_WINDOW_SECONDS)
         case.ledger.open_agent(case.session, case.turn, case.new_call_id(), case.event.tool_name,
                                case.event.dispatches, case.world.now, ttl)  # fmt: skip
-    case.record(decision, "dispatch", counted=tokens)
+    case.record(decision, "dispatch", key(case.event.call_id) if case.event.call_id else None, counted=tokens)
     return decision
 
 

@@ -24,7 +24,8 @@ Keys, all under `mg:`; every one expires by the policy's retention (no gc needed
   mg:a:<agent>     the session a subagent works for (the `agents` table, looked up across sessions)
   mg:u:<memory>    hash: last_used, use_count (the `usage` table: how often a memory was briefed)
   mg:sessions      sorted set: each session by the time it was last seen (status, doctor, gc)
-  mg:audit         stream: the audit trail, one JSON object per decision, trimmed by age
+  mg:audit         stream: the audit trail, one JSON object per decision, trimmed by age (read by
+                   `audit_after` from a stream id, as telemetry reads it)
   mg:fence         the fencing counter
 
 Session ids are the ledger's keys (governor.engine.ledger.key): plain ids as they are, others
@@ -39,17 +40,19 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import sqlite3
 import threading
 import time
 
-from governor.engine.ledger import Ledger, LedgerBusy, LedgerError, LedgerUnavailable, create_tables
+from governor.engine.ledger import AUDIT_COLUMNS, Ledger, LedgerBusy, LedgerError, LedgerUnavailable, create_tables
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
 PREFIX = "mg:"
+_STREAM_ID = re.compile(r"\d+-\d+")  # an entry's id in the audit stream
 AUDIT_TABLE = "decisions"  # appended to the stream, never read back by a decision
 SHARED_TABLES = ("usage",)  # not per session: this module's own methods keep them
 CONNECT_TIMEOUT = 0.5  # seconds; with one reconnect, an unreachable Redis is known within ~1 s
@@ -383,6 +386,33 @@ class RedisLedger(Ledger):
             start = "(" + batch[-1][0]
         rows.sort(key=lambda r: r[0])
         return rows
+
+    def audit_after(self, position: str, limit: int, since: float | None = None) -> tuple[list[dict[str, Any]], str]:
+        """The audit stream after `position` (a stream id, which never repeats: "" or anything else
+        is from the first entry), at most `limit` rows without `detail`; see Ledger.audit_after."""
+        known = bool(_STREAM_ID.fullmatch(position))
+        start = f"({position}" if known else "-"
+        out: list[dict[str, Any]] = []
+        while len(out) < limit:
+            want = limit - len(out)
+            batch = self._call(self.client.xrange, PREFIX + "audit", min=start, count=want)
+            for ident, entry in batch:
+                position, start, known = ident, "(" + ident, True
+                row = json.loads(entry.get("r", "{}"))
+                if since is None or float(row.get("ts", 0)) >= since:
+                    numbers = (
+                        "ts",
+                        "tokens_counted",
+                        "tokens_delivered",
+                        "tokens_saved",
+                        "tokens_deduped",
+                        "duration_ms",
+                    )
+                    out.append({name: row.get(name, 0 if name in numbers else "") for name in AUDIT_COLUMNS})
+                    out[-1]["id"] = ident
+            if len(batch) < want:
+                break
+        return out, position if known else ""
 
     def bump_usage(self, memories: list[str], now: float) -> None:
         def bump() -> None:

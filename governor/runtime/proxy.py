@@ -27,7 +27,9 @@ itself cannot decide, the policy's on_error applies, visibly (governor.runtime.r
 
 One thread relays both ways and decides every event (one ledger connection, no hand-offs between
 threads on the hot path); a second only loads the tokenizer once, after the server's first
-answer. Standard library only (JSON-RPC over stdio is one JSON object per line).
+answer. With MEMORY_GOVERNOR_ENABLE_TELEMETRY=1, a third sends the audit trail to the team's
+collector (governor.runtime.telemetry; its console exporter writes to stderr, never stdout).
+Standard library only (JSON-RPC over stdio is one JSON object per line).
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class Proxy:
         self.last_activity: float | None = None
         self.hooked = False  # the client's hooks decide calls of this session: follow their turn
         self.child: subprocess.Popen[bytes] | None = None
+        self.telemetry: Any = None
 
     # -- the process ------------------------------------------------------------------
 
@@ -103,14 +106,30 @@ class Proxy:
         except (OSError, ValueError) as err:
             self.say(f"cannot start the memory server `{' '.join(self.command)}`: {err}")
             return 1
+        from governor.runtime import telemetry
+
+        if telemetry.enabled(self.env):  # after the child is started: no exporter thread is forked with it
+            threading.Thread(target=self._start_export, daemon=True).start()
         try:
-            closed = self._relay()
-        except (KeyboardInterrupt, SystemExit):
-            closed = "client"  # SIGTERM or SIGINT: stop as when the client goes away
-        if closed == "server":
-            return self._server_gone()
-        self._stop()
-        return 0
+            try:
+                closed = self._relay()
+            except (KeyboardInterrupt, SystemExit):
+                closed = "client"  # SIGTERM or SIGINT: stop as when the client goes away
+            if closed == "server":
+                return self._server_gone()
+            self._stop()
+            return 0
+        finally:
+            if self.telemetry is not None:
+                self.telemetry.stop()
+
+    def _start_export(self) -> None:
+        from governor.runtime import telemetry
+
+        try:
+            self.telemetry = telemetry.start(self.env, console=sys.stderr, quiet=True)
+        except Exception as err:
+            self.say(f"telemetry is not sent: {type(err).__name__}: {err}")
 
     def _relay(self) -> str:
         """Relay lines both ways until one side closes; which one ("client" or "server")."""

@@ -103,6 +103,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
         event = adapter.parse(payload, env)
         if event is None:
             return out  # an event this adapter does not govern
+        event.harness = event.harness or adapter.NAME
         policy, notices = _policy(env, event)
         _sync_warm_server_switch(env, policy)
         if not _concerns(event, policy):

@@ -5,6 +5,10 @@ alike; the ledger still serialises every decision, so hooks deciding in-process 
 it stay exact. One server per state directory (a lock file), a socket the owner alone can
 reach (the state directory is 0700), an idle timeout, and it retires when the installed
 code changes (a request with another fingerprint gets RETRY).
+
+With MEMORY_GOVERNOR_ENABLE_TELEMETRY=1 in its own environment or in a hook's, it also sends the
+audit trail to the team's collector (governor.runtime.telemetry), on threads of its own, after
+the answer is written: a collector that is down or slow never delays one.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from governor.runtime.runner import respond
 from governor.state import ensure_dir
 
 MAX_REQUEST = 128 * 1024 * 1024
+CONSOLE_BYTES = 16 * 1024 * 1024  # the console exporter's file (telemetry), at most about this, kept
 
 
 class Server:
@@ -34,6 +39,9 @@ class Server:
         self.stopping = threading.Event()
         self.listener: socket.socket | None = None
         self.lock_handle: Any = None
+        self.telemetry: Any = None  # the exporter, once a hook (or this server's own environment) turns it on
+        self.telemetry_asked = False
+        self.telemetry_lock = threading.Lock()
 
     def claim(self) -> bool:
         """Take the one-server-per-state-directory lock; False if another server holds it."""
@@ -85,6 +93,7 @@ class Server:
     def serve(self) -> None:
         assert self.listener is not None
         threading.Thread(target=self.warm, daemon=True).start()
+        self.export(self.env)
         while not self.stopping.is_set():
             try:
                 conn, _ = self.listener.accept()
@@ -123,6 +132,8 @@ class Server:
             outcome = respond(harness.decode(), body, env)
             out, err = outcome.stdout(), outcome.stderr()
             conn.sendall(b"OK %d %d\n" % (len(out), len(err)) + out + err)
+            if not self.telemetry_asked:
+                self.export(env)
             if os.path.exists(os.path.join(self.folder, DISABLED_NAME)):
                 self.stopping.set()  # the policy turned the warm server off
         except BaseException:  # respond() never raises; this is the socket's own failure
@@ -133,7 +144,41 @@ class Server:
         finally:
             conn.close()
 
+    def export(self, env: dict[str, str]) -> None:
+        """Start sending the audit trail, once, if `env` turns telemetry on (in the background: the
+        SDK takes a while to import)."""
+        from governor.runtime import telemetry
+
+        if not telemetry.enabled(env):
+            return
+        with self.telemetry_lock:
+            if self.telemetry_asked:
+                return
+            self.telemetry_asked = True
+        threading.Thread(target=self._start_export, args=(env,), daemon=True).start()
+
+    def _start_export(self, env: dict[str, str]) -> None:
+        from governor.runtime import signals, telemetry
+        from governor.state import state_dir
+
+        state = state_dir(self.env)
+        console = None
+        try:
+            if any("console" in chosen for chosen in signals.Settings(env).exporters.values()):
+                path = os.path.join(
+                    signals.folder(state), "console.log"
+                )  # it has no terminal: a file beside the cursor
+                if os.path.exists(path) and os.path.getsize(path) > CONSOLE_BYTES:
+                    os.unlink(path)  # a debugging aid, not a store: each server starts it again past its size
+                console = open(path, "a", encoding="utf-8")  # noqa: SIM115
+            self.telemetry = telemetry.start(env, state, console=console, quiet=True)
+        except Exception as err:
+            signals.note(state, problem=f"the exporter did not start: {type(err).__name__}: {err}")
+
     def close(self) -> None:
+        if self.telemetry is not None:
+            self.telemetry.stop()
+            self.telemetry = None
         if self.listener is not None:
             self.listener.close()
             self.listener = None
