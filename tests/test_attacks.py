@@ -432,6 +432,27 @@ def test_the_memory_reached_around_its_tools_is_refused(
     assert answer.denied and f"route '{route}'" in answer.reason and "mem_search tool instead" in answer.reason
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        '"engram" search jwt',
+        "e''ngram search jwt",
+        "P=engram; $P timeline 42",
+        "env X=1 /opt/bin/engram context myapp",
+        "cd ~/.engram && sqlite3 eng*.db .dump",
+        'sqlite3 "$HOME"/.engr*/*.d? .dump',
+        "python3 -c \"import glob,os; print(glob.glob(os.path.expanduser('~/.engr*/*')))\"",
+    ],
+)
+def test_the_memory_reached_by_another_spelling_is_refused(env: Env, session: Session, command: str) -> None:
+    """Routes are judged on the command as the shell would run it, not as it is spelled."""
+    (env.home / ".engram").mkdir()
+    (env.home / ".engram" / "engram.db").write_bytes(b"")
+    session.prompt("what did we decide about JWT?")
+    answer = session.pre("Bash", command=command)
+    assert answer.denied and "mem_search tool instead" in answer.reason, command
+
+
 @pytest.mark.parametrize("command", ["ls -la", "git log --oneline -5", "grep -rn engram_access_tier .claude/agents"])
 def test_other_commands_are_left_alone(session: Session, command: str) -> None:
     session.prompt("look around")

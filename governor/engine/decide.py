@@ -92,7 +92,8 @@ def _prepare(case: Case) -> None:
         from governor.engine.screening import route_taken
 
         routes = policy.routes_for(event.tool_name)
-        case.prepared["route"] = route_taken(event.tool_input, routes, case.ledger.state_dir, case.ledger.where())
+        case.prepared["route"] = route_taken(event.tool_input, routes, case.ledger.state_dir, case.ledger.where(),
+                                             event.cwd or event.project or "")  # fmt: skip
     if event.kind == ev.PRE_TOOL and spec is None and is_dispatch(case):
         from governor.engine.briefing import card_blocks
         from governor.engine.screening import line_digests, raw_observation

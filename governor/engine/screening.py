@@ -49,16 +49,27 @@ def save_findings(tool_input: dict[str, Any], save: dict[str, Any], topic: Any, 
 
 
 def route_taken(tool_input: dict[str, Any], routes: list[dict[str, Any]], state: str = "",
-                ledger: str = "") -> dict[str, Any] | None:  # fmt: skip
+                ledger: str = "", cwd: str = "") -> dict[str, Any] | None:  # fmt: skip
     """The first of `routes` whose pattern the call's input text matches (its command, path,
     URL, pattern: every free-text argument, or the route's `fields`, each judged by its ends
-    when long). `{state}` in a pattern is the state directory `state`, in each spelling;
-    `{ledger}` the Redis the ledger is on (`ledger`, Ledger.where()), by its address."""
-    every = [saves.judged(text) for text in saves.text_fields(tool_input)]
+    when long), as written and as the shell would run it (`shell.forms`: quotes removed,
+    variables expanded, wrappers dropped, paths made absolute after `cd`, globs matched; `cwd`
+    is where the call starts). `{state}` in a pattern is the state directory `state`, in each
+    spelling; `{ledger}` the Redis the ledger is on (`ledger`, Ledger.where()), by its address."""
+    from governor.engine.shell import forms
+
+    def judged(values: Any) -> list[str]:
+        out = []
+        for text in saves.text_fields(values):
+            out.append(saves.judged(text))
+            out.extend(forms(text, cwd=cwd))
+        return out
+
+    every = judged(tool_input)
     for route in routes:
         fields = route.get("fields")
         texts = every if not fields or not isinstance(tool_input, dict) else [
-            saves.judged(text) for name in fields for text in saves.text_fields(tool_input.get(name))]  # fmt: skip
+            text for name in fields for text in judged(tool_input.get(name))]  # fmt: skip
         pattern = re.compile(
             route["pattern"].replace("{state}", _spellings(state)).replace("{ledger}", _address(ledger))
         )
