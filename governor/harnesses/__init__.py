@@ -10,6 +10,9 @@ behind the same small interface (as pre-commit keeps one module per language):
   where another harness may run this one's hooks, `foreign(payload, env) -> name | None`.
   Where the harness cannot express a decision, `render` downgrades it to the safest thing
   the harness can say, and `CAPABILITIES` (its row in docs/harnesses.md) says so.
+  What every adapter shares is written once beside them: `payload` (the one `BadPayload`,
+  field checks, the event of input that is not JSON) and `answers` (the common answer
+  shapes, which an adapter's `answers.Dialect` spells).
 - `setup.py`, the cold path: where its settings live and how to install, uninstall and
   doctor there (`plan_install`, `plan_uninstall`, `doctor`), with the shared promises of
   `governor.harnesses.settings` (idempotent, atomic, backed up, other hooks kept).

@@ -1,6 +1,6 @@
 """A recorded session as the steps a replay plays: the shape every harness's transcript reader
-produces (`governor.harnesses.<name>.transcripts.steps`), and JSON Lines reading with located
-errors.
+produces (`governor.harnesses.<name>.transcripts.steps`), JSON Lines reading with located
+errors, and the time a record was written.
 
 Cold path.
 """
@@ -55,3 +55,21 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
         if isinstance(record, dict):
             out.append(record)
     return out
+
+
+def when(record: dict[str, Any], fields: tuple[str, ...] = ("timestamp",)) -> float | None:
+    """The time (epoch seconds) of a record's ISO 8601 stamp in the first of `fields` it fills;
+    None when it has none that reads."""
+    from datetime import datetime
+
+    value = None
+    for field in fields:
+        value = record.get(field)
+        if value:
+            break
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

@@ -26,7 +26,13 @@ Harness facts this relies on (seen on the real binary; see docs/claude-code.md):
 from __future__ import annotations
 
 from governor.engine import events as ev
-from governor.engine.events import Decision, Event
+from governor.engine.events import Event
+from governor.harnesses import answers
+from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
+from governor.harnesses.payload import event_name as _event_name
+from governor.harnesses.payload import governed, mapping
+from governor.harnesses.payload import sniff_event as _sniff
+from governor.harnesses.payload import text as _text
 from governor.harnesses.tool_names import split_tool_name
 
 TYPE_CHECKING = False
@@ -68,30 +74,9 @@ CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse
 GEMINI_EVENTS = ("BeforeTool", "AfterTool", "BeforeAgent", "AfterAgent", "PreCompress", "BeforeModel", "AfterModel")
 
 
-class BadPayload(ValueError):
-    """The hook input is not what Claude Code sends; the message says which field."""
-
-
-def _text(payload: dict[str, Any], field: str, required: bool = False) -> str | None:
-    value = payload.get(field)
-    if value is None:
-        if required:
-            raise BadPayload(f"field {field!r} is missing")
-        return None
-    if not isinstance(value, str):
-        raise BadPayload(f"field {field!r} should be a string, got {type(value).__name__}")
-    if required and not value:
-        raise BadPayload(f"field {field!r} is empty")
-    return value
-
-
 def sniff_event(raw: bytes) -> str | None:
     """The event name of input that is not valid JSON, if it names one (to fail closed correctly)."""
-    import re
-
-    match = re.search(rb'"hook_event_name"\s*:\s*"(\w+)"', raw)
-    name = match.group(1).decode() if match else None
-    return name if name in EVENTS else None
+    return _sniff(raw, "hook_event_name", EVENTS)
 
 
 def foreign(payload: Any, env: Mapping[str, str]) -> str | None:
@@ -150,20 +135,15 @@ def notification_origin(prompt: str) -> str | None:
 
 
 def event_name(payload: Any) -> str | None:
-    name = payload.get("hook_event_name") if isinstance(payload, dict) else None
-    return name if isinstance(name, str) else None
+    return _event_name(payload, "hook_event_name")
 
 
 def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     """The Event a payload describes; None for an event this adapter does not govern."""
-    if not isinstance(payload, dict):
-        raise BadPayload(f"the hook input should be a JSON object, got {type(payload).__name__}")
-    name = event_name(payload)
-    if name is None:
-        raise BadPayload("field 'hook_event_name' is missing")
-    kind = EVENTS.get(name)
-    if kind is None:
+    known = governed(payload, "hook_event_name", EVENTS)
+    if known is None:
         return None
+    kind = known[1]
     fields: dict[str, Any] = {
         "turn_id": _text(payload, "prompt_id") or None,
         "agent_id": _text(payload, "agent_id") or None,
@@ -174,9 +154,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     }
     if kind in (ev.PRE_TOOL, ev.POST_TOOL, ev.TOOL_FAILED):
         tool_name = _text(payload, "tool_name", required=True) or ""
-        tool_input = payload.get("tool_input")
-        if tool_input is not None and not isinstance(tool_input, dict):
-            raise BadPayload(f"field 'tool_input' should be an object, got {type(tool_input).__name__}")
+        tool_input = mapping(payload, "tool_input")
         server, tool = mcp_tool(tool_name, payload.get("mcp_server"))
         fields.update(tool_name=tool_name, server=server, tool=tool, tool_input=tool_input,
                       call_id=_text(payload, "tool_use_id"))  # fmt: skip
@@ -206,34 +184,15 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     return Event(kind, _text(payload, "session_id", required=True) or "", **fields)
 
 
-def _cap(text: str) -> str:
-    return text if len(text) <= MAX_STRING else text[: MAX_STRING - 1] + "…"
-
-
-def render(name: str, decision: Decision) -> dict[str, Any] | None:
-    """The answer for hook event `name`, or None for no output (no objection)."""
-    specific: dict[str, Any] = {}
-    if decision.kind == ev.DENY and name == "PreToolUse":
-        specific = {"permissionDecision": "deny", "permissionDecisionReason": _cap(decision.reason)}
-    elif decision.kind == ev.REWRITE and name == "PreToolUse" and decision.updated_input is not None:
-        specific = {"updatedInput": decision.updated_input}
-    elif decision.kind == ev.REPLACE and name == "PostToolUse" and decision.updated_output is not None:
-        specific = {"updatedMCPToolOutput": decision.updated_output}
-    if decision.context and name in CONTEXT_EVENTS:
-        specific["additionalContext"] = _cap(decision.context)
-    out: dict[str, Any] = {}
-    if specific:
-        out["hookSpecificOutput"] = {"hookEventName": name, **specific}
-    if decision.user_message:
-        out["systemMessage"] = _cap(decision.user_message)
-    return out or None
-
-
-def refusal(name: str | None, reason: str) -> dict[str, Any] | None:
-    """A fail-closed answer when the governor cannot decide: deny a call before it runs;
-    withhold a result after it ran (the model gets the reason instead)."""
-    if name == "PreToolUse":
-        return render(name, Decision(ev.DENY, "on_error_closed", reason))
-    if name == "PostToolUse":
-        return render(name, Decision(ev.REPLACE, "on_error_closed", updated_output=f"[{reason}]"))
-    return None
+ANSWERS = answers.Dialect(
+    pre=("PreToolUse",),
+    post=("PostToolUse",),
+    limit=MAX_STRING,
+    context_events=CONTEXT_EVENTS,
+    deny=lambda reason: {"permissionDecision": "deny", "permissionDecisionReason": reason},
+    rewrite=lambda tool_input: {"updatedInput": tool_input},
+    replace=lambda text: {"updatedMCPToolOutput": text},
+    nested=(answers.DENY, answers.REWRITE, answers.REPLACE, answers.CONTEXT),
+)
+render = ANSWERS.render
+refusal = ANSWERS.refusal

@@ -20,6 +20,7 @@ from typing import Any
 
 from governor.engine.results import result_text
 from governor.harnesses.transcript import Call, Step, read_jsonl
+from governor.harnesses.transcript import when as _when
 
 DISPATCH_TOOLS = ("Agent", "Task")
 
@@ -49,18 +50,6 @@ def side_chains(path: str, records: list[dict[str, Any]]) -> dict[str, tuple[str
         if isinstance(meta, dict) and meta.get("toolUseId"):
             out[str(meta["toolUseId"])] = (str(meta.get("agentType") or "subagent"), read_jsonl(candidate))
     return out
-
-
-def _when(record: dict[str, Any]) -> float | None:
-    from datetime import datetime
-
-    value = record.get("timestamp")
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def steps(path: str, records: list[dict[str, Any]] | None = None) -> list[Step]:

@@ -38,7 +38,13 @@ How the governor answers:
 from __future__ import annotations
 
 from governor.engine import events as ev
-from governor.engine.events import Decision, Event
+from governor.engine.events import Event
+from governor.harnesses import answers
+from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
+from governor.harnesses.payload import event_name as _event_name
+from governor.harnesses.payload import governed, mapping
+from governor.harnesses.payload import sniff_event as _sniff
+from governor.harnesses.payload import text as _text
 from governor.harnesses.tool_names import split_tool_name
 
 TYPE_CHECKING = False
@@ -78,47 +84,21 @@ EVENTS = {
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "SubagentStart")
 
 
-class BadPayload(ValueError):
-    """The hook input is not what Codex sends; the message says which field."""
-
-
-def _text(payload: dict[str, Any], field: str, required: bool = False) -> str | None:
-    value = payload.get(field)
-    if value is None:
-        if required:
-            raise BadPayload(f"field {field!r} is missing")
-        return None
-    if not isinstance(value, str):
-        raise BadPayload(f"field {field!r} should be a string, got {type(value).__name__}")
-    if required and not value:
-        raise BadPayload(f"field {field!r} is empty")
-    return value
-
-
 def sniff_event(raw: bytes) -> str | None:
     """The event name of input that is not valid JSON, if it names one (to fail closed correctly)."""
-    import re
-
-    match = re.search(rb'"hook_event_name"\s*:\s*"(\w+)"', raw)
-    name = match.group(1).decode() if match else None
-    return name if name in EVENTS else None
+    return _sniff(raw, "hook_event_name", EVENTS)
 
 
 def event_name(payload: Any) -> str | None:
-    name = payload.get("hook_event_name") if isinstance(payload, dict) else None
-    return name if isinstance(name, str) else None
+    return _event_name(payload, "hook_event_name")
 
 
 def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     """The Event a payload describes; None for an event this adapter does not govern."""
-    if not isinstance(payload, dict):
-        raise BadPayload(f"the hook input should be a JSON object, got {type(payload).__name__}")
-    name = event_name(payload)
-    if name is None:
-        raise BadPayload("field 'hook_event_name' is missing")
-    kind = EVENTS.get(name)
-    if kind is None:
+    known = governed(payload, "hook_event_name", EVENTS)
+    if known is None:
         return None
+    kind = known[1]
     agent_id = _text(payload, "agent_id") or None
     if kind == ev.PROMPT and agent_id:
         return None  # a subagent's task, written by the parent model: not the user's prompt
@@ -130,9 +110,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     }
     if kind in (ev.PRE_TOOL, ev.POST_TOOL):
         tool_name = _text(payload, "tool_name", required=True) or ""
-        tool_input = payload.get("tool_input")
-        if tool_input is not None and not isinstance(tool_input, dict):
-            raise BadPayload(f"field 'tool_input' should be an object, got {type(tool_input).__name__}")
+        tool_input = mapping(payload, "tool_input")
         server, tool = split_tool_name(tool_name)
         fields.update(tool_name=tool_name, server=server, tool=tool, tool_input=tool_input,
                       call_id=_text(payload, "tool_use_id"))  # fmt: skip
@@ -147,39 +125,16 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     return Event(kind, _text(payload, "session_id", required=True) or "", **fields)
 
 
-def _cap(text: str) -> str:
-    return text if len(text) <= MAX_STRING else text[: MAX_STRING - 1] + "…"
-
-
-def render(name: str, decision: Decision) -> dict[str, Any] | None:
-    """The answer for hook event `name`, or None for no output (no objection)."""
-    specific: dict[str, Any] = {}
-    out: dict[str, Any] = {}
-    if decision.kind == ev.DENY and name == "PreToolUse":
-        specific = {"permissionDecision": "deny", "permissionDecisionReason": _cap(decision.reason)}
-    elif decision.kind == ev.REWRITE and name == "PreToolUse" and decision.updated_input is not None:
-        # Codex applies updatedInput only with "allow", and that allow stops at the hook: its
-        # MCP approval still runs on the rewritten call (docs/codex.md, "The allow question").
-        specific = {"permissionDecision": "allow", "updatedInput": decision.updated_input}
-    elif decision.kind == ev.REPLACE and name == "PostToolUse" and decision.updated_output is not None:
-        # Codex ignores updatedMCPToolOutput; a block's reason becomes the call's output. Not
-        # capped: a trimmed result is already within the turn's budget, and cutting it would
-        # break an entry in half.
-        out = {"decision": "block", "reason": decision.updated_output or "[memory-governor] result held back"}
-    if decision.context and name in CONTEXT_EVENTS:
-        specific["additionalContext"] = _cap(decision.context)
-    if specific:
-        out["hookSpecificOutput"] = {"hookEventName": name, **specific}
-    if decision.user_message:
-        out["systemMessage"] = _cap(decision.user_message)
-    return out or None
-
-
-def refusal(name: str | None, reason: str) -> dict[str, Any] | None:
-    """A fail-closed answer when the governor cannot decide: deny a call before it runs;
-    withhold a result after it ran (the model gets the reason instead)."""
-    if name == "PreToolUse":
-        return render(name, Decision(ev.DENY, "on_error_closed", reason))
-    if name == "PostToolUse":
-        return render(name, Decision(ev.REPLACE, "on_error_closed", updated_output=f"[{reason}]"))
-    return None
+# Codex applies updatedInput only with "allow", and that allow stops at the hook: its MCP approval
+# still runs on the rewritten call (docs/codex.md, "The allow question"). It ignores
+# updatedMCPToolOutput; a block's reason becomes the call's output. Not capped: a trimmed result
+# is already within the turn's budget, and cutting it would break an entry in half.
+ANSWERS = answers.Dialect(
+    pre=("PreToolUse",), post=("PostToolUse",), limit=MAX_STRING, context_events=CONTEXT_EVENTS,
+    deny=lambda reason: {"permissionDecision": "deny", "permissionDecisionReason": reason},
+    rewrite=lambda tool_input: {"permissionDecision": "allow", "updatedInput": tool_input},
+    replace=lambda text: {"decision": "block", "reason": text or "[memory-governor] result held back"},
+    nested=(answers.DENY, answers.REWRITE, answers.CONTEXT),
+)  # fmt: skip
+render = ANSWERS.render
+refusal = ANSWERS.refusal

@@ -20,6 +20,7 @@ import os
 from typing import Any
 
 from governor.harnesses.transcript import Call, Step, read_jsonl
+from governor.harnesses.transcript import when as _when
 
 WALL_TIME = "Wall time: "
 REFUSED = ("Tool call blocked by PreToolUse hook:", "Command blocked by PreToolUse hook:")
@@ -29,18 +30,6 @@ def recognise(records: list[dict[str, Any]]) -> bool:
     """Is this a Codex rollout? It opens with session_meta naming the CLI version."""
     return any(r.get("type") == "session_meta" and isinstance(r.get("payload"), dict)
                and "cli_version" in r["payload"] for r in records[:5])  # fmt: skip
-
-
-def _when(record: dict[str, Any]) -> float | None:
-    from datetime import datetime
-
-    value = record.get("timestamp")
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _meta(records: list[dict[str, Any]]) -> dict[str, Any]:

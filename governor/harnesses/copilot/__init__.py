@@ -46,7 +46,11 @@ from __future__ import annotations
 import os
 
 from governor.engine import events as ev
-from governor.engine.events import Decision, Event
+from governor.engine.events import Event
+from governor.harnesses import answers
+from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
+from governor.harnesses.payload import named
+from governor.harnesses.payload import text as _checked
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -102,10 +106,6 @@ SOURCES = {"new": "startup", "startup": "startup", "resume": "resume"}
 FAILED_RESULTS = frozenset(("failure", "denied", "rejected", "timeout"))
 
 
-class BadPayload(ValueError):
-    """The hook input is not what Copilot sends; the message says which field."""
-
-
 def split_tool_name(name: str) -> tuple[str | None, str | None]:
     """<server>-<tool> -> (server, tool), split at the last `-` (Engram's tools have none; a server
     key may); anything without one -> (None, None)."""
@@ -132,16 +132,7 @@ def _field(payload: dict[str, Any], camel: str, snake: str) -> Any:
 
 
 def _text(payload: dict[str, Any], camel: str, snake: str, required: bool = False) -> str | None:
-    value = _field(payload, camel, snake)
-    if value is None:
-        if required:
-            raise BadPayload(f"field {camel!r} ({snake!r}) is missing")
-        return None
-    if not isinstance(value, str):
-        raise BadPayload(f"field {camel!r} should be a string, got {type(value).__name__}")
-    if required and not value:
-        raise BadPayload(f"field {camel!r} is empty")
-    return value
+    return _checked(payload, camel, required, alias=snake)
 
 
 def _own_event(payload: dict[str, Any]) -> str | None:
@@ -174,11 +165,8 @@ def event_name(payload: Any) -> str | None:
 
 def sniff_event(raw: bytes) -> str | None:
     """The event of input that is not valid JSON, as far as its first bytes tell (to fail closed)."""
-    import re
-
-    match = re.search(rb'"hook_event_name"\s*:\s*"(\w+)"', raw)
-    if match:
-        name = match.group(1).decode()
+    name = named(raw, "hook_event_name")
+    if name is not None:
         return name if name in EVENTS else None
     if b'"toolName"' in raw or b'"tool_name"' in raw:
         if b'"toolResult"' in raw or b'"tool_result"' in raw:
@@ -290,32 +278,13 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     return Event(kind, session, **fields)
 
 
-def _cap(text: str) -> str:
-    return text if len(text) <= MAX_STRING else text[: MAX_STRING - 1] + "…"
-
-
-def render(name: str, decision: Decision) -> dict[str, Any] | None:
-    """The answer for hook event `name` (either dialect), or None for no output (no objection)."""
-    kind = EVENTS.get(name)
-    out: dict[str, Any] = {}
-    if decision.kind == ev.DENY and kind == ev.PRE_TOOL:
-        out = {"permissionDecision": "deny", "permissionDecisionReason": _cap(decision.reason)}
-    elif decision.kind == ev.REWRITE and kind == ev.PRE_TOOL and decision.updated_input is not None:
-        out = {"modifiedArgs": decision.updated_input}
-    elif decision.kind == ev.REPLACE and kind == ev.POST_TOOL and decision.updated_output is not None:
-        out = {"modifiedResult": {"resultType": "success", "textResultForLlm": decision.updated_output}}
-    if decision.context and name in CONTEXT_EVENTS:
-        out["additionalContext"] = _cap(decision.context)
-    if decision.user_message:
-        out["systemMessage"] = _cap(decision.user_message)  # not shown by Copilot 1.0.102; kept for the record
-    return out or None
-
-
-def refusal(name: str | None, reason: str) -> dict[str, Any] | None:
-    """A fail-closed answer when the governor cannot decide: deny a call before it runs;
-    withhold a result after it ran (the model gets the reason instead)."""
-    if EVENTS.get(name or "") == ev.PRE_TOOL:
-        return render(name or "", Decision(ev.DENY, "on_error_closed", reason))
-    if EVENTS.get(name or "") == ev.POST_TOOL:
-        return render(name or "", Decision(ev.REPLACE, "on_error_closed", updated_output=f"[{reason}]"))
-    return None
+# Either dialect. systemMessage is not shown by Copilot 1.0.102; it is kept for the record.
+ANSWERS = answers.Dialect(
+    pre=("preToolUse", "PreToolUse"), post=("postToolUse", "PostToolUse"), limit=MAX_STRING,
+    context_events=CONTEXT_EVENTS,
+    deny=lambda reason: {"permissionDecision": "deny", "permissionDecisionReason": reason},
+    rewrite=lambda tool_input: {"modifiedArgs": tool_input},
+    replace=lambda text: {"modifiedResult": {"resultType": "success", "textResultForLlm": text}},
+)  # fmt: skip
+render = ANSWERS.render
+refusal = ANSWERS.refusal

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from governor.harnesses.transcript import Call, Step, read_jsonl
+from governor.harnesses.transcript import when as _when
 
 
 def recognise(records: list[dict[str, Any]]) -> bool:
@@ -29,18 +30,6 @@ def recognise(records: list[dict[str, Any]]) -> bool:
         and r["data"].get("producer") == "copilot-agent"
         for r in records[:20]
     )
-
-
-def _when(record: dict[str, Any]) -> float | None:
-    from datetime import datetime
-
-    value = record.get("timestamp")
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 STARTS = {"session.start": "startup", "session.resume": "resume", "session.compaction_start": "compact"}

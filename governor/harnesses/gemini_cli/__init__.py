@@ -33,7 +33,13 @@ Harness facts this relies on (seen on the real binary, 0.61.0; see docs/gemini-c
 from __future__ import annotations
 
 from governor.engine import events as ev
-from governor.engine.events import Decision, Event
+from governor.engine.events import Event
+from governor.harnesses import answers
+from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
+from governor.harnesses.payload import event_name as _event_name
+from governor.harnesses.payload import governed, mapping
+from governor.harnesses.payload import sniff_event as _sniff
+from governor.harnesses.payload import text as _text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -71,10 +77,6 @@ UNTRUSTED_OPEN, UNTRUSTED_CLOSE = "<untrusted_context>\n", "\n</untrusted_contex
 DISPATCH_TOOL = "invoke_agent"  # starts a subagent: {agent_name, prompt}
 
 
-class BadPayload(ValueError):
-    """The hook input is not what Gemini CLI sends; the message says which field."""
-
-
 def split_tool_name(name: str) -> tuple[str | None, str | None]:
     """mcp_<server>_<tool> -> (server, tool), as Gemini CLI itself parses it (the server is the
     part up to the first `_`); anything else -> (None, None). Only for payloads without
@@ -85,19 +87,6 @@ def split_tool_name(name: str) -> tuple[str | None, str | None]:
     if not sep or not server or not tool:
         return None, None
     return server, tool
-
-
-def _text(payload: dict[str, Any], field: str, required: bool = False) -> str | None:
-    value = payload.get(field)
-    if value is None:
-        if required:
-            raise BadPayload(f"field {field!r} is missing")
-        return None
-    if not isinstance(value, str):
-        raise BadPayload(f"field {field!r} should be a string, got {type(value).__name__}")
-    if required and not value:
-        raise BadPayload(f"field {field!r} is empty")
-    return value
 
 
 def result_text(response: Any) -> str:
@@ -121,16 +110,11 @@ def result_text(response: Any) -> str:
 
 def sniff_event(raw: bytes) -> str | None:
     """The event name of input that is not valid JSON, if it names one (to fail closed correctly)."""
-    import re
-
-    match = re.search(rb'"hook_event_name"\s*:\s*"(\w+)"', raw)
-    name = match.group(1).decode() if match else None
-    return name if name in EVENTS else None
+    return _sniff(raw, "hook_event_name", EVENTS)
 
 
 def event_name(payload: Any) -> str | None:
-    name = payload.get("hook_event_name") if isinstance(payload, dict) else None
-    return name if isinstance(name, str) else None
+    return _event_name(payload, "hook_event_name")
 
 
 def _server_and_tool(payload: dict[str, Any], tool_name: str) -> tuple[str | None, str | None]:
@@ -144,21 +128,15 @@ def _server_and_tool(payload: dict[str, Any], tool_name: str) -> tuple[str | Non
 
 def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     """The Event a payload describes; None for an event this adapter does not govern."""
-    if not isinstance(payload, dict):
-        raise BadPayload(f"the hook input should be a JSON object, got {type(payload).__name__}")
-    name = event_name(payload)
-    if name is None:
-        raise BadPayload("field 'hook_event_name' is missing")
-    kind = EVENTS.get(name)
-    if kind is None:
+    known = governed(payload, "hook_event_name", EVENTS)
+    if known is None:
         return None
+    kind = known[1]
     cwd = _text(payload, "cwd")
     fields: dict[str, Any] = {"cwd": cwd, "project": (env or {}).get("GEMINI_PROJECT_DIR") or cwd}
     if kind in (ev.PRE_TOOL, ev.POST_TOOL):
         tool_name = _text(payload, "tool_name", required=True) or ""
-        tool_input = payload.get("tool_input")
-        if tool_input is not None and not isinstance(tool_input, dict):
-            raise BadPayload(f"field 'tool_input' should be an object, got {type(tool_input).__name__}")
+        tool_input = mapping(payload, "tool_input")
         server, tool = _server_and_tool(payload, tool_name)
         # No call id: the call is known by its tool and arguments (AfterTool's are the
         # rewritten ones, which the engine also knows the call by). No agent either: the
@@ -186,36 +164,14 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     return Event(kind, _text(payload, "session_id", required=True) or "", **fields)
 
 
-def _cap(text: str) -> str:
-    return text if len(text) <= MAX_STRING else text[: MAX_STRING - 1] + "…"
-
-
-def render(name: str, decision: Decision) -> dict[str, Any] | None:
-    """The answer for hook event `name`, or None for no output (no objection)."""
-    out: dict[str, Any] = {}
-    specific: dict[str, Any] = {}
-    if decision.kind == ev.DENY and name == "BeforeTool":
-        out = {"decision": "deny", "reason": _cap(decision.reason)}
-    elif decision.kind == ev.REWRITE and name == "BeforeTool" and decision.updated_input is not None:
-        specific["tool_input"] = decision.updated_input  # the whole input: Gemini replaces, not merges
-    elif decision.kind == ev.REPLACE and name == "AfterTool" and decision.updated_output is not None:
-        # No success result can be replaced: the trimmed result goes to the model as the error
-        # text, wrapped as Gemini wraps every MCP result.
-        out = {"decision": "deny", "reason": _cap(f"{UNTRUSTED_OPEN}{decision.updated_output}{UNTRUSTED_CLOSE}")}
-    if decision.context and name in CONTEXT_EVENTS:
-        specific["additionalContext"] = _cap(decision.context)
-    if specific:
-        out["hookSpecificOutput"] = {"hookEventName": name, **specific}
-    if decision.user_message:
-        out["systemMessage"] = _cap(decision.user_message)
-    return out or None
-
-
-def refusal(name: str | None, reason: str) -> dict[str, Any] | None:
-    """A fail-closed answer when the governor cannot decide: deny a call before it runs;
-    withhold a result after it ran (the model gets the reason instead)."""
-    if name == "BeforeTool":
-        return render(name, Decision(ev.DENY, "on_error_closed", reason))
-    if name == "AfterTool":
-        return render(name, Decision(ev.REPLACE, "on_error_closed", updated_output=f"[{reason}]"))
-    return None
+# The whole input on a rewrite: Gemini replaces, not merges. No success result can be replaced:
+# the trimmed result goes to the model as the error text, wrapped as Gemini wraps every MCP result.
+ANSWERS = answers.Dialect(
+    pre=("BeforeTool",), post=("AfterTool",), limit=MAX_STRING, context_events=CONTEXT_EVENTS,
+    deny=lambda reason: {"decision": "deny", "reason": reason},
+    rewrite=lambda tool_input: {"tool_input": tool_input},
+    replace=lambda text: {"decision": "deny", "reason": answers.cap(f"{UNTRUSTED_OPEN}{text}{UNTRUSTED_CLOSE}", MAX_STRING)},
+    nested=(answers.REWRITE, answers.CONTEXT),
+)  # fmt: skip
+render = ANSWERS.render
+refusal = ANSWERS.refusal

@@ -27,7 +27,7 @@ import re
 from typing import Any
 
 from governor.harnesses.gemini_cli import DISPATCH_TOOL, result_text
-from governor.harnesses.transcript import Call, Step, read_jsonl
+from governor.harnesses.transcript import Call, Step, read_jsonl, when
 
 _MCP_DISPLAY = re.compile(r"^(?P<tool>.+) \((?P<server>.+) MCP Server\)$")
 _SESSION_CONTEXT = "<session_context>"
@@ -40,15 +40,7 @@ def recognise(records: list[dict[str, Any]]) -> bool:
 
 
 def _when(record: dict[str, Any]) -> float | None:
-    from datetime import datetime
-
-    value = record.get("timestamp") or record.get("startTime")
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    return when(record, ("timestamp", "startTime"))  # a run's header has startTime
 
 
 def _messages(records: list[dict[str, Any]]) -> list[tuple[str, Any]]:

@@ -26,6 +26,10 @@ from __future__ import annotations
 
 from governor.engine import events as ev
 from governor.engine.events import Decision, Event
+from governor.harnesses import answers
+from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
+from governor.harnesses.payload import event_name as _event_name
+from governor.harnesses.payload import text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,10 +55,6 @@ EVENTS = {"call": ev.PRE_TOOL, "result": ev.POST_TOOL, "failed": ev.TOOL_FAILED}
 SESSION_VARIABLE = "CLAUDE_CODE_SESSION_ID"  # Claude Code: the session its hooks see too
 PROJECT_VARIABLE = "CLAUDE_PROJECT_DIR"
 CALL_ID_META = ("claudecode/toolUseId",)  # `_meta` keys that carry a client's own id of the call
-
-
-class BadPayload(ValueError):
-    """A call the proxy described in a shape this adapter does not take; the message says which field."""
 
 
 def session_of(env: Mapping[str, str]) -> str | None:
@@ -106,19 +106,11 @@ def sniff_event(raw: bytes) -> str | None:
 
 
 def event_name(payload: Any) -> str | None:
-    name = payload.get("event") if isinstance(payload, dict) else None
-    return name if isinstance(name, str) else None
+    return _event_name(payload, "event")
 
 
 def _text(payload: dict[str, Any], field: str, required: bool = False) -> str | None:
-    value = payload.get(field)
-    if value is None or value == "":
-        if required:
-            raise BadPayload(f"field {field!r} is missing")
-        return None
-    if not isinstance(value, str):
-        raise BadPayload(f"field {field!r} should be a string, got {type(value).__name__}")
-    return value
+    return text(payload, field, required) or None  # an empty id is no id
 
 
 def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
@@ -151,14 +143,14 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
 def render(name: str, decision: Decision) -> dict[str, Any] | None:
     """What the proxy does for event `name`; None for no objection."""
     out: dict[str, Any] = {}
-    if name == "call":
-        if decision.kind == ev.DENY:
-            out["deny"] = decision.reason
-        elif decision.code == "repeat":
-            out["defer"] = True
-        elif decision.kind == ev.REWRITE and decision.updated_input is not None:
-            out["arguments"] = decision.updated_input
-    elif name == "result" and decision.kind == ev.REPLACE and decision.updated_output is not None:
+    act = answers.action(name, decision, ("call",), ("result",))
+    if act == answers.DENY:
+        out["deny"] = decision.reason
+    elif name == "call" and decision.code == "repeat":
+        out["defer"] = True
+    elif act == answers.REWRITE:
+        out["arguments"] = decision.updated_input
+    elif act == answers.REPLACE:
         out["replace"] = decision.updated_output
     if decision.context and name in ("call", "result"):
         out["context"] = decision.context

@@ -37,7 +37,13 @@ No objection is no output; the plugin then changes nothing.
 from __future__ import annotations
 
 from governor.engine import events as ev
-from governor.engine.events import Decision, Event
+from governor.engine.events import Event
+from governor.harnesses import answers
+from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
+from governor.harnesses.payload import event_name as _event_name
+from governor.harnesses.payload import governed, mapping
+from governor.harnesses.payload import sniff_event as _sniff
+from governor.harnesses.payload import text as _text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -75,23 +81,6 @@ EVENTS = {
 SOURCES = ("startup", "resume")
 
 
-class BadPayload(ValueError):
-    """The message is not what the installed plugin sends; the message says which field."""
-
-
-def _text(payload: dict[str, Any], field: str, required: bool = False) -> str | None:
-    value = payload.get(field)
-    if value is None:
-        if required:
-            raise BadPayload(f"field {field!r} is missing")
-        return None
-    if not isinstance(value, str):
-        raise BadPayload(f"field {field!r} should be a string, got {type(value).__name__}")
-    if required and not value:
-        raise BadPayload(f"field {field!r} is empty")
-    return value
-
-
 def tool_name(server: str, tool: str) -> str:
     """The name OpenCode gives an MCP server's tool: both parts with every character outside
     [A-Za-z0-9_-] made `_`, joined by `_` (`my.engram` + `mem_search` -> `my_engram_mem_search`)."""
@@ -122,16 +111,11 @@ def result_text(content: Any) -> str:
 
 def sniff_event(raw: bytes) -> str | None:
     """The hook of a message that is not valid JSON, if it names one (to fail closed correctly)."""
-    import re
-
-    match = re.search(rb'"hook"\s*:\s*"([\w.]+)"', raw)
-    name = match.group(1).decode() if match else None
-    return name if name in EVENTS else None
+    return _sniff(raw, "hook", EVENTS, rb"[\w.]+")
 
 
 def event_name(payload: Any) -> str | None:
-    name = payload.get("hook") if isinstance(payload, dict) else None
-    return name if isinstance(name, str) else None
+    return _event_name(payload, "hook")
 
 
 def run_args(text: str) -> str:
@@ -157,14 +141,10 @@ def _user_prompt(parts: Any, from_run_args: bool = False) -> str | None:
 
 def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     """The Event a message describes; None for one this adapter does not govern."""
-    if not isinstance(payload, dict):
-        raise BadPayload(f"the message should be a JSON object, got {type(payload).__name__}")
-    name = event_name(payload)
-    if name is None:
-        raise BadPayload("field 'hook' is missing")
-    kind = EVENTS.get(name)
-    if kind is None:
+    known = governed(payload, "hook", EVENTS, "the message")
+    if known is None:
         return None
+    name, kind = known
     session = _text(payload, "sessionID", required=True) or ""
     directory = _text(payload, "directory")
     fields: dict[str, Any] = {"cwd": directory, "project": directory}
@@ -181,9 +161,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         session = parent
     if kind in (ev.PRE_TOOL, ev.POST_TOOL, ev.TOOL_FAILED):
         name_ = _text(payload, "tool", required=True) or ""
-        args = payload.get("args")
-        if args is not None and not isinstance(args, dict):
-            raise BadPayload(f"field 'args' should be an object, got {type(args).__name__}")
+        args = mapping(payload, "args")
         mcp = payload.get("mcp")
         server = tool = None
         if isinstance(mcp, dict):
@@ -206,33 +184,16 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     return Event(kind, session, **fields)
 
 
-def _cap(text: str) -> str:
-    return text if len(text) <= MAX_STRING else text[: MAX_STRING - 1] + "…"
-
-
-def render(name: str, decision: Decision) -> dict[str, Any] | None:
-    """The answer the plugin applies for hook `name`, or None for no output (no objection):
-    `deny` (it throws this message), `args` (the whole new arguments), `content` (the MCP result's
-    new content blocks), `context` (a line for the model), `systemMessage` (for the user)."""
-    out: dict[str, Any] = {}
-    if decision.kind == ev.DENY and name == "tool.execute.before":
-        out["deny"] = _cap(decision.reason)
-    elif decision.kind == ev.REWRITE and name == "tool.execute.before" and decision.updated_input is not None:
-        out["args"] = decision.updated_input
-    elif decision.kind == ev.REPLACE and name == "tool.execute.after" and decision.updated_output is not None:
-        out["content"] = [{"type": "text", "text": decision.updated_output}]
-    if decision.context and name in EVENTS and name != "tool.failed":
-        out["context"] = _cap(decision.context)
-    if decision.user_message:
-        out["systemMessage"] = _cap(decision.user_message)
-    return out or None
-
-
-def refusal(name: str | None, reason: str) -> dict[str, Any] | None:
-    """A fail-closed answer when the governor cannot decide: deny a call before it runs;
-    withhold a result after it ran (the model gets the reason instead)."""
-    if name == "tool.execute.before":
-        return render(name, Decision(ev.DENY, "on_error_closed", reason))
-    if name == "tool.execute.after":
-        return render(name, Decision(ev.REPLACE, "on_error_closed", updated_output=f"[{reason}]"))
-    return None
+# What the plugin applies: `deny` (it throws this message), `args` (the whole new arguments),
+# `content` (the MCP result's new content blocks), `context` (a line for the model),
+# `systemMessage` (for the user).
+ANSWERS = answers.Dialect(
+    pre=("tool.execute.before",), post=("tool.execute.after",), limit=MAX_STRING,
+    context_events=tuple(name for name in EVENTS if name != "tool.failed"),
+    deny=lambda reason: {"deny": reason},
+    rewrite=lambda args: {"args": args},
+    replace=lambda text: {"content": [{"type": "text", "text": text}]},
+    context="context",
+)  # fmt: skip
+render = ANSWERS.render
+refusal = ANSWERS.refusal

@@ -1,0 +1,79 @@
+"""Reading a hook payload, for every adapter: the located error a bad one raises, its field
+checks, and the event of input that is not JSON.
+
+Each adapter names its own fields and events; what is done with them is here, once. Hot path:
+standard library only (imported by every hook process that decides in-process).
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Container, Mapping
+    from typing import Any
+
+
+class BadPayload(ValueError):
+    """The hook input is not what the harness sends; the message says which field."""
+
+
+def text(payload: dict[str, Any], field: str, required: bool = False, alias: str | None = None) -> str | None:
+    """The string in `field` (or, where it is absent, in `alias`: a dialect's other spelling),
+    None when absent; BadPayload when it is not a string, or absent or empty and `required`."""
+    value = payload.get(field)
+    if value is None and alias is not None:
+        value = payload.get(alias)
+    if value is None:
+        if required:
+            raise BadPayload(
+                f"field {field!r} is missing" if alias is None else f"field {field!r} ({alias!r}) is missing"
+            )
+        return None
+    if not isinstance(value, str):
+        raise BadPayload(f"field {field!r} should be a string, got {type(value).__name__}")
+    if required and not value:
+        raise BadPayload(f"field {field!r} is empty")
+    return value
+
+
+def mapping(payload: dict[str, Any], field: str) -> dict[str, Any] | None:
+    """The object in `field` (a tool's arguments), None when absent; BadPayload when it is not one."""
+    value = payload.get(field)
+    if value is not None and not isinstance(value, dict):
+        raise BadPayload(f"field {field!r} should be an object, got {type(value).__name__}")
+    return value
+
+
+def event_name(payload: Any, field: str) -> str | None:
+    """The event a payload names in `field`, if it is an object naming one."""
+    name = payload.get(field) if isinstance(payload, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def governed(
+    payload: Any, field: str, events: Mapping[str, str], what: str = "the hook input"
+) -> tuple[str, str] | None:
+    """(the harness's event name, the engine's kind) of a payload; None for an event the adapter
+    does not govern. BadPayload for anything but an object, or one that names no event."""
+    if not isinstance(payload, dict):
+        raise BadPayload(f"{what} should be a JSON object, got {type(payload).__name__}")
+    name = event_name(payload, field)
+    if name is None:
+        raise BadPayload(f"field {field!r} is missing")
+    kind = events.get(name)
+    return None if kind is None else (name, kind)
+
+
+def named(raw: bytes, field: str, word: bytes = rb"\w+") -> str | None:
+    """The name in `field` of input that is not valid JSON, as far as its bytes tell."""
+    import re
+
+    match = re.search(rb'"' + field.encode() + rb'"\s*:\s*"(' + word + rb')"', raw)
+    return match.group(1).decode() if match else None
+
+
+def sniff_event(raw: bytes, field: str, events: Container[str], word: bytes = rb"\w+") -> str | None:
+    """The event named in `field` of input that is not valid JSON, if it is one of `events` (so
+    that a refusal can still answer in the event's own shape: failing closed correctly)."""
+    name = named(raw, field, word)
+    return name if name is not None and name in events else None
