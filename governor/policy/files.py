@@ -254,7 +254,7 @@ def build(layers: list[tuple[str, str]]) -> Effective:
         eff.data = _merge(eff.data, doc.data, (), kind, doc, eff.origins) if eff.data else doc.data
         if len(eff.layers) == 1:
             _record(doc.data, (), kind, doc, eff.origins)
-    if eff.problems and any(p.message.startswith(("YAML", "the file is empty", "tab")) for p in eff.problems):
+    if eff.problems and any(p.message.startswith(("YAML", "the file is", "tab")) for p in eff.problems):
         eff.problems.sort(key=Problem.sort_key)
         return eff
     _validate(eff)

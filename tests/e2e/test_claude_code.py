@@ -769,3 +769,33 @@ def test_a_policy_the_model_writes_itself_is_held_back_until_the_user_accepts_it
                           main=[tool_uses(*[engram("mem_search", query=q, limit=1) for q in ("a", "b", "c")]),
                                 text("Done.")])  # fmt: skip
     assert [r.is_error for r in after_accept.results_of("mem_search")] == [False, False, False], after_accept.describe()
+
+
+# -- a policy file slow to read, and a project that appears above the project ------------------
+
+ALIAS_BOMB = "\n".join(["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+                       + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+                       + ["limits: {max_search_calls: {value: 9, enforce: block}}", ""])  # fmt: skip
+
+
+def _write_with_bash(path, content: str) -> Reply:
+    return tool_uses(call("Bash", {"command": f"python3 -c 'import os,sys; os.makedirs(os.path.dirname(sys.argv[1]), "
+                                              f"exist_ok=True); open(sys.argv[1], \"w\").write(sys.argv[2])' "
+                                              f"{shlex.quote(str(path))} {shlex.quote(content)}"}))  # fmt: skip
+
+
+def test_a_policy_too_slow_to_read_keeps_the_limits_in_force(cc):
+    local = cc.project / ".memory-governor" / "policy.local.yaml"
+    run = cc.run("Find everything about auth.",
+                 main=[_write_with_bash(local, ALIAS_BOMB),
+                       tool_uses(*[engram("mem_search", query=q, limit=1) for q in ("auth", "jwt", "sessions")]),
+                       text("Done.")],
+                 allowed=[*ENGRAM_TOOLS, "Bash"])  # fmt: skip
+    assert local.exists(), run.describe()
+    searches = run.results_of("mem_search")
+    refused = [r for r in searches if r.is_error]
+    assert len(searches) == 3 and len(refused) == 1, run.describe()  # the shipped 2, not the file's 9
+    assert denied(refused[0], "max_search_calls"), refused[0].text
+    assert len(cc.calls("mem_search")) == 2
+    decided = [r for r in cc.decisions("pre_tool") if r["role"] == "search"]
+    assert len(decided) == 3, decided  # every search decided by the hook, none let through by a timeout
