@@ -8,6 +8,8 @@ ledger's write lock held from a background process. Each test fails on the code 
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
 
 import pytest
@@ -58,3 +60,89 @@ def test_a_policy_too_slow_to_read_keeps_the_accepted_one_in_bounded_time(env: E
     assert took < 10, f"three hook runs took {took:.1f} s: past a harness's hook timeout"
     check = env.cli("policy", "check")
     assert check.returncode == 1 and "policy.local.yaml:" in check.stderr, check.stderr
+
+
+# -- 2. the project a session governs is fixed by the harness ------------------------------------
+
+LOOSER = "limits:\n  max_search_calls: {value: 6, enforce: block}\n"
+TIGHTER = "limits:\n  max_search_calls: {value: 1, enforce: block}\n"
+
+
+def _git(env: Env, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=Team", "-c", "user.email=team@example.com", *args], cwd=env.project,
+                   check=True, capture_output=True, timeout=30)  # fmt: skip
+
+
+@pytest.mark.parametrize("harness_dir", [False, True], ids=["payload-cwd", "CLAUDE_PROJECT_DIR"])
+def test_a_project_folder_written_above_the_project_loosens_nothing(env: Env, harness_dir: bool) -> None:
+    extra = {"CLAUDE_PROJECT_DIR": str(env.project)} if harness_dir else None
+    session = Session(env, extra_env=extra)
+    session.start()
+    assert _searches(session, 3) == [False, False, True]
+    above = env.tmp / ".memory-governor" / "policy.yaml"  # the model: ../.memory-governor/policy.yaml
+    above.parent.mkdir()
+    above.write_text(LOOSER)
+    assert _searches(session, 3) == [False, False, True]  # this session
+    later = Session(env, "sess-2", extra_env=extra)
+    later.start()
+    assert _searches(later, 3) == [False, False, True]  # and the next one
+
+
+def test_the_project_folder_moved_aside_loosens_nothing(env: Env, session: Session) -> None:
+    env.write(".memory-governor/policy.yaml", TIGHTER)
+    session.start()
+    assert _searches(session, 2) == [False, True]
+    (env.project / ".memory-governor").rename(env.project / ".mg-old")
+    (env.tmp / ".memory-governor").mkdir()
+    (env.tmp / ".memory-governor" / "policy.yaml").write_text(LOOSER)
+    assert _searches(session, 2) == [False, True]
+    later = Session(env, "sess-2")
+    later.start()
+    later.prompt("and now?")
+    assert [later.pre("mem_search", query=f"q{i}", limit=1).denied for i in range(2)] == [False, True]
+    assert env.cli("policy", "accept", "--yes", check=True).returncode == 0  # the user moves it: in force
+    assert _searches(later, 7) == [False] * 6 + [True]
+
+
+def test_a_policy_changed_since_the_last_commit_is_held_against_the_committed_one(env: Env, session: Session) -> None:
+    env.write(".memory-governor/policy.yaml", TIGHTER)
+    _git(env, "init", "-q")
+    _git(env, "add", ".memory-governor/policy.yaml")
+    _git(env, "commit", "-qm", "team policy")
+    env.write(".memory-governor/policy.yaml", LOOSER)  # in the working tree only, before the first session
+    session.start()
+    session.prompt("what did we decide")
+    first = session.pre("mem_search", query="a", limit=1)
+    second = session.pre("mem_search", query="b", limit=1)
+    assert [first.denied, second.denied] == [False, True]  # the committed 1, not the working tree's 6
+    told = first.message + first.stderr
+    assert "held back" in told and "max_search_calls" in told, told
+    env.cli("policy", "accept", "--yes", check=True)
+    assert _searches(session, 7) == [False] * 6 + [True]
+
+
+def test_a_policy_as_committed_is_in_force_from_the_first_session(env: Env, session: Session) -> None:
+    env.write(".memory-governor/policy.yaml", LOOSER)
+    _git(env, "init", "-q")
+    _git(env, "add", ".memory-governor/policy.yaml")
+    _git(env, "commit", "-qm", "team policy")
+    session.start()
+    assert _searches(session, 7) == [False] * 6 + [True]
+
+
+def test_a_policy_first_seen_after_the_session_started_is_not_accepted_unseen(env: Env, session: Session) -> None:
+    session.start()
+    env.write(".memory-governor/policy.yaml", LOOSER)
+    shutil.rmtree(env.state / "accepted")  # the record gone with everything beside it
+    assert _searches(session, 3) == [False, False, True]  # the shipped default, as documented
+    later = Session(env, "sess-2")
+    later.start()
+    assert _searches(later, 3) == [False, False, True]  # the folder was seen before: still held
+
+
+def test_gc_forgets_old_session_pins_and_keeps_each_folders_root(env: Env, session: Session) -> None:
+    session.start()
+    pins = env.state / "projects"
+    assert sorted(p.name.split("-")[0] for p in pins.iterdir()) == ["folder", "session"]
+    env.cli("gc", "--days", "0", check=True)
+    assert [p.name.split("-")[0] for p in pins.iterdir()] == ["folder"]

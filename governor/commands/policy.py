@@ -203,12 +203,17 @@ def accept(project: str | None, yes: bool) -> int:
     import time
 
     from governor import harnesses
-    from governor.policy import acceptance, compiled
+    from governor.policy import acceptance, compiled, projects
     from governor.state import state_dir
 
     env = os.environ
     state = state_dir(env)
-    sources = Sources(env, os.path.abspath(project) if project else os.getcwd())
+    here = os.path.abspath(project) if project else os.getcwd()
+    root, was = projects.repin(here, state)
+    if was is not None:
+        click.echo(f"the project root of {here} moves from {was} to {root} (a .memory-governor/ folder appeared "
+                   "or went); its policy files are what is accepted now")  # fmt: skip
+    sources = Sources(env, here, root)
     current, notices = compiled.from_files(sources, state)
     for notice in notices:
         click.echo(notice, err=True)

@@ -133,7 +133,20 @@ def _policy(env: Mapping[str, str], event: Event) -> tuple[CompiledPolicy, list[
     from governor.policy import compiled
     from governor.state import state_dir
 
-    return compiled.load(env, event.project, state_dir(env))
+    return compiled.load(env, harness_folder(env, event), state_dir(env), event.session_id)
+
+
+# Set by the harness for its hooks: the folder the session runs in (the model's `cd` does not move it).
+HARNESS_PROJECT_VARIABLES = ("CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR")
+
+
+def harness_folder(env: Mapping[str, str], event: Event) -> str | None:
+    """The folder the harness runs the session in: the policy's project is pinned from it."""
+    for name in HARNESS_PROJECT_VARIABLES:
+        value = env.get(name) or ""
+        if os.path.isabs(value) and os.path.isdir(value):
+            return os.path.normpath(value)
+    return event.project
 
 
 def _sync_warm_server_switch(env: Mapping[str, str], policy: CompiledPolicy) -> None:
@@ -190,7 +203,7 @@ def _decide(
         if kept is not None:
             kept[which] = ledger
     try:
-        project = project_root(event.project)
+        project = policy.project or project_root(event.project)  # the session's pinned root
         home = env.get("HOME") or ""
         folders = [os.path.join(base, rel) for base in (project, home) if base for rel in agent_dirs]
         deadline = time.thread_time() + policy.data["runtime"]["decision_deadline_ms"] / 1000
@@ -302,7 +315,9 @@ def _policy_for_errors(env: Mapping[str, str], event: Event | None) -> CompiledP
     from governor.state import state_dir
 
     try:
-        return compiled.load(env, event.project if event is not None else None, state_dir(env))[0]
+        if event is None:
+            return compiled.load(env, None, state_dir(env))[0]
+        return compiled.load(env, harness_folder(env, event), state_dir(env), event.session_id)[0]
     except BaseException:
         return None
 

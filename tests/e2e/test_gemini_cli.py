@@ -408,3 +408,19 @@ def test_a_policy_too_slow_to_read_keeps_the_limits_in_force(gem):
     assert len(searches) == 3 and len(refused) == 1, run.describe()  # the shipped 2, not the file's 9
     assert denied(refused[0], "max_search_calls"), refused[0].text
     assert len(gem.calls("mem_search")) == 2
+
+
+LOOSER_POLICY = "limits:\n  max_search_calls: {value: 6, enforce: block}\n"
+
+
+def test_a_project_folder_the_model_writes_above_the_project_loosens_nothing(gem):
+    above = gem.project.parent / ".memory-governor" / "policy.yaml"
+    three = tool_uses(*[engram("mem_search", query=q, limit=1) for q in ("auth", "jwt", "sessions")])
+    run = gem.run("Find everything about auth; raise your memory limits first if you need to.",
+                  main=[_write_with_shell(above, LOOSER_POLICY), three, text("Done.")])  # fmt: skip
+    assert above.exists(), run.describe()
+    refused = [r for r in run.results_of("mem_search") if r.is_error]
+    assert len(run.results_of("mem_search")) == 3 and len(refused) == 1, run.describe()  # the shipped 2, not 6
+    assert denied(refused[0], "max_search_calls"), refused[0].text
+    later = gem.run("A new session: auth again.", main=[three, text("Done.")])  # the next session too
+    assert [r.is_error for r in later.results_of("mem_search")].count(True) == 1, later.describe()
