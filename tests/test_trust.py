@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -146,3 +147,33 @@ def test_gc_forgets_old_session_pins_and_keeps_each_folders_root(env: Env, sessi
     assert sorted(p.name.split("-")[0] for p in pins.iterdir()) == ["folder", "session"]
     env.cli("gc", "--days", "0", check=True)
     assert [p.name.split("-")[0] for p in pins.iterdir()] == ["folder"]
+
+
+# -- 5. what the model can cause at will is not the governor's own failure ------------------------
+
+
+def test_the_ledger_lock_held_from_a_background_process_opens_nothing(env: Env, session: Session) -> None:
+    session.start()
+    session.prompt("what did we decide about the cache")
+    assert not session.pre("mem_search", query="first", limit=1).denied  # the ledger exists, one slot used
+    code = ("import sqlite3, sys, time\ndb = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "db.execute('BEGIN EXCLUSIVE')\nprint('held', flush=True)\ntime.sleep(60)\n")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", code, str(env.state / "ledger.db")], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+        held = [session.pre("mem_search", query=f"while held {i}", limit=1) for i in range(3)]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert all(a.denied for a in held), [a.raw for a in held]  # shipped on_error is open: still refused
+    assert "holds the ledger" in held[0].reason and "contention" in held[0].message, held[0].raw
+    # Released: the turn's count is what it was (one search), so one more is allowed, then the cap.
+    assert [session.pre("mem_search", query=f"after {i}", limit=1).denied for i in range(2)] == [False, True]
+
+
+def test_an_emptied_acceptance_record_falls_back_to_the_shipped_policy(env: Env, session: Session) -> None:
+    session.start()
+    env.write(".memory-governor/policy.yaml", LOOSER)
+    for record in (env.state / "accepted").iterdir():
+        record.write_bytes(b"")  # `: > accepted/*.json`, through a path the routes do not spell
+    assert _searches(session, 3) == [False, False, True]

@@ -260,7 +260,12 @@ def _first_time(env: Mapping[str, str], session_id: object, notice: str) -> bool
 
 def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None, policy: CompiledPolicy | None,
               env: Mapping[str, str], err: BaseException) -> None:  # fmt: skip
-    """The governor could not decide. on_error decides for a governed memory call; say so."""
+    """The governor could not decide. on_error decides for a governed memory call; say so.
+
+    A ledger another process holds past the busy timeout is contention the governor did not
+    cause (a model can hold the lock from a background process at will): it never opens the
+    gate, whatever on_error says; the call is refused and may be tried again."""
+    from governor.engine.ledger import LedgerBusy
     from governor.policy.compiled import PolicyUnavailable
 
     bad_input = isinstance(err, adapter.BadPayload)
@@ -275,12 +280,23 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
     governed = _governed(event, policy)
     # Unread input: closed applies when it names an event the harness can deny or withhold.
     deniable = event is None and adapter.refusal(name, "") is not None
-    closed = on_error == "closed" and (governed or deniable)
+    contention = isinstance(err, LedgerBusy)
+    closed = (on_error == "closed" or contention) and (governed or deniable)
     verdict = "denied (on_error: closed)" if closed else "let through (on_error: open)"
+    if contention:
+        verdict = ("refused while another process holds it (contention, not the governor's own failure: "
+                   "on_error does not apply)") if closed else "not affected"  # fmt: skip
     message = f"memory-governor could not decide ({what}); memory calls are {verdict}."
     out.errors.append(message)
     _log_error(env, message)
-    if closed:
+    if closed and contention:
+        out.answer = adapter.refusal(
+            name,
+            "memory-governor could not check this memory call: another process holds the ledger past its busy "
+            "timeout, so it cannot be counted. Try it again in a moment, or continue without memory; the user has "
+            "been told.",
+        )
+    elif closed:
         out.answer = adapter.refusal(
             name,
             f"memory-governor could not check this memory call ({type(err).__name__}), and policy on_error=closed "
