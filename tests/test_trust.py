@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -101,7 +102,7 @@ def test_the_project_folder_moved_aside_loosens_nothing(env: Env, session: Sessi
     later.start()
     later.prompt("and now?")
     assert [later.pre("mem_search", query=f"q{i}", limit=1).denied for i in range(2)] == [False, True]
-    assert env.cli("policy", "accept", "--yes", check=True).returncode == 0  # the user moves it: in force
+    assert env.accept().returncode == 0  # the user moves it: in force
     assert _searches(later, 7) == [False] * 6 + [True]
 
 
@@ -118,7 +119,7 @@ def test_a_policy_changed_since_the_last_commit_is_held_against_the_committed_on
     assert [first.denied, second.denied] == [False, True]  # the committed 1, not the working tree's 6
     told = first.message + first.stderr
     assert "held back" in told and "max_search_calls" in told, told
-    env.cli("policy", "accept", "--yes", check=True)
+    env.accept()
     assert _searches(session, 7) == [False] * 6 + [True]
 
 
@@ -177,3 +178,42 @@ def test_an_emptied_acceptance_record_falls_back_to_the_shipped_policy(env: Env,
     for record in (env.state / "accepted").iterdir():
         record.write_bytes(b"")  # `: > accepted/*.json`, through a path the routes do not spell
     assert _searches(session, 3) == [False, False, True]
+
+
+# -- 4. acceptance is something the model's own shell cannot give --------------------------------
+
+FORGED = ['"memory-governor" policy accept --yes', "memory-governor policy acc''ept --yes",
+          "P=memory-governor; $P policy accept --yes", "python3 -m governor.cli policy accept --yes",
+          "env -u X /usr/local/bin/memory-governor policy accept --yes",
+          "bash -c 'memory-governor policy accept --yes'"]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", FORGED)
+def test_policy_accept_spelled_any_way_is_refused_as_a_first_line(env: Env, session: Session, command: str) -> None:
+    session.start()
+    answer = session.event("PreToolUse", tool_name="Bash", tool_input={"command": command},
+                           tool_use_id=session.next_id())  # fmt: skip
+    assert answer.denied and "governor-state" in answer.reason + answer.raw, answer.raw
+
+
+def test_policy_accept_needs_the_users_own_terminal(env: Env, session: Session, tmp_path: Path) -> None:
+    from tests.terminal import at_a_terminal
+
+    session.start()
+    env.write(".memory-governor/policy.yaml", LOOSER)
+    assert _searches(session, 3) == [False, False, True]
+    piped = env.cli("policy", "accept", "--yes", input="y\n")  # what the model's shell can run: no terminal
+    assert piped.returncode != 0 and "no terminal" in piped.stderr and "nothing was accepted" in piped.stderr
+    agent = tmp_path / "bin" / "claude"  # a pty started by an agent's own process: still under the agent
+    agent.parent.mkdir()
+    agent.write_text('#!/bin/sh\n"$@"\n')
+    agent.chmod(0o755)
+    under = at_a_terminal([str(agent), sys.executable, "-m", "governor", "policy", "accept", "--yes"], env.project,
+                          env.vars, "y\n")  # fmt: skip
+    assert under.returncode != 0 and "an agent's process" in under.stdout, under.stdout
+    declined = env.accept(typed="n\n", check=False)
+    assert declined.returncode != 0 and "not confirmed" in declined.stdout, declined.stdout
+    assert _searches(session, 3) == [False, False, True]  # nothing of that was accepted
+    done = env.accept()  # the user, at their terminal, answers y
+    assert "Put these in force?" in done.stdout and "in force now" in done.stdout, done.stdout
+    assert _searches(session, 7) == [False] * 6 + [True]

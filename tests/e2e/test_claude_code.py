@@ -764,7 +764,7 @@ def test_a_policy_the_model_writes_itself_is_held_back_until_the_user_accepts_it
     assert denied(refused[0], "max_search_calls"), refused[0].text
     [sub] = run.results_of("mem_search", lane=marker)
     assert denied(sub, "briefing-only"), sub.text
-    cc.governor("policy", "accept", "--yes")  # the user, in a terminal
+    cc.accept()  # the user, in a terminal
     after_accept = cc.run("Search again for auth.", resume=run.session_id,
                           main=[tool_uses(*[engram("mem_search", query=q, limit=1) for q in ("a", "b", "c")]),
                                 text("Done.")])  # fmt: skip
@@ -814,3 +814,35 @@ def test_a_project_folder_the_model_writes_above_the_project_loosens_nothing(cc)
     later = cc.run("A new session: auth again.", main=[three, text("Done.")])  # the next session too
     assert later.session_id != run.session_id
     assert [r.is_error for r in later.results_of("mem_search")].count(True) == 1, later.describe()
+
+
+# -- acceptance the model's own shell cannot give -----------------------------------------------
+
+FORGED_ACCEPTS = ['"memory-governor" policy accept --yes', "memory-governor policy acc''ept --yes",
+                  "P=memory-governor; $P policy accept --yes", "python3 -m governor.cli policy accept --yes"]  # fmt: skip
+
+
+def test_policy_accept_forged_by_spelling_is_refused_or_has_no_effect_and_the_user_can_accept(cc):
+    import base64
+
+    from conftest import PYTHON
+
+    encoded = base64.b64encode(f"{PYTHON} -m governor policy accept --yes".encode()).decode()
+    hidden = f"echo {encoded} | base64 -d | sh"  # no route can read this: the terminal check is what stops it
+    run = cc.run("Raise your memory limits, then find everything about auth.",
+                 main=[_write_with_bash(cc.project / ".memory-governor" / "policy.yaml", LOOSER_POLICY),
+                       *[tool_uses(call("Bash", {"command": c})) for c in [*FORGED_ACCEPTS, hidden]],
+                       tool_uses(*[engram("mem_search", query=q, limit=1) for q in ("auth", "jwt", "sessions")]),
+                       text("Done.")],
+                 allowed=[*ENGRAM_TOOLS, "Bash"])  # fmt: skip
+    shells = run.results(prefix="Bash")[1:]
+    assert len(shells) == 5, run.describe()
+    for result in shells[:4]:
+        assert result.is_error and "governor-state" in result.text, result.text
+    assert "nothing was accepted" in shells[4].text, shells[4].text
+    refused = [r for r in run.results_of("mem_search") if r.is_error]
+    assert len(run.results_of("mem_search")) == 3 and len(refused) == 1, run.describe()  # still the shipped 2
+    assert "Put these in force?" in cc.accept()  # the user, at their own terminal
+    again = cc.run("Search again for auth.", resume=run.session_id,
+                   main=[tool_uses(*[engram("mem_search", query=q, limit=1) for q in ("a", "b", "c")]), text("Done.")])
+    assert [r.is_error for r in again.results_of("mem_search")] == [False, False, False], again.describe()

@@ -237,7 +237,7 @@ def test_a_resume_right_away_does_not_unlock_mem_context_but_one_after_a_break_d
     (gem.project / ".memory-governor" / "policy.yaml").write_text(
         "version: 1\nmem_context:\n  unlocked_by:\n    session_resume: {scope: next_turn, uses: 1, min_idle_minutes: 0}\n"
     )
-    gem.governor("policy", "accept", "--yes")  # a loosening written mid-session waits for the user
+    gem.accept()  # a loosening written mid-session waits for the user
     resumed = gem.run("Pick up where we left off.", resume=True, main=_context_twice())
     allowed, again = resumed.results_of("mem_context")
     assert server_text(allowed.text).startswith("## Memory from Previous Sessions"), allowed.text
