@@ -844,5 +844,6 @@ def test_policy_accept_forged_by_spelling_is_refused_or_has_no_effect_and_the_us
     assert len(run.results_of("mem_search")) == 3 and len(refused) == 1, run.describe()  # still the shipped 2
     assert "Put these in force?" in cc.accept()  # the user, at their own terminal
     again = cc.run("Search again for auth.", resume=run.session_id,
-                   main=[tool_uses(*[engram("mem_search", query=q, limit=1) for q in ("a", "b", "c")]), text("Done.")])
+                   main=[tool_uses(*[engram("mem_search", query=q, limit=1) for q in ("a", "b", "c")]),
+                         text("Done.")])  # fmt: skip
     assert [r.is_error for r in again.results_of("mem_search")] == [False, False, False], again.describe()
