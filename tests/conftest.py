@@ -62,6 +62,16 @@ class Env:
             raise AssertionError(f"exit {out.returncode}\nstdout:\n{out.stdout}\nstderr:\n{out.stderr}")
         return out
 
+    def accept(self, *args: str, typed: str = "y\n", check: bool = True) -> subprocess.CompletedProcess[str]:
+        """`memory-governor policy accept ARGS` as the user runs it: in a terminal, answering `typed`."""
+        from tests.terminal import at_a_terminal
+
+        out = at_a_terminal([sys.executable, "-m", "governor", "policy", "accept", *args], self.project, self.vars,
+                            typed)  # fmt: skip
+        if check and out.returncode != 0:
+            raise AssertionError(f"policy accept: exit {out.returncode}\n{out.stdout}")
+        return out
+
     def cli_json(self, *args: str, **kw: Any) -> Any:
         out = self.cli(*args, **kw)
         return json.loads(out.stdout)

@@ -50,11 +50,11 @@ def test_policy_accept_puts_a_held_loosening_in_force(env: Env, session: Session
     session.start()
     env.write(".memory-governor/policy.yaml", LOOSER)
     assert _searches(session, 3) == [False, False, True]
-    refused = env.cli("policy", "accept")  # no terminal, no --yes: an agent's shell cannot confirm
-    assert refused.returncode != 0 and "nothing was accepted" in refused.stderr
+    for refused in (env.cli("policy", "accept"), env.cli("policy", "accept", "--yes")):  # no terminal: an agent's shell
+        assert refused.returncode != 0 and "nothing was accepted" in refused.stderr, refused.stderr
     assert _searches(session, 3) == [False, False, True]
-    done = env.cli("policy", "accept", "--yes", check=True)
-    assert "limits.max_search_calls.value: 2 -> 6" in done.stdout and "in force now" in done.stdout
+    done = env.accept()
+    assert "limits.max_search_calls.value: 2 -> 6" in done.stdout and "in force now" in done.stdout, done.stdout
     assert _searches(session, 7) == [False] * 6 + [True]
 
 
@@ -77,7 +77,7 @@ def test_a_subagent_definition_written_mid_session_gets_no_wider_tier(env: Env, 
     doctor = env.cli("doctor", "--format", "json")
     rows = {row["check"]: row for row in json.loads(doctor.stdout)}
     assert rows["accepted policy"]["status"] == "warn" and "researcher.md" in rows["accepted policy"]["detail"]
-    env.cli("policy", "accept", "--yes", check=True)
+    env.accept()
     session.prompt("research it again")
     assert not _subagent_search(session, "researcher").denied  # type: ignore[attr-defined]
 

@@ -314,7 +314,7 @@ def _hold_lock(path: Path, seconds: float) -> subprocess.Popen[bytes]:
 
 
 @pytest.mark.parametrize("on_error", ["open", "closed"])
-def test_a_locked_ledger_waits_then_follows_on_error(env: Env, on_error: str) -> None:
+def test_a_ledger_held_by_another_process_waits_then_refuses_whatever_on_error_says(env: Env, on_error: str) -> None:
     env.write(".memory-governor/policy.yaml", f"on_error: {on_error}\nledger:\n  busy_timeout_ms: 200\n  "
               "reservation_ttl_seconds: 300\n  retention_days: 14\n")  # fmt: skip
     sess = Session(env)
@@ -329,10 +329,9 @@ def test_a_locked_ledger_waits_then_follows_on_error(env: Env, on_error: str) ->
         holder.wait()
     assert elapsed < 4, "bounded wait"
     assert "locked" in answer.stderr
-    if on_error == "closed":
-        assert answer.denied and "on_error=closed" in answer.reason
-    else:
-        assert not answer.denied and "let through (on_error: open)" in answer.message
+    # Contention a model can cause at will (a background process holding the lock) never opens the gate.
+    assert answer.denied and "holds the ledger" in answer.reason, answer.raw
+    assert "contention" in answer.message and "let through" not in answer.message, answer.message
     log = (env.state / "errors.log").read_text()
     assert "locked" in log
 

@@ -296,7 +296,7 @@ def test_the_audit_trail_records_sizes_and_fingerprints_or_contents_when_asked(e
     assert rows and rows[0].startswith("32 bytes crc32:")
     env.write(".memory-governor/policy.yaml", "ledger:\n  record_contents: true\n  reservation_ttl_seconds: 300\n"
               "  busy_timeout_ms: 2000\n  retention_days: 14\n")  # fmt: skip
-    env.cli("policy", "accept", "--yes", check=True)  # recording contents is no change an agent may make
+    env.accept()  # recording contents is no change an agent may make
     second = Session(env, "audit-opt-in")
     second.prompt("what did we decide about ORCA-2?")
     rows = [r[0] for r in open_ledger(str(env.state)).q("SELECT detail FROM decisions WHERE event='prompt'")]

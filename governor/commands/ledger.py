@@ -13,6 +13,7 @@ from governor.engine.ledger import Ledger, key
 from governor.engine.rules import CompiledPolicy
 from governor.engine.stores import open_for
 from governor.policy import compiled
+from governor.policy.projects import prune
 from governor.state import state_dir
 
 
@@ -105,6 +106,7 @@ def gc(days: float | None, vacuum: bool) -> int:
     try:
         keep = days if days is not None else policy.data["ledger"]["retention_days"]
         removed = ledger.gc(keep, time.time())
+        prune(state_dir(os.environ), time.time() - keep * 86400)
         if vacuum:
             ledger.vacuum()
     finally:

@@ -191,9 +191,66 @@ def schema_text() -> str:
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 
+# An agent's process, by its program's name or the package its script is in: a command run by the
+# agent's own shell tool has one among its ancestors.
+AGENT_PROGRAMS = frozenset({"claude", "codex", "copilot", "gemini", "opencode", "cursor-agent"})
+AGENT_PACKAGES = ("@anthropic-ai/claude-code", "@openai/codex", "@github/copilot", "@google/gemini-cli", "opencode-ai")
+
+
+def _not_a_person_at_a_terminal() -> str | None:
+    """Why this process is not a person at their own terminal, or None. The model's shell tool runs
+    commands with no controlling terminal, under the agent's process; `policy accept` needs both
+    a terminal and no agent among its ancestors (an agent can start a pseudo-terminal, not stop
+    being its commands' ancestor without leaving the terminal behind too)."""
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
+    except OSError:
+        return "there is no terminal here (an agent's shell tool has none; --yes does not replace one)"
+    agent = _agent_ancestor()
+    if agent is not None:
+        return f"this runs under {agent}, an agent's process (its shell tool cannot accept for you)"
+    return None
+
+
+def _agent_ancestor() -> str | None:
+    pid = os.getppid()
+    for _ in range(64):
+        if pid <= 1:
+            return None
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                argv = handle.read(8192).split(b"\0")
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                pid = int(handle.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None  # no /proc (not Linux): the terminal is what is checked
+        words = [w.decode("utf-8", "replace") for w in argv[:2] if w]
+        if any(os.path.basename(w) in AGENT_PROGRAMS for w in words):
+            return " ".join(words)[:120]
+        if any(package in w for w in words for package in AGENT_PACKAGES):
+            return " ".join(words)[:120]
+    return None
+
+
+def _confirmed(question: str) -> bool:
+    """Asked and answered on the terminal itself, not on stdin (which a pipe can fill)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        return False
+    try:
+        os.write(fd, question.encode())
+        answer = os.read(fd, 64)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return answer.decode("utf-8", "replace").strip().lower() in ("y", "yes")
+
+
 @group.command("accept")
 @click.option("--project", type=click.Path(file_okay=False), help="The project (default: here).")
-@click.option("--yes", is_flag=True, help="Accept without asking (in a script a person runs).")
+@click.option("--yes", is_flag=True, help="Accept without asking (still in your own terminal).")
 def accept(project: str | None, yes: bool) -> int:
     """Accept the policy files and subagent definitions as they are now.
 
@@ -203,12 +260,20 @@ def accept(project: str | None, yes: bool) -> int:
     import time
 
     from governor import harnesses
-    from governor.policy import acceptance, compiled
+    from governor.policy import acceptance, compiled, projects
     from governor.state import state_dir
 
+    refusal = _not_a_person_at_a_terminal()
+    if refusal is not None:
+        raise click.ClickException(f"confirm in your own terminal: {refusal}; nothing was accepted")
     env = os.environ
     state = state_dir(env)
-    sources = Sources(env, os.path.abspath(project) if project else os.getcwd())
+    here = os.path.abspath(project) if project else os.getcwd()
+    root, was = projects.repin(here, state)
+    if was is not None:
+        click.echo(f"the project root of {here} moves from {was} to {root} (a .memory-governor/ folder appeared "
+                   "or went); its policy files are what is accepted now")  # fmt: skip
+    sources = Sources(env, here, root)
     current, notices = compiled.from_files(sources, state)
     for notice in notices:
         click.echo(notice, err=True)
@@ -225,10 +290,8 @@ def accept(project: str | None, yes: bool) -> int:
         click.echo(f"held back: {change}")
     for path, tier in definitions:
         click.echo(f"held back: {path} declares tier {tier}")
-    if not yes:
-        if not sys.stdin.isatty():
-            raise click.ClickException("confirm in a terminal, or pass --yes: nothing was accepted")
-        click.confirm("Put these in force?", abort=True)
+    if not yes and not _confirmed("Put these in force? [y/N] "):
+        raise click.ClickException("not confirmed: nothing was accepted")
     acceptance.write(state, sources, current.blob, time.time())
     click.echo(f"{sources.project}: accepted; {len(held) + len(definitions)} held-back change(s) are in force now")
     return 0

@@ -38,6 +38,8 @@ class CompiledPolicy:
         self.ladder: dict[str, dict[str, Any]] = self.data["ladder"]
         # When a person last accepted the policy (governor.policy.acceptance); None: not known.
         self.accepted_at: float | None = None
+        # The project root it governs (governor.policy.projects); None: not loaded for one.
+        self.project: str | None = None
 
     def tool(self, server: str, tool: str) -> dict[str, Any] | None:
         """The spec (role, parameter names, result format) of a governed tool, else None."""

@@ -8,8 +8,12 @@ back as a whole: the accepted policy stays in force, and the user is told once p
 what was held and that `memory-governor policy accept` applies it.
 
 One record per project in the state directory (`accepted/<key>.json`): the accepted compiled
-policy, when it was accepted, and the shipped default it was accepted over. The first policy
-a project is seen with is accepted as it is (the user installed it). An upgrade of
+policy, when it was accepted, and the shipped default it was accepted over. A project with no
+record starts from its policy files as committed at git HEAD (governor.policy.committed): what
+the working tree changed since is held back if it loosens them. Outside git, the first policy a
+project is seen with, at a session's first event in a folder never seen (before the model acts:
+governor.policy.projects), is accepted as it is (the user installed it); a record missing later
+(deleted, or a state directory redirected) falls back to the shipped default. An upgrade of
 memory-governor that changes the shipped default is accepted when no policy file of the
 project changed since the last acceptance.
 
@@ -104,18 +108,22 @@ def _files_changed_since(sources: Sources, moment: float) -> bool:
         return False
 
 
-def enforced(policy: CompiledPolicy, notices: list[str], sources: Sources, state: str
+def enforced(policy: CompiledPolicy, notices: list[str], sources: Sources, state: str, first: bool = True
              ) -> tuple[CompiledPolicy, list[str]]:  # fmt: skip
     """The policy to enforce: `policy` (what the files say now) if it was accepted or only
-    tightens what was; otherwise the accepted one, with a notice of what is held back."""
+    tightens what was; otherwise the accepted one, with a notice of what is held back.
+
+    With no record yet, the baseline is what the team committed (git HEAD) and, outside git, at
+    a session's `first` event only, the files as they are; else the shipped default."""
     from governor.engine.rules import CompiledPolicy
 
     try:
         record = read(state, sources.project)
         if record is None:
-            write(state, sources, policy.blob, time.time())  # the first policy seen: accepted as it is
-            policy.accepted_at = time.time()
-            return policy, notices
+            record = _first_record(policy, sources, state, first)
+            if record is None:
+                policy.accepted_at = time.time()
+                return policy, notices
     except OSError:
         return policy, notices  # no usable state directory: nothing to compare with (on_error reports it)
     accepted_at = float(record.get("accepted_at") or 0.0)
@@ -143,6 +151,24 @@ def enforced(policy: CompiledPolicy, notices: list[str], sources: Sources, state
         f"policy accept` in {sources.project}."
     )
     return enforcing, [*notices, notice]
+
+
+def _first_record(policy: CompiledPolicy, sources: Sources, state: str, first: bool) -> dict[str, Any] | None:
+    """No record for the project: write the baseline it starts from. None: `policy` itself was
+    accepted (what is committed, or first seen before the model acted); else the new record."""
+    from governor import with_site_packages
+
+    now = time.time()
+    with_site_packages()
+    from governor.policy.files import compile_committed
+
+    committed = compile_committed(sources)
+    as_committed = committed is not None and committed["digest"] == policy.digest
+    if as_committed or (committed is None and first):
+        write(state, sources, policy.blob, now)
+        return None
+    write(state, sources, committed or _shipped_blob(sources), now)  # a change since: held against it
+    return read(state, sources.project) or {"digest": "", "accepted_at": now, "shipped": _shipped(sources)}
 
 
 def held_changes(accepted: dict[str, Any], policy: CompiledPolicy) -> list[Any]:

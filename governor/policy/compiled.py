@@ -54,8 +54,11 @@ def recheck_every(seconds: float) -> None:
     _recheck_seconds = seconds
 
 
-def load(env: Mapping[str, str], cwd: str | None, state: str) -> tuple[CompiledPolicy, list[str]]:
+def load(env: Mapping[str, str], cwd: str | None, state: str, session: object = None
+         ) -> tuple[CompiledPolicy, list[str]]:  # fmt: skip
     """The effective policy for a project, and notices for the user (a broken policy file).
+    The project is the one pinned for `session` (or for `cwd`: governor.policy.projects), and
+    the policy's `project` says which it is.
 
     Compiles on a cache miss. A broken policy never stops enforcement: the last valid
     compile for this project is used, else the shipped default, and the notice says so. A
@@ -66,14 +69,18 @@ def load(env: Mapping[str, str], cwd: str | None, state: str) -> tuple[CompiledP
         import time
 
         now = time.monotonic()
-        recent_key = (cwd, state, env.get("MEMORY_GOVERNOR_POLICY"), env.get("XDG_CONFIG_HOME"), env.get("HOME"))
+        recent_key = (cwd, state, env.get("MEMORY_GOVERNOR_POLICY"), env.get("XDG_CONFIG_HOME"), env.get("HOME"),
+                      session)  # fmt: skip
         recent = _recent.get(recent_key)
         if recent is not None and now - recent[0] < _recheck_seconds:
             return recent[1], []
     from governor.policy.acceptance import enforced
+    from governor.policy.projects import pinned
 
-    sources = Sources(env, cwd)
-    policy, notices = enforced(*from_files(sources, state), sources, state)
+    project, first = pinned(cwd, state, session)
+    sources = Sources(env, cwd, project)
+    policy, notices = enforced(*from_files(sources, state), sources, state, first)
+    policy.project = project
     if recent_key and not notices:
         _recent[recent_key] = (now, policy)
     return policy, notices

@@ -3,10 +3,18 @@
 PyYAML alone hides the mistakes a team lead makes most: a duplicate key silently keeps
 the last value, `no` silently becomes false, a tab is a cryptic scanner error. This module
 reads the node tree itself so each of those becomes a located `Problem`.
+
+Reading is bounded before any work, because a hook reads the policy before it decides and a
+hook that runs past its harness's timeout lets the call through unsaid: a file over MAX_BYTES
+is not read, and a document with more than MAX_ALIASES aliases, more than MAX_NODES nodes once
+its aliases are expanded, nested deeper than MAX_DEPTH, or that takes more than MAX_SECONDS of CPU to read, is a broken
+policy (a located problem: the last valid policy stays in force, governor.policy.compiled).
 """
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 import yaml
@@ -16,6 +24,57 @@ Path = tuple[str | int, ...]
 # YAML 1.1 booleans that are not spelled true/false; YAML 1.2 tools read them as strings.
 _AMBIGUOUS_BOOLS = {"y", "yes", "n", "no", "on", "off"}
 _BOOL_TAG = "tag:yaml.org,2002:bool"
+
+MAX_BYTES = 256 * 1024  # the shipped policy, every comment kept, is about 30 KB
+MAX_ALIASES = 200
+MAX_NODES = 20_000  # counted with aliases expanded (the shipped policy: about 850)
+MAX_DEPTH = 50  # mappings and lists inside each other (the shipped policy: 6)
+MAX_SECONDS = 1.0  # CPU seconds to read one file
+
+
+class Unbounded(Exception):
+    """The document is past a bound; `at` is where reading stopped (line, col)."""
+
+    def __init__(self, message: str, at: tuple[int, int]) -> None:
+        super().__init__(message)
+        self.at = at
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that counts aliases and nodes as it composes, and stops past a bound."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.aliases = 0
+        self.nodes = 0
+        self.depth = 0
+        self.deadline = time.thread_time() + MAX_SECONDS
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                self._stop(f"YAML with more than {MAX_ALIASES} aliases (*name)")
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            self._stop(f"YAML with more than {MAX_NODES} values")
+        if not self.nodes % 256 and time.thread_time() > self.deadline:
+            self._stop(f"YAML that takes more than {MAX_SECONDS:g} s to read")
+        if self.depth >= MAX_DEPTH:
+            self._stop(f"YAML nested more than {MAX_DEPTH} deep")
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def _stop(self, what: str) -> None:
+        event: Any = self.peek_event()  # type: ignore[no-untyped-call]
+        raise Unbounded(f"{what} is not read as a policy", _mark(event.start_mark))
+
+
+def _mark(mark: Any) -> tuple[int, int]:
+    return (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
 
 
 class Problem:
@@ -46,6 +105,7 @@ class Document:
         self.keys: dict[Path, tuple[int, int]] = {}
         self.problems: list[Problem] = []
         self.ambiguous: set[Path] = set()
+        self.built = 0  # values built so far, aliases expanded (MAX_NODES)
 
     def problem(self, pos: tuple[int, int], message: str) -> None:
         self.problems.append(Problem(self.file, pos[0], pos[1], message))
@@ -76,9 +136,12 @@ def read_policy_text(text: str, file: str) -> Document:
             doc.problem((number, indent.index("\t") + 1), "tab used for indentation: indent with spaces")
     if doc.problems:
         return doc
-    loader = yaml.SafeLoader(text)
+    loader = _BoundedLoader(text)
     try:
         root = loader.get_single_node()
+    except Unbounded as err:
+        doc.problem(err.at, str(err))
+        return doc
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         at = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -93,7 +156,12 @@ def read_policy_text(text: str, file: str) -> Document:
     if root is None:
         doc.problem((1, 1), "the file is empty: write at least `version: 1`")
         return doc
-    doc.data = _build(root, (), doc, loader)
+    try:
+        doc.data = _build(root, (), doc, loader)
+    except Unbounded as err:  # aliases that expand past MAX_NODES
+        doc.problem(err.at, str(err))
+        doc.data = None
+        return doc
     if not isinstance(doc.data, dict):
         doc.problem(_pos(root), "a policy is a mapping of keys (version, limits, ...), not a single value")
         doc.data = None
@@ -102,8 +170,15 @@ def read_policy_text(text: str, file: str) -> Document:
 
 def read_policy_file(file: str) -> Document:
     try:
-        with open(file, encoding="utf-8") as handle:
-            text = handle.read()
+        with open(file, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(MAX_BYTES + 1) if size <= MAX_BYTES else b""
+        if size > MAX_BYTES or len(data) > MAX_BYTES:  # checked before reading; a file growing as it is read too
+            doc = Document(file)
+            doc.problem((1, 1), f"the file is larger than a policy can be ({max(size, len(data))} bytes; "
+                                f"at most {MAX_BYTES}): not read")  # fmt: skip
+            return doc
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         doc = Document(file)
         doc.problem((1, 1), f"not UTF-8 text ({err.reason} at byte {err.start})")
@@ -115,7 +190,11 @@ def read_policy_file(file: str) -> Document:
     return read_policy_text(text, file)
 
 
-def _build(node: yaml.Node, path: Path, doc: Document, loader: yaml.SafeLoader) -> Any:
+def _build(node: yaml.Node, path: Path, doc: Document, loader: _BoundedLoader) -> Any:
+    doc.built += 1
+    if doc.built > MAX_NODES or (not doc.built % 256 and time.thread_time() > loader.deadline):
+        raise Unbounded(f"YAML that expands past {MAX_NODES} values (its aliases expanded) or takes more than "
+                        f"{MAX_SECONDS:g} s to read is not read as a policy", _pos(node))  # fmt: skip
     doc.values[path] = _pos(node)
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from governor import __version__
 from governor.engine.rules import index
 from governor.policy.diff import LOOSENED, Change, compare, is_allowed
-from governor.policy.document import Document, Path, Problem, read_policy_file
+from governor.policy.document import Document, Path, Problem, read_policy_file, read_policy_text
 from governor.policy.model import Policy
 from governor.policy.sources import Sources, shipped_file, shipped_policy_path
 
@@ -239,12 +239,13 @@ def _doc(eff: Effective, file: str) -> Document | None:
     return None
 
 
-def build(layers: list[tuple[str, str]]) -> Effective:
-    """Read and layer the files [(kind, path)], kinds: default, team, local."""
+def build(layers: list[tuple[str, str]], texts: dict[str, str] | None = None) -> Effective:
+    """Read and layer the files [(kind, path)], kinds: default, team, local (`texts`: a file's
+    text to read instead of the file, as committed: governor.policy.committed)."""
     eff = Effective()
     team_data: dict[str, Any] | None = None
     for kind, path in layers:
-        doc = read_policy_file(path)
+        doc = read_policy_text(texts[path], path) if texts and path in texts else read_policy_file(path)
         eff.layers.append((kind, doc))
         eff.problems.extend(doc.problems)
         if doc.data is None:
@@ -254,7 +255,7 @@ def build(layers: list[tuple[str, str]]) -> Effective:
         eff.data = _merge(eff.data, doc.data, (), kind, doc, eff.origins) if eff.data else doc.data
         if len(eff.layers) == 1:
             _record(doc.data, (), kind, doc, eff.origins)
-    if eff.problems and any(p.message.startswith(("YAML", "the file is empty", "tab")) for p in eff.problems):
+    if eff.problems and any(p.message.startswith(("YAML", "the file is", "tab")) for p in eff.problems):
         eff.problems.sort(key=Problem.sort_key)
         return eff
     _validate(eff)
@@ -364,6 +365,18 @@ def compile_sources(sources: Sources, only_default: bool = False) -> tuple[dict[
     if not eff.ok:
         return None, [str(p) for p in eff.problems] or ["the policy could not be validated"]
     return compiled_blob(eff), []
+
+
+def compile_committed(sources: Sources) -> dict[str, Any] | None:
+    """The compiled policy as the project's files are committed at git HEAD; None when the project
+    is not in git or what is committed is no valid policy."""
+    from governor.policy.committed import committed_layers
+
+    committed = committed_layers(sources)
+    if committed is None:
+        return None
+    eff = build(*committed)
+    return compiled_blob(eff) if eff.ok else None
 
 
 def check_files(files: list[str]) -> Effective:

@@ -2,7 +2,8 @@
 
 Discovery (the first that exists is the team policy; each layers over the shipped default):
   1. $MEMORY_GOVERNOR_POLICY
-  2. <project>/.memory-governor/policy.yaml     (project = nearest ancestor with .memory-governor/)
+  2. <project>/.memory-governor/policy.yaml     (project = nearest ancestor with .memory-governor/,
+     not above the git work tree it is in; a hook's project is fixed by governor.policy.projects)
   3. $XDG_CONFIG_HOME/memory-governor/policy.yaml (else ~/.config/...)
   4. the shipped default, rules/memory-budget.yaml
 A local override, <project>/.memory-governor/policy.local.yaml, layers over the team policy
@@ -47,7 +48,8 @@ def shipped_policy_path() -> str:
 
 
 def project_root(cwd: str | None) -> str:
-    """The nearest ancestor of `cwd` with a .memory-governor/ folder, else `cwd` itself."""
+    """The nearest ancestor of `cwd` with a .memory-governor/ folder, else `cwd` itself. The search
+    stops at the top of the git work tree `cwd` is in: a folder above it is no part of the project."""
     start = cwd or os.getcwd()
     start = os.path.abspath(start)
     here = start
@@ -55,6 +57,8 @@ def project_root(cwd: str | None) -> str:
         if os.path.isdir(os.path.join(here, PROJECT_DIR_NAME)):
             return here
         parent = os.path.dirname(here)
+        if os.path.exists(os.path.join(here, ".git")):
+            return start
         if parent == here:
             return start
         here = parent
@@ -65,8 +69,8 @@ class Sources:
 
     __slots__ = ("local", "project", "shipped", "team", "team_origin", "watched")
 
-    def __init__(self, env: Mapping[str, str], cwd: str | None) -> None:
-        self.project = project_root(cwd)
+    def __init__(self, env: Mapping[str, str], cwd: str | None, project: str | None = None) -> None:
+        self.project = project or project_root(cwd)  # `project`: the root pinned for a session
         self.shipped = shipped_policy_path()
         config_home = env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".config")
         explicit = env.get("MEMORY_GOVERNOR_POLICY")

@@ -133,7 +133,20 @@ def _policy(env: Mapping[str, str], event: Event) -> tuple[CompiledPolicy, list[
     from governor.policy import compiled
     from governor.state import state_dir
 
-    return compiled.load(env, event.project, state_dir(env))
+    return compiled.load(env, harness_folder(env, event), state_dir(env), event.session_id)
+
+
+# Set by the harness for its hooks: the folder the session runs in (the model's `cd` does not move it).
+HARNESS_PROJECT_VARIABLES = ("CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR")
+
+
+def harness_folder(env: Mapping[str, str], event: Event) -> str | None:
+    """The folder the harness runs the session in: the policy's project is pinned from it."""
+    for name in HARNESS_PROJECT_VARIABLES:
+        value = env.get(name) or ""
+        if os.path.isabs(value) and os.path.isdir(value):
+            return os.path.normpath(value)
+    return event.project
 
 
 def _sync_warm_server_switch(env: Mapping[str, str], policy: CompiledPolicy) -> None:
@@ -190,7 +203,7 @@ def _decide(
         if kept is not None:
             kept[which] = ledger
     try:
-        project = project_root(event.project)
+        project = policy.project or project_root(event.project)  # the session's pinned root
         home = env.get("HOME") or ""
         folders = [os.path.join(base, rel) for base in (project, home) if base for rel in agent_dirs]
         deadline = time.thread_time() + policy.data["runtime"]["decision_deadline_ms"] / 1000
@@ -247,7 +260,12 @@ def _first_time(env: Mapping[str, str], session_id: object, notice: str) -> bool
 
 def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None, policy: CompiledPolicy | None,
               env: Mapping[str, str], err: BaseException) -> None:  # fmt: skip
-    """The governor could not decide. on_error decides for a governed memory call; say so."""
+    """The governor could not decide. on_error decides for a governed memory call; say so.
+
+    A ledger another process holds past the busy timeout is contention the governor did not
+    cause (a model can hold the lock from a background process at will): it never opens the
+    gate, whatever on_error says; the call is refused and may be tried again."""
+    from governor.engine.ledger import LedgerBusy
     from governor.policy.compiled import PolicyUnavailable
 
     bad_input = isinstance(err, adapter.BadPayload)
@@ -262,12 +280,23 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
     governed = _governed(event, policy)
     # Unread input: closed applies when it names an event the harness can deny or withhold.
     deniable = event is None and adapter.refusal(name, "") is not None
-    closed = on_error == "closed" and (governed or deniable)
+    contention = isinstance(err, LedgerBusy)
+    closed = (on_error == "closed" or contention) and (governed or deniable)
     verdict = "denied (on_error: closed)" if closed else "let through (on_error: open)"
+    if contention:
+        verdict = ("refused while another process holds it (contention, not the governor's own failure: "
+                   "on_error does not apply)") if closed else "not affected"  # fmt: skip
     message = f"memory-governor could not decide ({what}); memory calls are {verdict}."
     out.errors.append(message)
     _log_error(env, message)
-    if closed:
+    if closed and contention:
+        out.answer = adapter.refusal(
+            name,
+            "memory-governor could not check this memory call: another process holds the ledger past its busy "
+            "timeout, so it cannot be counted. Try it again in a moment, or continue without memory; the user has "
+            "been told.",
+        )
+    elif closed:
         out.answer = adapter.refusal(
             name,
             f"memory-governor could not check this memory call ({type(err).__name__}), and policy on_error=closed "
@@ -302,7 +331,9 @@ def _policy_for_errors(env: Mapping[str, str], event: Event | None) -> CompiledP
     from governor.state import state_dir
 
     try:
-        return compiled.load(env, event.project if event is not None else None, state_dir(env))[0]
+        if event is None:
+            return compiled.load(env, None, state_dir(env))[0]
+        return compiled.load(env, harness_folder(env, event), state_dir(env), event.session_id)[0]
     except BaseException:
         return None
 

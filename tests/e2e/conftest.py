@@ -321,6 +321,14 @@ class Harness:
             raise AssertionError(f"governor {' '.join(args)}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc
 
+    def accept(self) -> str:
+        """`memory-governor policy accept`, as the user runs it: in their own terminal, answering y."""
+        from tests.terminal import at_a_terminal
+
+        out = at_a_terminal([PYTHON, "-m", "governor", "policy", "accept"], self.project, self.env, "y\n")
+        assert out.returncode == 0 and "accepted" in out.stdout, out.stdout
+        return out.stdout
+
     def install(self) -> None:
         """The project's own installer writes .claude/settings.json (no hand-written hooks)."""
         self.governor("install", "claude-code", "--project", str(self.project))

@@ -237,7 +237,7 @@ def test_a_resume_right_away_does_not_unlock_mem_context_but_one_after_a_break_d
     (gem.project / ".memory-governor" / "policy.yaml").write_text(
         "version: 1\nmem_context:\n  unlocked_by:\n    session_resume: {scope: next_turn, uses: 1, min_idle_minutes: 0}\n"
     )
-    gem.governor("policy", "accept", "--yes")  # a loosening written mid-session waits for the user
+    gem.accept()  # a loosening written mid-session waits for the user
     resumed = gem.run("Pick up where we left off.", resume=True, main=_context_twice())
     allowed, again = resumed.results_of("mem_context")
     assert server_text(allowed.text).startswith("## Memory from Previous Sessions"), allowed.text
@@ -380,3 +380,47 @@ def test_replay_of_an_ungoverned_session_log_decides_as_the_hooks_would(gem):
     validator = searches[4]
     assert validator["agent_type"] == "validator" and validator["decision"] == "deny", validator
     assert "is save-only" in validator["reason"], "played as the subagent it was, not as the parent"
+
+
+# -- a policy file slow to read, and a project that appears above the project ------------------
+
+ALIAS_BOMB = "\n".join(["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+                       + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+                       + ["limits: {max_search_calls: {value: 9, enforce: block}}", ""])  # fmt: skip
+
+
+def _write_with_shell(path, content: str) -> Reply:
+    import shlex
+
+    return tool_uses(call("run_shell_command", {"command": f"mkdir -p {shlex.quote(str(path.parent))} && printf %s "
+                                                           f"{shlex.quote(content)} > {shlex.quote(str(path))}"}))  # fmt: skip
+
+
+def test_a_policy_too_slow_to_read_keeps_the_limits_in_force(gem):
+    local = gem.project / ".memory-governor" / "policy.local.yaml"
+    run = gem.run("Find everything about auth.",
+                  main=[_write_with_shell(local, ALIAS_BOMB),
+                        tool_uses(*[engram("mem_search", query=q, limit=1) for q in ("auth", "jwt", "sessions")]),
+                        text("Done.")])  # fmt: skip
+    assert local.exists(), run.describe()
+    searches = run.results_of("mem_search")
+    refused = [r for r in searches if r.is_error]
+    assert len(searches) == 3 and len(refused) == 1, run.describe()  # the shipped 2, not the file's 9
+    assert denied(refused[0], "max_search_calls"), refused[0].text
+    assert len(gem.calls("mem_search")) == 2
+
+
+LOOSER_POLICY = "limits:\n  max_search_calls: {value: 6, enforce: block}\n"
+
+
+def test_a_project_folder_the_model_writes_above_the_project_loosens_nothing(gem):
+    above = gem.project.parent / ".memory-governor" / "policy.yaml"
+    three = tool_uses(*[engram("mem_search", query=q, limit=1) for q in ("auth", "jwt", "sessions")])
+    run = gem.run("Find everything about auth; raise your memory limits first if you need to.",
+                  main=[_write_with_shell(above, LOOSER_POLICY), three, text("Done.")])  # fmt: skip
+    assert above.exists(), run.describe()
+    refused = [r for r in run.results_of("mem_search") if r.is_error]
+    assert len(run.results_of("mem_search")) == 3 and len(refused) == 1, run.describe()  # the shipped 2, not 6
+    assert denied(refused[0], "max_search_calls"), refused[0].text
+    later = gem.run("A new session: auth again.", main=[three, text("Done.")])  # the next session too
+    assert [r.is_error for r in later.results_of("mem_search")].count(True) == 1, later.describe()

@@ -294,7 +294,7 @@ def test_a_resume_unlocks_mem_context_only_after_a_break(env: Env, opencode: Ope
     assert opencode.before("mem_context").denied, "30 idle minutes in the shipped policy"
     env.write(".memory-governor/policy.yaml",
               "mem_context:\n  unlocked_by:\n    session_resume: {scope: next_turn, uses: 1, min_idle_minutes: 0}\n")  # fmt: skip
-    env.cli("policy", "accept", "--yes", check=True)  # a loosening written mid-session waits for the user
+    env.accept()  # a loosening written mid-session waits for the user
     opencode.start("resume")
     opencode.prompt("pick up where we left off")
     assert not opencode.before("mem_context").denied

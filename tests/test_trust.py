@@ -1,0 +1,219 @@
+"""The policy in force is the one a person accepted, whatever the model writes, moves or holds.
+
+Played through the hook process as a model with a shell and file tools would: a policy file that
+is slow to read, a new project folder above the project, the acceptance record deleted, the
+ledger's write lock held from a background process. Each test fails on the code before its fix
+(docs/reliability.md, "An agent that pushes").
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Env, Session
+
+TEAM_CLOSED = "on_error: closed\nlimits:\n  max_search_calls: {value: 1, enforce: block}\n"
+
+
+def _searches(session: Session, count: int) -> list[bool]:
+    """Denied or not, for `count` searches in a new turn."""
+    session.prompt("what did we decide about the cache")
+    return [session.pre("mem_search", query=f"cache {i}", limit=1).denied for i in range(count)]
+
+
+def _alias_bomb(levels: int = 9) -> str:
+    """A few hundred bytes that expand to 9**levels values: the classic YAML alias bomb."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\nlimits: {max_search_calls: {value: 9, enforce: block}}\n"
+
+
+# -- 1. a policy file slow to read is a broken policy, in bounded time ----------------------------
+
+SLOW_POLICIES = {
+    "aliases": lambda: _alias_bomb(),
+    "comments": lambda: "# nothing here\n" * 2_000_000,  # 30 MB, every line a comment
+    "nesting": lambda: "limits: " + "[" * 100_000 + "\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SLOW_POLICIES))
+def test_a_policy_too_slow_to_read_keeps_the_accepted_one_in_bounded_time(env: Env, session: Session,
+                                                                          kind: str) -> None:  # fmt: skip
+    env.write(".memory-governor/policy.yaml", TEAM_CLOSED)
+    session.start()
+    assert _searches(session, 2) == [False, True]
+    env.write(".memory-governor/policy.local.yaml", SLOW_POLICIES[kind]())
+    started = time.monotonic()
+    session.prompt("and the queue?")
+    first = session.pre("mem_search", query="queue", limit=1)
+    second = session.pre("mem_search", query="queue 2", limit=1)
+    took = time.monotonic() - started
+    assert [first.denied, second.denied] == [False, True], (first.raw, second.raw)  # max 1 still holds
+    assert "could not decide" not in first.stderr + second.stderr, first.stderr  # a decision, not on_error
+    told = first.message + session.pre("mem_search", query="q", limit=1).stderr
+    assert "policy.local.yaml" in told and "not read" in told, told
+    assert took < 10, f"three hook runs took {took:.1f} s: past a harness's hook timeout"
+    check = env.cli("policy", "check")
+    assert check.returncode == 1 and "policy.local.yaml:" in check.stderr, check.stderr
+
+
+# -- 2. the project a session governs is fixed by the harness ------------------------------------
+
+LOOSER = "limits:\n  max_search_calls: {value: 6, enforce: block}\n"
+TIGHTER = "limits:\n  max_search_calls: {value: 1, enforce: block}\n"
+
+
+def _git(env: Env, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=Team", "-c", "user.email=team@example.com", *args], cwd=env.project,
+                   check=True, capture_output=True, timeout=30)  # fmt: skip
+
+
+@pytest.mark.parametrize("harness_dir", [False, True], ids=["payload-cwd", "CLAUDE_PROJECT_DIR"])
+def test_a_project_folder_written_above_the_project_loosens_nothing(env: Env, harness_dir: bool) -> None:
+    extra = {"CLAUDE_PROJECT_DIR": str(env.project)} if harness_dir else None
+    session = Session(env, extra_env=extra)
+    session.start()
+    assert _searches(session, 3) == [False, False, True]
+    above = env.tmp / ".memory-governor" / "policy.yaml"  # the model: ../.memory-governor/policy.yaml
+    above.parent.mkdir()
+    above.write_text(LOOSER)
+    assert _searches(session, 3) == [False, False, True]  # this session
+    later = Session(env, "sess-2", extra_env=extra)
+    later.start()
+    assert _searches(later, 3) == [False, False, True]  # and the next one
+
+
+def test_the_project_folder_moved_aside_loosens_nothing(env: Env, session: Session) -> None:
+    env.write(".memory-governor/policy.yaml", TIGHTER)
+    session.start()
+    assert _searches(session, 2) == [False, True]
+    (env.project / ".memory-governor").rename(env.project / ".mg-old")
+    (env.tmp / ".memory-governor").mkdir()
+    (env.tmp / ".memory-governor" / "policy.yaml").write_text(LOOSER)
+    assert _searches(session, 2) == [False, True]
+    later = Session(env, "sess-2")
+    later.start()
+    later.prompt("and now?")
+    assert [later.pre("mem_search", query=f"q{i}", limit=1).denied for i in range(2)] == [False, True]
+    assert env.accept().returncode == 0  # the user moves it: in force
+    assert _searches(later, 7) == [False] * 6 + [True]
+
+
+def test_a_policy_changed_since_the_last_commit_is_held_against_the_committed_one(env: Env, session: Session) -> None:
+    env.write(".memory-governor/policy.yaml", TIGHTER)
+    _git(env, "init", "-q")
+    _git(env, "add", ".memory-governor/policy.yaml")
+    _git(env, "commit", "-qm", "team policy")
+    env.write(".memory-governor/policy.yaml", LOOSER)  # in the working tree only, before the first session
+    session.start()
+    session.prompt("what did we decide")
+    first = session.pre("mem_search", query="a", limit=1)
+    second = session.pre("mem_search", query="b", limit=1)
+    assert [first.denied, second.denied] == [False, True]  # the committed 1, not the working tree's 6
+    told = first.message + first.stderr
+    assert "held back" in told and "max_search_calls" in told, told
+    env.accept()
+    assert _searches(session, 7) == [False] * 6 + [True]
+
+
+def test_a_policy_as_committed_is_in_force_from_the_first_session(env: Env, session: Session) -> None:
+    env.write(".memory-governor/policy.yaml", LOOSER)
+    _git(env, "init", "-q")
+    _git(env, "add", ".memory-governor/policy.yaml")
+    _git(env, "commit", "-qm", "team policy")
+    session.start()
+    assert _searches(session, 7) == [False] * 6 + [True]
+
+
+def test_a_policy_first_seen_after_the_session_started_is_not_accepted_unseen(env: Env, session: Session) -> None:
+    session.start()
+    env.write(".memory-governor/policy.yaml", LOOSER)
+    shutil.rmtree(env.state / "accepted")  # the record gone with everything beside it
+    assert _searches(session, 3) == [False, False, True]  # the shipped default, as documented
+    later = Session(env, "sess-2")
+    later.start()
+    assert _searches(later, 3) == [False, False, True]  # the folder was seen before: still held
+
+
+def test_gc_forgets_old_session_pins_and_keeps_each_folders_root(env: Env, session: Session) -> None:
+    session.start()
+    pins = env.state / "projects"
+    assert sorted(p.name.split("-")[0] for p in pins.iterdir()) == ["folder", "session"]
+    env.cli("gc", "--days", "0", check=True)
+    assert [p.name.split("-")[0] for p in pins.iterdir()] == ["folder"]
+
+
+# -- 5. what the model can cause at will is not the governor's own failure ------------------------
+
+
+def test_the_ledger_lock_held_from_a_background_process_opens_nothing(env: Env, session: Session) -> None:
+    session.start()
+    session.prompt("what did we decide about the cache")
+    assert not session.pre("mem_search", query="first", limit=1).denied  # the ledger exists, one slot used
+    code = ("import sqlite3, sys, time\ndb = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "db.execute('BEGIN EXCLUSIVE')\nprint('held', flush=True)\ntime.sleep(60)\n")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", code, str(env.state / "ledger.db")], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+        held = [session.pre("mem_search", query=f"while held {i}", limit=1) for i in range(3)]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert all(a.denied for a in held), [a.raw for a in held]  # shipped on_error is open: still refused
+    assert "holds the ledger" in held[0].reason and "contention" in held[0].message, held[0].raw
+    # Released: the turn's count is what it was (one search), so one more is allowed, then the cap.
+    assert [session.pre("mem_search", query=f"after {i}", limit=1).denied for i in range(2)] == [False, True]
+
+
+def test_an_emptied_acceptance_record_falls_back_to_the_shipped_policy(env: Env, session: Session) -> None:
+    session.start()
+    env.write(".memory-governor/policy.yaml", LOOSER)
+    for record in (env.state / "accepted").iterdir():
+        record.write_bytes(b"")  # `: > accepted/*.json`, through a path the routes do not spell
+    assert _searches(session, 3) == [False, False, True]
+
+
+# -- 4. acceptance is something the model's own shell cannot give --------------------------------
+
+FORGED = ['"memory-governor" policy accept --yes', "memory-governor policy acc''ept --yes",
+          "P=memory-governor; $P policy accept --yes", "python3 -m governor.cli policy accept --yes",
+          "env -u X /usr/local/bin/memory-governor policy accept --yes",
+          "bash -c 'memory-governor policy accept --yes'"]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", FORGED)
+def test_policy_accept_spelled_any_way_is_refused_as_a_first_line(env: Env, session: Session, command: str) -> None:
+    session.start()
+    answer = session.event("PreToolUse", tool_name="Bash", tool_input={"command": command},
+                           tool_use_id=session.next_id())  # fmt: skip
+    assert answer.denied and "governor-state" in answer.reason + answer.raw, answer.raw
+
+
+def test_policy_accept_needs_the_users_own_terminal(env: Env, session: Session, tmp_path: Path) -> None:
+    from tests.terminal import at_a_terminal
+
+    session.start()
+    env.write(".memory-governor/policy.yaml", LOOSER)
+    assert _searches(session, 3) == [False, False, True]
+    piped = env.cli("policy", "accept", "--yes", input="y\n")  # what the model's shell can run: no terminal
+    assert piped.returncode != 0 and "no terminal" in piped.stderr and "nothing was accepted" in piped.stderr
+    agent = tmp_path / "bin" / "claude"  # a pty started by an agent's own process: still under the agent
+    agent.parent.mkdir()
+    agent.write_text('#!/bin/sh\n"$@"\n')
+    agent.chmod(0o755)
+    under = at_a_terminal([str(agent), sys.executable, "-m", "governor", "policy", "accept", "--yes"], env.project,
+                          env.vars, "y\n")  # fmt: skip
+    assert under.returncode != 0 and "an agent's process" in under.stdout, under.stdout
+    declined = env.accept(typed="n\n", check=False)
+    assert declined.returncode != 0 and "not confirmed" in declined.stdout, declined.stdout
+    assert _searches(session, 3) == [False, False, True]  # nothing of that was accepted
+    done = env.accept()  # the user, at their terminal, answers y
+    assert "Put these in force?" in done.stdout and "in force now" in done.stdout, done.stdout
+    assert _searches(session, 7) == [False] * 6 + [True]
