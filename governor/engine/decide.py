@@ -71,12 +71,12 @@ def _prepare(case: Case) -> None:
     if event.kind == ev.PROMPT and event.machine_made:
         return  # nothing of its text is used
     if event.kind == ev.PROMPT:
-        from governor.engine.classify import classify, recall_phrase
+        from governor.engine.recall import judge
 
-        prompt = event.prompt or ""
-        case.prepared["verdict"] = classify(prompt, policy.data["memory_needs"])
+        case.prepared["verdict"], case.prepared["recall"] = judge(
+            event.prompt or "", policy.data["memory_needs"], policy.recall_phrases
+        )
         case.world.check()
-        case.prepared["recall"] = recall_phrase(prompt, policy.recall_phrases)
         return
     spec = case.spec()
     if event.kind == ev.POST_TOOL and spec is not None and spec["role"] not in ("save", "summary"):

@@ -375,6 +375,27 @@ def _clamp_neighbours(case: Case, spec: dict[str, Any], layer: dict[str, Any]) -
     return decision
 
 
+def _unlocks(triggers: dict[str, Any]) -> str:
+    """What unlocks mem_context in this policy, in the words of the refusal."""
+    ways = []
+    compact = triggers.get("post_compact")
+    if compact is None:
+        ways.append(" (which this policy does not allow either)")
+    elif compact.get("requires_topic"):
+        ways.append(f" (after /compact, when the memory holds a {compact['requires_topic']}* topic)")
+    resume = triggers.get("session_resume")
+    if resume is not None and resume.get("armed_by") == "dispatch":
+        ways.append(f"the first dispatch after a saved {resume.get('requires_topic') or 'state/wave/'}* wave state")
+    elif resume is not None:
+        idle = resume.get("min_idle_minutes") or 0
+        ways.append(f"a resumed session{f' after {idle} idle minutes' if idle else ''}")
+    if "explicit_user_recall" in triggers:
+        ways.append('a turn where the user\'s own prompt asks for everything remembered ("recall everything '
+                    'stored for this project", "recordar todo")')  # fmt: skip
+    head, rest = (ways[0], ways[1:]) if ways and ways[0].startswith(" (") else ("", ways)
+    return head + ("" if not rest else ", " + (" or ".join(rest) if len(rest) < 3 else ", ".join(rest)))
+
+
 def _judge_context(case: Case, usage: dict[str, int]) -> tuple[Decision, int]:
     ctx = case.policy.data["mem_context"]
     code = "allow"
@@ -386,8 +407,8 @@ def _judge_context(case: Case, usage: dict[str, int]) -> tuple[Decision, int]:
             return Decision(
                 ev.DENY,
                 "mem_context_locked",
-                f"memory-governor: {case.event.tool} (the whole-memory dump) is off outside post-compaction recovery, "
-                f"a resumed session, or an explicit request to recall everything. Use {search} with a topic prefix "
+                f"memory-governor: {case.event.tool} (the whole-memory dump) is off outside post-compaction recovery"
+                f"{_unlocks(ctx['unlocked_by'])}. Use {search} with a topic prefix "
                 f"(limit<={case.policy.ladder['L1'].get('max_limit') or 3}) instead.",
             ), 0
     expected = ctx["expected_tokens"]

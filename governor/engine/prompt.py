@@ -28,7 +28,7 @@ def prompt(case: Case) -> Decision:
     lines: list[str] = []
     names: list[str] = []
     recall = policy.data["mem_context"]["unlocked_by"].get("explicit_user_recall")
-    if recall and case.prepared["recall"] and _may_arm(case):
+    if recall and case.prepared["recall"].unlocks and _may_arm(case):
         case.ledger.arm(case.session, "explicit_user_recall", recall["scope"], recall["uses"], case.seq, case.turn,
                         case.world.now)  # fmt: skip
         lines.append(FIXED_LINES["recall_armed"])
