@@ -32,6 +32,7 @@ from governor.engine.classify import HEAD, TAIL, Verdict, strip_accents
 
 CLASS = "explicit_user_recall"
 WINDOW = 6  # words between the word for "all" and the word for the memory
+ANSWER_WORDS = 6  # "What have you stored? Give me all of it.": the longest such answer
 
 # What a prompt shows rather than says: code, and quoted text.
 _SHOWN = re.compile(
@@ -39,134 +40,58 @@ _SHOWN = re.compile(
     r"|(?<!\w)'[^'\n]{0,500}'(?!\w)"
 )
 _NEGATION = re.compile(
-    r"\b(?:not|no|never|without|nor|dont|don't|doesnt|doesn't|isnt|isn't|aren't|won't|rather than|instead of|"
-    r"nunca|sin|ni|tampoco|jamas)\b"
+    r"\b(?:not|no|never|without|nor|dont|don't|doesnt|doesn't|isnt|isn't|aren't|won't|shouldn't|shouldnt|mustn't|"
+    r"can't|cannot|avoid|skip|rather than|instead of|nunca|sin|ni|tampoco|jamas|nada de|evita|evitar)\b"
 )
-_CLAUSE_END = re.compile(r"[.!?;\n]")
+_CLAUSE_END = re.compile(r"[.!?;:\n]")
 _SPACES = re.compile(r"[^\S\n]+")
 # A token of the prompt; a word is one made of letters only (`full_memory.py`, `--all-context` are not).
 _TOKEN = re.compile(r"[^\s,;:!?¿¡()\[\]{}]+")
 _WORDLIKE = re.compile(r"[a-zñ']+")
-_ALL = frozenset(
-    [
-        "everything",
-        "all",
-        "whole",
-        "entire",
-        "full",
-        "complete",
-        "every",
-        "todo",
-        "toda",
-        "todos",
-        "todas",
-        "completo",
-        "completa",
-        "completos",
-        "completas",
-        "entero",
-        "entera",
-        "enteros",
-        "enteras",
-    ]
-)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Words for "all of it". Spanish puts some after the noun: "la memoria completa".
+_ALL = _words("everything all whole entire full complete every each todo toda todos todas cada completo completa "
+              "completos completas entero entera enteros enteras")  # fmt: skip
+_AFTER_NOUN = _words("completo completa completos completas entero entera enteros enteras")
 # Words for the memory itself: enough with a word for "all" ("everything stored", "toda la memoria").
-_NOUNS = frozenset(["memory", "memories", "memoria", "memorias", "recuerdos"])
+_NOUNS = _words("memory memories memoria memorias recuerdos")
 # Of these a participle counts when it ends the ask or a word for memory or a preposition follows it
 # ("all the stored context", "todo lo guardado del proyecto"; not "all stored procedures").
-_PARTICIPLES = frozenset(
-    [
-        "stored",
-        "saved",
-        "remembered",
-        "recorded",
-        "memorised",
-        "memorized",
-        "noted",
-        "kept",
-        "guardado",
-        "guardada",
-        "guardados",
-        "guardadas",
-        "guardaste",
-        "guardamos",
-        "guardo",
-        "almacenado",
-        "almacenada",
-        "almacenados",
-        "almacenadas",
-        "anotado",
-        "anotada",
-        "anotados",
-        "anotadas",
-        "anotaste",
-        "registrado",
-        "registrada",
-        "registrados",
-        "registradas",
-    ]
+_PARTICIPLES = _words(
+    "stored saved remembered recalled recorded memorised memorized noted kept guardado guardada guardados guardadas "
+    "guardaste guardamos guardo almacenado almacenada almacenados almacenadas anotado anotada anotados anotadas "
+    "anotaste registrado registrada registrados registradas recordado recordada recordados recordadas"
 )
-_AFTER_PARTICIPLE = frozenset(
-    [
-        "context",
-        "notes",
-        "memories",
-        "memory",
-        "history",
-        "knowledge",
-        "about",
-        "on",
-        "in",
-        "from",
-        "for",
-        "of",
-        "so",
-        "by",
-        "contexto",
-        "notas",
-        "memoria",
-        "memorias",
-        "historial",
-        "recuerdos",
-        "sobre",
-        "de",
-        "del",
-        "en",
-        "desde",
-        "por",
-        "para",
-        "hasta",
-    ]
+_AFTER_PARTICIPLE = _words(
+    "context notes memories memory history knowledge observation observations entries about on in from for of so by "
+    "over during since across until up these this last contexto notas memoria memorias historial recuerdos "
+    "observacion observaciones entradas sobre de del en desde por para hasta durante estos estas este esta"
 )
 # Words that may mean the memory or something else ("the full context of the function", "recall the
 # fields"): they count only when the prompt's memory need is explicit_user_recall too.
-_WEAK = frozenset(
-    [
-        "remember",
-        "recall",
-        "context",
-        "history",
-        "notes",
-        "recuerdas",
-        "recuerdes",
-        "recuerda",
-        "recuerdame",
-        "recordar",
-        "recorda",
-        "recordas",
-        "recordame",
-        "recuerden",
-        "acuerdas",
-        "acuerdes",
-        "acuerdate",
-        "historial",
-        "contexto",
-        "notas",
-    ]
+_WEAK = _words(
+    "remember recall context history note notes observation observations recuerdas recuerdes recuerda recuerdame recordar recorda "
+    "recordas recordame recuerden acuerdas acuerdes acuerdate historial contexto nota notas observacion observaciones"
 )
 # Words that ask for knowledge as much as for memory: they count only with a word for the user or the
 # project, and when the memory need agrees.
-_KNOW = frozenset(["know", "knows", "knew", "sabes", "sabemos", "sabias", "conoces"])
+_KNOW = _words("know knows knew sabes sabemos sabias conoces")
+# What may stand between "all" and the memory word of one ask: "everything you've got stored",
+# "todo lo que tengas guardado", "toda la memoria que tienes".
+_BETWEEN = (
+    _words(
+        "the a an of that that's thats what's whats which what you you've youve we we've weve i i've ive have has had got get keep still ever so "
+        "far already currently previously your our my in on about for there is are it its this these those el la los "
+        "las lo un una que de del tu tus su sus nuestro nuestra nuestros nuestras mi mis en has hemos han habia tienes "
+        "tengas tenes tiene tenemos hay haya me te nos se sobre ya hasta ahora aun"
+    )
+    | _ALL
+)
 _ANCHOR = re.compile(
     r"\b(?:about|on|of|regarding|sobre|de|acerca de) (?:me|mi)\b|\b(?:us|our|ours|we|my|this (?:project|repo|"
     r"repository|codebase|app|service|team)|project|repo|repository|codebase|nosotros|nuestr[oa]s?|mis?|proyecto|"
@@ -192,7 +117,7 @@ _ABOUT_WORDS = (  # {w}: the words, escaped
     r"(?:model|llm|api|process|kernel|docs|documentation)\b|"
     r"\bque (?:es|son|significa|quiere decir) (?:una? |el |la |los |las )?(?:\w+ )?{w}|\bcuan(?:to|ta|tos|tas)\b.*{w}|"
     r"{w}.*\b(?:significa|quiere decir)\b|\b(?:explica\w*|define|definicion de|significado de)\b.*{w}|"
-    r"\b(?:ventana|tamano|limite) de(?: \w+)? {w}|\b(?:cual|que) es el (?:tamano|limite)\b.*{w}|"
+    r"\b(?:ventana|tamano|limite) de(?: \w+)? {w}|\b(?:cual|que) es (?:el|la) (?:tamano|limite|longitud|capacidad)\b.*{w}|\b(?:length|size|limit|capacity) of\b.*{w}|"
     r"{w} (?:de|en) (?:la|el|un|una) (?:modelo|documentacion|api|proceso)\b|{w}.*\btokens?\b|\b(?:an?|un|una) "
     r"(?:model|llm|modelo) (?:with|con) (?:a |an |un |una )?{w}|{w}(?: of| de)? \d"
 )
@@ -301,25 +226,46 @@ def _asks(text: str) -> list[tuple[int, int, str, str]]:
     for i, word in enumerate(words):
         if word not in _ALL:
             continue
-        for j in range(max(0, i - WINDOW), min(len(words), i + WINDOW + 1)):
+        first = max(0, i - WINDOW)
+        if _short_sentence(text, tokens[i][0]):  # "... stored about us? I want all of it": reach back a sentence
+            first = min(first, _token_at(tokens, _sentence_start(text, _sentence_start(text, tokens[i][0]) - 1)))
+        for j in range(first, min(len(words), i + WINDOW + 1)):
             strength = _strength(words, j) if j != i else None
             lo, hi = min(i, j), max(i, j)
-            if strength is None or (
-                _CLAUSE_END.search(text, tokens[lo][0], tokens[hi][1]) and not _answers(text, tokens, j, i)
-            ):
-                continue  # no word for the memory, or the two words are in different sentences
+            if strength is None or (j > i and word in _AFTER_NOUN):
+                continue  # no word for the memory; "el payload completo guardado": completo is the payload's
+            if _CLAUSE_END.search(text, tokens[lo][0], tokens[hi][1]):
+                if not _answers(text, tokens, j, i):
+                    continue  # the two words are in different sentences
+            elif not all(w in _BETWEEN or _strength(words, k) for k, w in enumerate(words[lo + 1 : hi], lo + 1)):
+                continue  # "all stored procedures", "the whole app runs out of memory": "all" is another thing's
             found.append((tokens[lo][0], tokens[hi][1], text[tokens[lo][0] : tokens[hi][1]], strength))
     found.sort(key=lambda ask: ("strong", "weak", "know").index(ask[3]))
     return found
 
 
 def _answers(text: str, tokens: list[tuple[int, int, str]], j: int, i: int) -> bool:
-    """ "What do you have stored about us? Everything.": the word for "all" alone opens the
-    sentence right after the memory word's."""
-    if j > i or i == 0 or _CLAUSE_END.search(text, tokens[j][0], tokens[i - 1][1]):
+    """ "What have you stored about us? Give me everything.": the word for "all" is in a short
+    sentence (or the first clause of one) right after the memory word's."""
+    if j > i:
         return False
-    rest = text[tokens[i][1] :].lstrip(" ")
-    return not rest or rest[0] in ",.!\n" or rest.startswith(("not ", "no "))
+    ends = [m.start() for m in _CLAUSE_END.finditer(text, tokens[j][1], tokens[i][0])]
+    return len(ends) == 1 and _short_sentence(text, tokens[i][0])
+
+
+def _sentence_start(text: str, at: int) -> int:
+    found = [m.end() for m in _CLAUSE_END.finditer(text, 0, max(0, at))]
+    return found[-1] if found else 0
+
+
+def _short_sentence(text: str, at: int) -> bool:
+    start = _sentence_start(text, at)
+    sentence = _CLAUSE_END.split(text[start:])[0].split(",")[0]
+    return start > 0 and len(sentence.split()) <= ANSWER_WORDS
+
+
+def _token_at(tokens: list[tuple[int, int, str]], at: int) -> int:
+    return next((k for k, token in enumerate(tokens) if token[1] > at), len(tokens))
 
 
 def _strength(words: list[str], j: int) -> str | None:
