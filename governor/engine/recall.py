@@ -67,10 +67,19 @@ _PARTICIPLES = _words(
     "guardaste guardamos guardo almacenado almacenada almacenados almacenadas anotado anotada anotados anotadas "
     "anotaste registrado registrada registrados registradas recordado recordada recordados recordadas"
 )
-_AFTER_PARTICIPLE = _words(
-    "context notes memories memory history knowledge observation observations entries about on in from for of so by "
-    "over during since across until up these this last contexto notas memoria memorias historial recuerdos "
-    "observacion observaciones entradas sobre de del en desde por para hasta durante estos estas este esta"
+# What a memory holds, by name: "all remembered decisions", "todo el conocimiento guardado".
+_CONTENTS = _words(
+    "decision decisions preference preferences convention conventions learnings lessons facts knowledge bug bugs "
+    "bugfixes decisiones preferencias convenciones aprendizajes lecciones conocimiento bugs errores"
+)
+_AFTER_PARTICIPLE = (
+    _CONTENTS
+    | _ALL
+    | _words(
+        "context notes memories memory history knowledge observation observations entries about on in from for of so by "
+        "over during since across until up these this last contexto notas memoria memorias historial recuerdos "
+        "observacion observaciones entradas sobre de del en desde por para hasta durante estos estas este esta"
+    )
 )
 # Words that may mean the memory or something else ("the full context of the function", "recall the
 # fields"): they count only when the prompt's memory need is explicit_user_recall too.
@@ -88,9 +97,11 @@ _BETWEEN = (
         "the a an of that that's thats what's whats which what you you've youve we we've weve i i've ive have has had got get keep still ever so "
         "far already currently previously your our my in on about for there is are it its this these those el la los "
         "las lo un una que de del tu tus su sus nuestro nuestra nuestros nuestras mi mis en has hemos han habia tienes "
-        "tengas tenes tiene tenemos hay haya me te nos se sobre ya hasta ahora aun"
+        "tengas tenes tiene tenemos hay haya hayas hayamos tuviste me te nos se sobre ya hasta ahora aun and y "
+        "single thing things cosa cosas"
     )
     | _ALL
+    | _CONTENTS
 )
 _ANCHOR = re.compile(
     r"\b(?:about|on|of|regarding|sobre|de|acerca de) (?:me|mi)\b|\b(?:us|our|ours|we|my|this (?:project|repo|"
@@ -99,8 +110,9 @@ _ANCHOR = re.compile(
 )
 # The computer's memory, not the assistant's.
 _MACHINE = re.compile(
-    r"\b(?:free|frees|freeing|allocat\w*|leak\w*|usage|heap|ram|garbage|oom|profil\w*|footprint|libera\w*|"
-    r"reserva\w*|consumo|fugas?|ocupa)\b"
+    r"\b(?:free|frees|freeing|allocat\w*|leak\w*|usage|heap|ram|garbage|oom|profil\w*|footprint|barriers?|maps?|"
+    r"mapped|mapping|address\w*|pages?|paging|segments?|bandwidth|libera\w*|reserva\w*|consumo|fugas?|ocupa|"
+    r"barreras?|mapas?|direccion\w*|paginas?|segmentos?)\b"
 )
 # A reminder or an instruction that merely contains the words.
 _REMINDER = re.compile(
