@@ -77,9 +77,22 @@ _AFTER_PARTICIPLE = (
     | _ALL
     | _words(
         "context notes memories memory history knowledge observation observations entries about on in from for of so by "
-        "over during since across until up these this last contexto notas memoria memorias historial recuerdos "
+        "over during since across until up these this last regarding concerning contexto notas memoria memorias historial recuerdos "
         "observacion observaciones entradas sobre de del en desde por para hasta durante estos estas este esta"
     )
+)
+# A noun for the memory is the thing asked for only when nothing but these follows it ("the full memory
+# for this repo", "all context, please"); another noun after it makes it that noun's modifier ("full
+# memory encryption", "full context propagation"), and so does "de" after a noun in Spanish ("cifrado de
+# memoria completa", "la propagacion del contexto completo").
+_HEAD_NOUNS = _words("memory memories context history notes memoria memorias contexto historial notas recuerdos")
+_AFTER_HEAD = _words(
+    "for of on about from in into to you you've youve we we've i that which so and or please now dump again too "
+    "here there with at across over since until before regarding concerning de del sobre en para desde que y o por "
+    "favor ya ahora aca aqui hasta acerca tuya tuyo"
+)
+_VERBS = _words(
+    "holds has have contains keeps says covers includes is are was tiene tienen contiene guarda dice es son"
 )
 # Words that may mean the memory or something else ("the full context of the function", "recall the
 # fields"): they count only when the prompt's memory need is explicit_user_recall too.
@@ -167,21 +180,21 @@ def asks_for_everything(prompt: str, phrases: list[str], verdict: Verdict) -> Re
     for phrase in phrases:
         wanted = " ".join(strip_accents(phrase.casefold()).split())
         for match in re.finditer(r"(?<![\w./-])" + re.escape(wanted) + r"(?![\w/-]|\.\w)", text):
-            guard = _guard(text, match.start(), match.end(), wanted)
+            guard = _guard(text, match.start(), match.end(), wanted) or _modifier(text, match.start(), match.end())
             if guard is None and _KNOW.intersection(wanted.split()) and not _anchored(text, match.end()):
                 guard = "asks what is known, of nothing of the user's or the project's"
             if guard is None:
                 return Recall(True, f'the phrase "{phrase}"', phrase)
-            if guard in _NOT_THE_MEMORY:
+            if guard in _NOT_THE_MEMORY or guard.startswith("names "):
                 about.append(wanted)
             refused = refused or f'"{phrase}" {guard}'
     ask = None
     for start, end, words, strength in _asks(text):
-        guard = _guard(text, start, end, words)
+        guard = _guard(text, start, end, words) or _modifier(text, start, end)
         if guard is None and strength == "know" and not _anchored(text, end):
             guard = "asks what is known, of nothing of the user's or the project's"
         if guard is not None:
-            if guard in _NOT_THE_MEMORY:
+            if guard in _NOT_THE_MEMORY or guard.startswith("names "):
                 about.append(words)
             refused = refused or f'"{words}" {guard}'
             continue
@@ -290,6 +303,36 @@ def _strength(words: list[str], j: int) -> str | None:
     if word in _WEAK:
         return "weak"
     return "know" if word in _KNOW else None
+
+
+def _modifier(text: str, start: int, end: int) -> str | None:
+    """Why the words at text[start:end] name another thing ("full memory encryption"), or None."""
+    said = [w.strip(".'") for w in text[start:end].split()]
+    if not said or (said[-1] not in _HEAD_NOUNS and said[0] not in _HEAD_NOUNS):
+        return None
+    after = _CLAUSE_END.split(text[end:])[0].split(",")[0].split()
+    follower = after[0].strip(".'") if after else ""
+    if said[-1] in _HEAD_NOUNS and follower and _WORDLIKE.fullmatch(follower) and not _may_follow(follower):
+        return f'names a "{said[-1]} {follower}", not the memory'
+    before = _CLAUSE_END.split(text[:start])[-1].split()
+    noun = next((w for w in said if w in _HEAD_NOUNS), "")
+    if said[0] == noun and len(before) >= 2 and before[-1] in ("de", "del"):
+        owner = before[-2]
+        if _WORDLIKE.fullmatch(owner) and owner not in _BETWEEN and owner not in _ALL and not _strength([owner], 0):
+            return f'names the "{owner} {before[-1]} {noun}", not the memory'
+    return None
+
+
+def _may_follow(word: str) -> bool:
+    """A word after the memory noun that leaves it the thing asked for: a preposition, a pronoun, a
+    participle or a verb ("our memory holds", "the memories tied to", "los recuerdos ligados a")."""
+    return (
+        word in _AFTER_HEAD
+        or word in _ALL
+        or word in _PARTICIPLES
+        or word in _VERBS
+        or word.endswith(("ed", "ado", "ada", "ados", "adas", "ido", "ida", "idos", "idas"))
+    )
 
 
 def _anchored(text: str, end: int) -> bool:
