@@ -3,7 +3,7 @@
 
     python scripts/eval_recall.py [FILE ...] [--policy P] [--min-recall 0.9] [--errors] [--markdown]
 
-FILE: JSON Lines of {"prompt", "unlocks", "lang", "kind"} (default: tests/fixtures/recall_requests.jsonl);
+FILE: JSON Lines of {"prompt", "unlocks", "lang", "kind"} (default: every tests/fixtures/recall_*.jsonl);
 `unlocks` true for a request for everything remembered, false for a near-miss (`kind` says which:
 negation, quoted, knowledge, reminder, search, name). Each prompt is decided as the
 UserPromptSubmit hook decides it (governor.engine.recall.judge, the effective policy here).
@@ -39,7 +39,7 @@ def main() -> int:
     parser.add_argument("--errors", action="store_true", help="List every prompt decided wrong, and why.")
     parser.add_argument("--markdown", action="store_true", help="Print the table as Markdown.")
     args = parser.parse_args()
-    files = args.files or [ROOT / "tests" / "fixtures" / "recall_requests.jsonl"]
+    files = args.files or sorted((ROOT / "tests" / "fixtures").glob("recall_*.jsonl"))
     env = dict(os.environ)
     if args.policy:
         env["MEMORY_GOVERNOR_POLICY"] = args.policy

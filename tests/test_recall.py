@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import ROOT, Env, Session, installed_hook
 
 DEV = ROOT / "tests" / "fixtures" / "recall_requests.jsonl"
-FRESH = ROOT / "tests" / "fixtures" / "recall_fresh.jsonl"
+SETS = sorted((ROOT / "tests" / "fixtures").glob("recall_*.jsonl"))
 
 
 def _evaluate(env: Env, *args: str, policy: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -23,9 +23,11 @@ def _evaluate(env: Env, *args: str, policy: str | None = None) -> subprocess.Com
     )  # fmt: skip
 
 
-def test_no_near_miss_unlocks_and_requests_do_on_the_labelled_set(env: Env) -> None:
-    out = _evaluate(env, str(DEV), "--errors")
+def test_no_near_miss_unlocks_and_requests_do_on_the_labelled_sets(env: Env) -> None:
+    """The figures docs/classification.md gives for every labelled set together."""
+    out = _evaluate(env, "--errors")
     assert out.returncode == 0, out.stdout + out.stderr
+    assert f"over {sum(len(_rows(path)) for path in SETS)} prompts" in out.stdout
     assert "en: requests unlocked" in out.stdout and "es: requests unlocked" in out.stdout
     assert "near-misses unlocked 0/" in out.stdout
 
@@ -51,7 +53,7 @@ def _rows(path: object) -> list[dict[str, object]]:
     return [json.loads(line) for line in open(str(path), encoding="utf-8") if line.strip()]
 
 
-@pytest.mark.parametrize("path", [DEV], ids=["dev"])
+@pytest.mark.parametrize("path", SETS, ids=[path.stem for path in SETS])
 def test_an_unlock_is_always_the_explicit_recall_class(path: object) -> None:
     """The class and the trigger are one decision: no "memory_need: none ... unlocks mem_context"."""
     from governor.engine.recall import judge

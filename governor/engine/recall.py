@@ -124,7 +124,8 @@ _ANCHOR = re.compile(
 # The computer's memory, not the assistant's.
 _MACHINE = re.compile(
     r"\b(?:free|frees|freeing|allocat\w*|leak\w*|usage|heap|ram|garbage|oom|profil\w*|footprint|barriers?|maps?|"
-    r"mapped|mapping|address\w*|pages?|paging|segments?|bandwidth|libera\w*|reserva\w*|consumo|fugas?|ocupa|"
+    r"mapped|mapping|address\w*|pages?|paging|segments?|bandwidth|libera\w*|reservad[ao]s?|reservar|"
+    r"reserva (?:el|la|un|una)|consumo|fugas?|ocupa|"
     r"barreras?|mapas?|direccion\w*|paginas?|segmentos?)\b"
 )
 # A reminder or an instruction that merely contains the words.
@@ -140,7 +141,7 @@ _ABOUT_WORDS = (  # {w}: the words, escaped
     r"{w}(?: \w+)? (?:window|size|length|limit|tokens?)\b|{w}.*\b(?:mean|means|meaning|stand for|refer to)\b|"
     r"\b(?:explain|define|definition of|meaning of|difference between)\b.*{w}|{w} (?:of|in) (?:the|this|a|an) "
     r"(?:model|llm|api|process|kernel|docs|documentation)\b|"
-    r"\bque (?:es|son|significa|quiere decir) (?:una? |el |la |los |las )?(?:\w+ )?{w}|\bcuan(?:to|ta|tos|tas)\b.*{w}|"
+    r"\bque (?:es|son|significa|quiere decir|hace|hacen) (?:una? |el |la |los |las )?(?:\w+ )?{w}|\bpara que sirve\b.*{w}|\bcuan(?:to|ta|tos|tas)\b.*{w}|"
     r"{w}.*\b(?:significa|quiere decir)\b|\b(?:explica\w*|define|definicion de|significado de)\b.*{w}|"
     r"\b(?:ventana|tamano|limite) de(?: \w+)? {w}|\b(?:cual|que) es (?:el|la) (?:tamano|limite|longitud|capacidad)\b.*{w}|\b(?:length|size|limit|capacity) of\b.*{w}|"
     r"{w} (?:de|en) (?:la|el|un|una) (?:modelo|documentacion|api|proceso)\b|{w}.*\btokens?\b|\b(?:an?|un|una) "
