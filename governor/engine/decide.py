@@ -130,6 +130,7 @@ def _prepare_result(case: Case, spec: dict[str, Any]) -> None:
         case.prepared["prints"] = results.fingerprints(parsed, case.event.server or "")
     case.prepared["tally"] = tally
     case.prepared["parsed"] = parsed
+    case.prepared["topics"] = results.topic_keys(text)
     case.prepared["total"] = tally.count_upto(text, max(COUNT_CAP * budget, 65_536))
     case.world.check()
     case.prepared["costs"] = [tally.count_upto(entry.text, budget + 1) for entry in parsed.entries]
