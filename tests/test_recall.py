@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -54,12 +55,12 @@ def _rows(path: object) -> list[dict[str, object]]:
 
 
 @pytest.mark.parametrize("path", SETS, ids=[path.stem for path in SETS])
-def test_an_unlock_is_always_the_explicit_recall_class(path: object) -> None:
+def test_an_unlock_is_always_the_explicit_recall_class(path: object, tmp_path: Path) -> None:
     """The class and the trigger are one decision: no "memory_need: none ... unlocks mem_context"."""
     from governor.engine.recall import judge
     from governor.policy import compiled
 
-    policy, _ = compiled.load({}, str(ROOT), str(ROOT / ".no-state"))
+    policy, _ = compiled.load({}, str(tmp_path), str(tmp_path / "state"))
     for row in _rows(path):
         verdict, recall = judge(str(row["prompt"]), policy.data["memory_needs"], policy.recall_phrases)
         assert not recall.unlocks or verdict.need == "explicit_user_recall", (row, verdict.need, recall.why)
