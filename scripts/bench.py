@@ -60,7 +60,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 class Sandbox:
-    def __init__(self, unit: str = "o200k_base", warm: bool = True, harness: str = "claude-code") -> None:
+    def __init__(self, unit: str = "o200k_base", warm: bool = True, harness: str = "claude-code",
+                 root: Path = ROOT) -> None:  # fmt: skip
+        self.root = root  # the checkout whose hook and server run (--baseline: another one)
         self.dir = Path(tempfile.mkdtemp(prefix="memory-governor-bench-"))
         (self.dir / "project" / ".memory-governor").mkdir(parents=True)
         (self.dir / "project" / ".memory-governor" / "policy.yaml").write_text(f"token_counter: {unit}\n")
@@ -80,7 +82,7 @@ class Sandbox:
         return json.dumps({**base, **fields}).encode()
 
     def start_server(self) -> None:
-        subprocess.Popen([PY, "-m", "governor", "serve", "--idle-exit", "600"], env={**self.env, "PYTHONPATH": str(ROOT)},
+        subprocess.Popen([PY, "-m", "governor", "serve", "--idle-exit", "600"], env={**self.env, "PYTHONPATH": str(self.root)},
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
         sock = self.dir / "state" / "run" / "governor.sock"
         for _ in range(200):
@@ -91,7 +93,7 @@ class Sandbox:
         time.sleep(0.5)  # the tokenizer loads in the server's background thread
 
     def stop_server(self) -> None:
-        subprocess.run([PY, "-m", "governor", "serve", "--stop"], env={**self.env, "PYTHONPATH": str(ROOT)},
+        subprocess.run([PY, "-m", "governor", "serve", "--stop"], env={**self.env, "PYTHONPATH": str(self.root)},
                        capture_output=True)  # fmt: skip
 
     def copilot(self, event: str, hand_off: bool = False, **fields: Any) -> tuple[str, bytes, dict[str, str]]:
@@ -114,7 +116,8 @@ class Sandbox:
             harness, data, extra = data
             env = {**self.env, **extra}
         started = time.perf_counter()
-        proc = subprocess.run([*HOOK[:-1], harness], input=data, capture_output=True, env=env)
+        entry = str(self.root / "governor" / "runtime" / "entry.py")
+        proc = subprocess.run([*HOOK[:2], "-S", entry, harness], input=data, capture_output=True, env=env)
         elapsed = time.perf_counter() - started
         if proc.returncode != 0 or b"could not decide" in proc.stderr:
             raise RuntimeError(f"hook failed: {proc.stderr.decode()[-300:]}")
@@ -690,6 +693,46 @@ def time_proxy(runs: int) -> list[dict[str, Any]]:
     return rows
 
 
+PROMPTS = {
+    "a pattern decides": "where did we leave off with the importer?",
+    "the model decides": UNMATCHED,
+    "an ask for everything in other words": "go through everything our memory holds on this repo",
+    "a listed phrase in a question about it": "how large is the full context of this model?",
+}
+
+
+def time_prompt(runs: int, baseline: Path | None) -> list[dict[str, Any]]:
+    """UserPromptSubmit as whole processes, for this checkout and (--baseline) another one, in one
+    run: each round times the bare interpreter, then every prompt on each checkout in turn."""
+    trees = {"this checkout": ROOT, **({"baseline": baseline} if baseline else {})}
+    rows = []
+    for warm in (True, False):
+        boxes = {tree: Sandbox(warm=warm, root=root) for tree, root in trees.items()}
+        samples: dict[tuple[str, str], list[float]] = {(t, p): [] for t in boxes for p in PROMPTS}
+        yardstick: list[float] = []
+        try:
+            for box in boxes.values():
+                if warm:
+                    box.start_server()
+                for prompt in PROMPTS.values():  # one warm-up each
+                    box.hook(box.payload("UserPromptSubmit", prompt=prompt))
+            for _ in range(runs):
+                yardstick.append(bare())
+                for (tree, label), values in samples.items():
+                    box = boxes[tree]
+                    values.append(box.hook(box.payload("UserPromptSubmit", prompt=PROMPTS[label])))
+        finally:
+            for box in boxes.values():
+                if warm:
+                    box.stop_server()
+        base = statistics.median(yardstick)
+        for (tree, label), values in samples.items():
+            rows.append({"tree": tree, "prompt": label, "path": "warm server" if warm else "in-process",
+                         "median_ms": statistics.median(values) * 1000, "p95_ms": pct(values, 0.95) * 1000,
+                         "bare_ms": base * 1000, "ratio": statistics.median(values) / base})  # fmt: skip
+    return rows
+
+
 def pathological_cases() -> dict[str, tuple[str, dict[str, Any]]]:
     """One input per content check, built against it (docs/reliability.md): (event, fields)."""
     save = "mcp__engram__mem_save"
@@ -1006,7 +1049,8 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--harness", choices=("claude-code", "gemini-cli"),
                         help="Only the hook table, with this harness's payloads.")  # fmt: skip
-    parser.add_argument("--only", choices=["proxy", "pathological", "redis", "telemetry"],
+    parser.add_argument("--baseline", type=Path, help="--only prompt: also time this other checkout, in the same run.")
+    parser.add_argument("--only", choices=["proxy", "pathological", "redis", "telemetry", "prompt"],
                         help="Time one section and print its rows (proxy, redis, telemetry: --write replaces its section).")  # fmt: skip
     args = parser.parse_args()
     runs = 5 if args.quick else args.runs
@@ -1041,6 +1085,13 @@ def main() -> int:
         if args.write:
             _replace_section(args.write, TELEMETRY_BEGIN, TELEMETRY_END, text)
         print(text)
+        return 0
+    if args.only == "prompt":
+        load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+        for row in time_prompt(runs, args.baseline):
+            print(f"{row['path']:11} {row['tree']:13} {row['prompt']:40} {row['median_ms']:7.1f} ms  "
+                  f"p95 {row['p95_ms']:7.1f} ms  {row['ratio']:5.2f}x bare ({row['bare_ms']:.1f} ms)")  # fmt: skip
+        print(f"load average {load} -> " + " / ".join(f"{x:.1f}" for x in os.getloadavg()))
         return 0
     if args.only == "pathological":
         print("\n".join(pathological_lines(time_pathological(min(runs, 5)))))

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from governor.engine import need_model  # noqa: E402
-from governor.engine.classify import classify  # noqa: E402
+from governor.engine.recall import judge  # noqa: E402
 from governor.policy import compiled  # noqa: E402
 from governor.state import state_dir  # noqa: E402
 
@@ -78,7 +78,7 @@ def main() -> int:
     if args.model:
         need_model.WEIGHTS = os.path.abspath(args.model)
     rows = load(files)
-    verdicts = [classify(r["prompt"], needs) for r in rows]
+    verdicts = [judge(r["prompt"], needs, policy.recall_phrases)[0] for r in rows]  # as the hook decides
     predicted = [v.need for v in verdicts]
     decided_by = Counter(v.via for v in verdicts)
     right_by = Counter(v.via for v, r in zip(verdicts, rows, strict=True) if v.need == r["label"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -155,6 +156,13 @@ def run_hook(sandbox: Env, payload: Any, raw: bytes | None = None, extra_env: di
         timeout=60,
     )
     return Answer(proc)
+
+
+def installed_hook(env: Env) -> list[str]:
+    """The command `memory-governor install claude-code` wrote into the project's settings."""
+    env.cli("install", "claude-code", check=True)
+    settings = json.loads((env.project / ".claude" / "settings.json").read_text())
+    return shlex.split(settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"])
 
 
 class Session:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import sqlite3
 import subprocess
 import sys
@@ -39,7 +38,7 @@ from governor.runtime.signals import (
     status,
     waiting_calls,
 )
-from tests.conftest import ROOT, Answer, Env, Session, fixture_text
+from tests.conftest import ROOT, Answer, Env, Session, fixture_text, installed_hook
 from tests.otlp_receiver import GrpcReceiver, HttpReceiver, SilentReceiver, closed_port
 
 SEARCH = fixture_text("engram/search_v1.txt")
@@ -141,13 +140,6 @@ def telemetry_env(endpoint: str, protocol: str = "http/protobuf", **extra: str) 
             "MEMORY_GOVERNOR_TRACE": "1", "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
             "OTEL_EXPORTER_OTLP_PROTOCOL": protocol, "OTEL_METRIC_EXPORT_INTERVAL": "250",
             "OTEL_BLRP_SCHEDULE_DELAY": "100", "OTEL_RESOURCE_ATTRIBUTES": "team=core,developer=ada", **extra}  # fmt: skip
-
-
-def installed_hook(env: Env) -> list[str]:
-    """The command `memory-governor install claude-code` wrote into the project's settings."""
-    env.cli("install", "claude-code", check=True)
-    settings = json.loads((env.project / ".claude" / "settings.json").read_text())
-    return shlex.split(settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"])
 
 
 @pytest.fixture

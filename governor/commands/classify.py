@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from governor.engine.classify import ModelOpinion, Verdict, ask_model, classify, fold, recall_phrase
+from governor.engine.classify import ModelOpinion, Verdict, ask_model, fold
+from governor.engine.recall import judge
 from governor.policy import compiled
 from governor.state import state_dir
 
@@ -23,6 +24,8 @@ def _opinion(opinion: ModelOpinion) -> dict[str, Any]:
 
 
 def _rule(verdict: Verdict, opinion: ModelOpinion, needs: dict[str, Any]) -> dict[str, Any]:
+    if verdict.via == "recall":
+        return {"via": "recall", "pattern": None, "matched": verdict.matched}
     if verdict.via == "pattern":
         return {"via": "pattern", "pattern": verdict.pattern, "matched": verdict.matched}
     best = opinion.best
@@ -58,15 +61,21 @@ def command(prompt: str, fmt: str, explain: bool) -> int:
     for notice in notices:
         click.echo(notice, err=True)
     needs = policy.data["memory_needs"]
-    verdict = classify(prompt, needs)
+    verdict, recall = judge(prompt, needs, policy.recall_phrases)
     need = needs["classes"][verdict.need]
-    recall = recall_phrase(prompt, policy.recall_phrases)
+    trigger = "explicit_user_recall" in policy.data["mem_context"]["unlocked_by"]
+    unlocks = recall.unlocks and trigger
+    why = (
+        recall.why
+        if trigger or not recall.unlocks
+        else f"{recall.why}, but the policy has no explicit_user_recall trigger"
+    )
     report: dict[str, Any] = {
         "memory_need": verdict.need,
         "action": need["action"],
         "namespaces": need["namespaces"],
         "advice": need["advice"],
-        "unlocks_mem_context": recall is not None,
+        "unlocks_mem_context": unlocks,
     }
     # The hook asks the model only when no pattern matched; --explain shows its opinion anyway.
     opinion = verdict.model or ask_model(fold(prompt), needs)
@@ -74,7 +83,7 @@ def command(prompt: str, fmt: str, explain: bool) -> int:
         report["rule"] = _rule(verdict, opinion, needs)
         report["model"] = _opinion(opinion)
         report["precedence"] = needs["precedence"]
-        report["recall_phrase"] = recall
+        report["recall"] = {"unlocks": unlocks, "why": why, "words": recall.phrase}
     if fmt == "json":
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))
         return 0
@@ -82,11 +91,13 @@ def command(prompt: str, fmt: str, explain: bool) -> int:
     click.echo(f"action: {need['action']}")
     if need["namespaces"]:
         click.echo(f"namespaces: {', '.join(need['namespaces'])}")
-    if recall:
-        click.echo(f'unlocks mem_context: yes (explicit recall phrase "{recall}")')
+    if unlocks or explain:
+        click.echo(f"unlocks mem_context: {'yes' if unlocks else 'no'} ({why})")
     if explain:
         best = opinion.best
-        if verdict.via == "pattern":
+        if verdict.via == "recall":
+            click.echo(f"decided by: the ask for everything remembered ({recall.why})")
+        elif verdict.via == "pattern":
             click.echo(f"decided by: pattern {verdict.pattern} (matched {verdict.matched!r})")
         elif verdict.via == "model" and best is not None:
             click.echo(

@@ -55,7 +55,8 @@ class Verdict:
         self.need = need
         self.pattern = pattern  # the pattern that matched (or the cue words), None otherwise
         self.matched = matched  # the text it matched
-        self.via = via if pattern is not None or via == "model" else "default"  # pattern | model | cues | default
+        self.via = via if pattern is not None or via in ("model", "recall") else "default"
+        # pattern | model | cues | default | recall (governor.engine.recall: an ask for everything remembered)
         self.model: ModelOpinion | None = None  # what the model said, when it was asked
 
 
@@ -134,37 +135,3 @@ def _by_cues(text: str, needs: dict[str, Any]) -> Verdict | None:
     if best is None or best[0] < needs.get("cue_threshold", 2):
         return None
     return Verdict(best[1], ", ".join(best[2]), " ".join(best[2]), via="cues")
-
-
-# What a prompt shows rather than says: code, and quoted text.
-_SHOWN = re.compile(
-    r"```[\s\S]*?(?:```|\Z)|`[^`\n]{0,500}`|\"[^\"\n]{0,500}\"|“[^”\n]{0,500}”|«[^»\n]{0,500}»"
-    r"|(?<!\w)'[^'\n]{0,500}'(?!\w)"
-)
-_NEGATION = re.compile(
-    r"\b(?:not|no|never|without|nor|dont|don't|doesnt|doesn't|isnt|isn't|aren't|won't|rather than|instead of|"
-    r"nunca|sin|ni|tampoco)\b"
-)
-_CLAUSE_END = re.compile(r"[.!?;\n]")
-_SPACES = re.compile(r"[^\S\n]+")
-
-
-def recall_phrase(prompt: str, phrases: list[str]) -> str | None:
-    """The explicit-recall phrase the prompt asks with, if any (phrases are compared folded).
-
-    Only what the prompt itself says counts: not a phrase inside code or quotes ("the flag
-    `--full-context`", 'the words "all context"'), and not one under a negation in its clause
-    ("do NOT use full context", "this is not a request for full memory")."""
-    if len(prompt) > HEAD + TAIL:
-        prompt = prompt[:HEAD] + "\n" + prompt[-TAIL:]
-    said = _SHOWN.sub(" ", prompt)
-    text = _SPACES.sub(" ", strip_accents(said.casefold()))  # lines kept: a line break ends a clause
-    for phrase in phrases:
-        wanted = fold(phrase)
-        at = text.find(wanted)
-        while at >= 0:
-            clause = _CLAUSE_END.split(text[max(0, at - 80) : at])[-1]
-            if not _NEGATION.search(" ".join(clause.split()[-6:])):
-                return phrase
-            at = text.find(wanted, at + 1)
-    return None

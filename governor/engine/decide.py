@@ -71,12 +71,12 @@ def _prepare(case: Case) -> None:
     if event.kind == ev.PROMPT and event.machine_made:
         return  # nothing of its text is used
     if event.kind == ev.PROMPT:
-        from governor.engine.classify import classify, recall_phrase
+        from governor.engine.recall import judge
 
-        prompt = event.prompt or ""
-        case.prepared["verdict"] = classify(prompt, policy.data["memory_needs"])
+        case.prepared["verdict"], case.prepared["recall"] = judge(
+            event.prompt or "", policy.data["memory_needs"], policy.recall_phrases
+        )
         case.world.check()
-        case.prepared["recall"] = recall_phrase(prompt, policy.recall_phrases)
         return
     spec = case.spec()
     if event.kind == ev.POST_TOOL and spec is not None and spec["role"] not in ("save", "summary"):
@@ -130,6 +130,7 @@ def _prepare_result(case: Case, spec: dict[str, Any]) -> None:
         case.prepared["prints"] = results.fingerprints(parsed, case.event.server or "")
     case.prepared["tally"] = tally
     case.prepared["parsed"] = parsed
+    case.prepared["topics"] = results.topic_keys(text)
     case.prepared["total"] = tally.count_upto(text, max(COUNT_CAP * budget, 65_536))
     case.world.check()
     case.prepared["costs"] = [tally.count_upto(entry.text, budget + 1) for entry in parsed.entries]

@@ -165,6 +165,10 @@ CREATE TABLE IF NOT EXISTS usage (
     last_used REAL NOT NULL,
     use_count INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS topics (
+    topic TEXT PRIMARY KEY,
+    seen REAL NOT NULL
+);
 """
 
 # Rows a session owns, for isolation checks and pruning.
@@ -537,6 +541,9 @@ class Ledger:
                 out.append(name)
         return out
 
+    def disarm(self, session: str, name: str) -> None:
+        self.q("DELETE FROM triggers WHERE session=? AND name=?", session, name)
+
     def consume(self, session: str, name: str) -> None:
         self.q("UPDATE triggers SET uses_left=uses_left-1 WHERE session=? AND name=? AND uses_left>0", session, name)
 
@@ -706,6 +713,19 @@ class Ledger:
                 out[memory] = (last, count)
         return out
 
+    # -- topics the memory holds (a save's or a result's topic_key), for the triggers' requires_topic --
+
+    def remember_topics(self, topics: list[str], now: float) -> None:
+        for topic in topics:
+            self.q("INSERT INTO topics (topic, seen) VALUES (?, ?) ON CONFLICT(topic) DO UPDATE SET seen=excluded.seen",
+                   topic, now)  # fmt: skip
+
+    def topic_under(self, prefix: str) -> str | None:
+        """A topic seen under `prefix` (compared as text: "session/" holds "session/add-auth"), or None."""
+        row = self.one("SELECT topic FROM topics WHERE topic >= ? AND substr(topic, 1, ?) = ? ORDER BY topic LIMIT 1",
+                       prefix, len(prefix), prefix)  # fmt: skip
+        return row[0] if row else None
+
     # -- pruning ------------------------------------------------------------------------
 
     def gc(self, retention_days: float, now: float, max_sessions: int | None = None) -> int:
@@ -726,4 +746,5 @@ class Ledger:
             self.q("DELETE FROM sessions WHERE session=?", session)
         self.q("DELETE FROM decisions WHERE ts<?", cutoff)
         self.q("DELETE FROM usage WHERE last_used<?", now - 10 * retention_days * 86400)
+        self.q("DELETE FROM topics WHERE seen<?", now - 10 * retention_days * 86400)
         return len(stale)

@@ -28,6 +28,10 @@ def post_tool(case: Case) -> Decision:
     call_id = case.known_call_id()
     prior = ledger.call(case.session, call_id) if call_id else None
     if role in ("save", "summary"):
+        topic_param = spec.get("topic_key_param")
+        topic = event.tool_input.get(topic_param) if topic_param else None
+        if isinstance(topic, str) and 0 < len(topic) <= 200 and not any(c.isspace() for c in topic):
+            ledger.remember_topics([topic], now)
         if prior is None:
             ledger.add_committed(case.session, case.turn, call_id or f"anon:{now}", role, event.tool or "", case.agent,
                                  0, now)  # fmt: skip
@@ -114,6 +118,8 @@ def _count_and_trim(case: Case, spec: dict[str, Any], call_id: str | None, prior
     else:
         ledger.add_committed(case.session, case.turn, call_id or f"anon:{now}", role, event.tool or "", case.agent,
                              delivered, now)  # fmt: skip
+    if case.prepared.get("topics"):  # what the memory holds, whatever of it was delivered
+        ledger.remember_topics(case.prepared["topics"], now)
     if role in ("search", "timeline"):
         ledger.surface(case.session, case.turn, results.surfaced(parsed, kept_all))
     if role == "fetch" and kept_all:

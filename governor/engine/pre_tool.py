@@ -148,6 +148,12 @@ def _dispatch(case: Case) -> Decision:
         ttl = max(case.policy.data["ledger"]["reservation_ttl_seconds"], AGENT_WINDOW_SECONDS)
         case.ledger.open_agent(case.session, case.turn, case.new_call_id(), case.event.tool_name,
                                case.event.dispatches, case.world.now, ttl)  # fmt: skip
+    if decision.kind != ev.DENY:
+        from governor.engine.prompt import arm_on_dispatch
+
+        armed = arm_on_dispatch(case)
+        if armed and decision.code == "dispatch":
+            decision.code = f"dispatch:{armed}"
     case.record(decision, "dispatch", key(case.event.call_id) if case.event.call_id else None, counted=tokens)
     return decision
 
@@ -375,6 +381,25 @@ def _clamp_neighbours(case: Case, spec: dict[str, Any], layer: dict[str, Any]) -
     return decision
 
 
+def _unlocks(triggers: dict[str, Any]) -> str:
+    """What else unlocks mem_context in this policy, in the words of the refusal."""
+    compact = triggers.get("post_compact") or {}
+    head = f" (when the memory holds a {compact['requires_topic']}* topic)" if compact.get("requires_topic") else ""
+    ways = []
+    resume = triggers.get("session_resume")
+    if resume is not None and resume.get("armed_by") == "dispatch":
+        ways.append(f"the first dispatch after a saved {resume.get('requires_topic') or 'state/wave/'}* wave state")
+    elif resume is not None:
+        idle = resume.get("min_idle_minutes") or 0
+        ways.append("a resumed session" + (f" after {idle} idle minutes" if idle else ""))
+    if "explicit_user_recall" in triggers:
+        ways.append("a turn where the user's own prompt asks for everything remembered "
+                    '("recall everything stored for this project", "recordar todo")')  # fmt: skip
+    if not ways:
+        return head
+    return head + ", " + (", ".join(ways[:-1]) + " or " if len(ways) > 1 else "") + ways[-1]
+
+
 def _judge_context(case: Case, usage: dict[str, int]) -> tuple[Decision, int]:
     ctx = case.policy.data["mem_context"]
     code = "allow"
@@ -386,8 +411,8 @@ def _judge_context(case: Case, usage: dict[str, int]) -> tuple[Decision, int]:
             return Decision(
                 ev.DENY,
                 "mem_context_locked",
-                f"memory-governor: {case.event.tool} (the whole-memory dump) is off outside post-compaction recovery, "
-                f"a resumed session, or an explicit request to recall everything. Use {search} with a topic prefix "
+                f"memory-governor: {case.event.tool} (the whole-memory dump) is off outside post-compaction recovery"
+                f"{_unlocks(ctx['unlocked_by'])}. Use {search} with a topic prefix "
                 f"(limit<={case.policy.ladder['L1'].get('max_limit') or 3}) instead.",
             ), 0
     expected = ctx["expected_tokens"]

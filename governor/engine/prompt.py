@@ -15,6 +15,8 @@ from governor.engine.rules import FIXED_LINES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from governor.engine.case import Case
 
 
@@ -28,7 +30,7 @@ def prompt(case: Case) -> Decision:
     lines: list[str] = []
     names: list[str] = []
     recall = policy.data["mem_context"]["unlocked_by"].get("explicit_user_recall")
-    if recall and case.prepared["recall"] and _may_arm(case):
+    if recall and case.prepared["recall"].unlocks and _may_arm(case):
         case.ledger.arm(case.session, "explicit_user_recall", recall["scope"], recall["uses"], case.seq, case.turn,
                         case.world.now)  # fmt: skip
         lines.append(FIXED_LINES["recall_armed"])
@@ -76,8 +78,14 @@ def session_start(case: Case) -> Decision:
 
     reset(case)
     policy = case.policy
+    triggers = policy.data["mem_context"]["unlocked_by"]
+    by_dispatch = triggers.get("session_resume", {}).get("armed_by") == "dispatch"
+    if by_dispatch:
+        case.ledger.disarm(case.session, "session_resume")  # the first dispatch after this start arms it
     trigger_name = _SOURCE_TRIGGERS.get(case.event.source or "")
-    trigger = policy.data["mem_context"]["unlocked_by"].get(trigger_name or "")
+    trigger = triggers.get(trigger_name or "")
+    if trigger_name == "session_resume" and by_dispatch:
+        trigger = None
     idle = trigger.get("min_idle_minutes", 0) if trigger else 0
     if trigger and idle and (info is None or case.world.now - info[2] < idle * 60):
         # A session the ledger has never seen (a fork gets a new id) had no idle time it can show.
@@ -92,12 +100,39 @@ def session_start(case: Case) -> Decision:
         case.record(decision)
         return decision
     assert trigger_name is not None
+    missing = _missing_topic(case, trigger)
+    if missing:
+        decision = Decision(code=f"not_armed:{trigger_name}:no_topic:{missing}")
+        case.record(decision)
+        return decision
     case.ledger.arm(case.session, trigger_name, trigger["scope"], trigger["uses"], case.seq, case.turn, case.world.now)
     advice = policy.data["memory_needs"]["classes"].get("continuation", {}).get("advice", "")
     decision = Decision(ev.CONTEXT if advice else ev.NONE, code=f"armed:{trigger_name}", context=advice)
     tokens = case.add_context(["advice:continuation"]) if advice else 0
     case.record(decision, GOVERNOR_ROLE, delivered=tokens)
     return decision
+
+
+def _missing_topic(case: Case, trigger: dict[str, Any]) -> str | None:
+    """The prefix a trigger requires that no topic the governor has seen is under, or None."""
+    prefix = trigger.get("requires_topic")
+    return prefix if prefix and case.ledger.topic_under(prefix) is None else None
+
+
+def arm_on_dispatch(case: Case) -> str | None:
+    """The seed's session resume: the session's first subagent dispatch (since it started) arms
+    session_resume when a saved wave state exists (`armed_by: dispatch`, `requires_topic`).
+    Returns the code recorded with the dispatch, or None when the policy does not arm so."""
+    trigger = case.policy.data["mem_context"]["unlocked_by"].get("session_resume")
+    if not trigger or trigger.get("armed_by") != "dispatch" or not _may_arm(case):
+        return None
+    if any(row[0] == "session_resume" for row in case.ledger.triggers(case.session)):
+        return None  # not the first dispatch
+    missing = _missing_topic(case, {"requires_topic": trigger.get("requires_topic") or "state/wave/"})
+    # A first dispatch with no saved wave state is still the first: later ones do not arm either.
+    uses = 0 if missing else trigger["uses"]
+    case.ledger.arm(case.session, "session_resume", trigger["scope"], uses, case.seq, case.turn, case.world.now)
+    return f"not_armed:session_resume:no_topic:{missing}" if missing else "armed:session_resume"
 
 
 def observe(case: Case) -> Decision:

@@ -23,6 +23,8 @@ Keys, all under `mg:`; every one expires by the policy's retention (no gc needed
   mg:l:<session>   the session's lease: its holder's fencing token
   mg:a:<agent>     the session a subagent works for (the `agents` table, looked up across sessions)
   mg:u:<memory>    hash: last_used, use_count (the `usage` table: how often a memory was briefed)
+  mg:topics        sorted set, every score 0: the topic keys the memory holds (the `topics` table),
+                   read by prefix as a lexical range
   mg:sessions      sorted set: each session by the time it was last seen (status, doctor, gc)
   mg:audit         stream: the audit trail, one JSON object per decision, trimmed by age (read by
                    `audit_after` from a stream id, as telemetry reads it)
@@ -54,7 +56,7 @@ if TYPE_CHECKING:
 PREFIX = "mg:"
 _STREAM_ID = re.compile(r"\d+-\d+")  # an entry's id in the audit stream
 AUDIT_TABLE = "decisions"  # appended to the stream, never read back by a decision
-SHARED_TABLES = ("usage",)  # not per session: this module's own methods keep them
+SHARED_TABLES = ("usage", "topics")  # not per session: this module's own methods keep them
 CONNECT_TIMEOUT = 0.5  # seconds; with one reconnect, an unreachable Redis is known within ~1 s
 READ_TIMEOUT = 2.0  # seconds per round trip; 1 s timed out under 24 racing hooks on a loaded 2-core machine
 LEASE_FLOOR_MS = 500
@@ -436,6 +438,23 @@ class RedisLedger(Ledger):
         return {
             m: (float(last), int(count)) for m, (last, count) in zip(memories, found, strict=True) if last is not None
         }
+
+    def remember_topics(self, topics: list[str], now: float) -> None:
+        def add() -> None:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.zadd(PREFIX + "topics", dict.fromkeys(topics, 0))
+            pipe.expire(PREFIX + "topics", 10 * self.ttl)  # as usage: ten retentions after the last one seen
+            pipe.execute()
+
+        if topics:
+            self._call(add)
+
+    def topic_under(self, prefix: str) -> str | None:
+        found = self._call(self.client.zrangebylex, PREFIX + "topics", "[" + prefix, "[" + prefix + "\xff", 0, 1)
+        if not found:
+            return None
+        topic = found[0]
+        return topic.decode("utf-8", "replace") if isinstance(topic, bytes) else str(topic)
 
     def prune(self, retention_days: float, now: float, max_sessions: int | None = None) -> int:
         """Inside a decision: nothing; every key expires by itself."""

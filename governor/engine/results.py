@@ -399,3 +399,20 @@ def result_text(response: Any) -> str:
         if isinstance(response.get("text"), str):
             return str(response["text"])
     return json.dumps(response, ensure_ascii=False)
+
+
+# A result's topic keys, as Engram gives them: a "Topic: <key>" line of an observation (plain, or
+# inside a JSON envelope's text), a "topic_key" field of a v2 search hit.
+_TOPICS = re.compile(r'(?:^|\\n)Topic: ([^\s\\"]{1,200})|"topic_key"\s*:\s*"([^\s\\"]{1,200})"', re.M)
+MAX_TOPICS = 50
+
+
+def topic_keys(text: str) -> list[str]:
+    """The topic keys a result names (the first MAX_TOPICS distinct ones): what the memory holds,
+    for a trigger's `requires_topic`."""
+    found: dict[str, None] = {}
+    for match in _TOPICS.finditer(text):
+        found[match.group(1) or match.group(2)] = None
+        if len(found) >= MAX_TOPICS:
+            break
+    return list(found)

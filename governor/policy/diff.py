@@ -28,6 +28,8 @@ _ORDERS: dict[Path, list[Any]] = {
     ("trimming", "over_budget"): ["omit", "truncate", "keep-top"],
     ("trimming", "fill"): ["stop", "skip"],
     ("mem_context", "unlocked_by", "*", "scope"): ["this_turn", "next_turn", "once"],
+    # The first dispatch arms resume only where a saved wave state exists: narrower than any resume.
+    ("mem_context", "unlocked_by", "*", "armed_by"): ["dispatch", "session_start"],
     ("ladder", "*", "snippets_only"): [True, False],
     ("ladder", "*", "requires_surfaced_id"): [True, False],
     ("mem_context", "allow"): [False, True],
@@ -62,6 +64,8 @@ _LOWER_IS_LOOSER: list[Path] = [
     ("memory_needs", "model_threshold"),
     ("memory_needs", "cue_threshold"),
 ]
+# A condition set where there was none permits less (a topic the memory must hold).
+_NONE_IS_LOOSER: list[Path] = [("mem_context", "unlocked_by", "*", "requires_topic")]
 # Sets where an added member permits more.
 _ADDED_IS_LOOSER: list[Path] = [
     ("save", "allowed_types"),
@@ -131,6 +135,8 @@ def _scalar(path: Path, old: Any, new: Any) -> Change:
             if a is not None and b is not None and a != b:
                 return Change(where, LOOSENED if b > a else TIGHTENED, old, new)
             return Change(where, CHANGED, old, new)
+    if _find(path, _NONE_IS_LOOSER) and (old is None) != (new is None):
+        return Change(where, LOOSENED if new is None else TIGHTENED, old, new)
     if _find(path, _HIGHER_IS_LOOSER) or _find(path, _LOWER_IS_LOOSER):
         before = math.inf if old is None else float(old)
         after = math.inf if new is None else float(new)

@@ -136,6 +136,16 @@ class Trigger(Strict):
         0,
         description="session_resume: arm only when the session was idle this long (a headless loop resumes every turn).",
     )
+    requires_topic: Name | None = Field(
+        None,
+        description="post_compact, session_resume: arm only when the memory holds a topic under this prefix "
+        "(e.g. session/, state/wave/), as the governor saw it in a save's or a result's topic_key.",
+    )
+    armed_by: Literal["session_start", "dispatch"] = Field(
+        "session_start",
+        description="session_resume: session_start = a SessionStart resume; dispatch = the session's first subagent "
+        "dispatch, when a saved wave state exists (requires_topic, default state/wave/).",
+    )
 
 
 class Trimming(Strict):
@@ -152,6 +162,15 @@ class MemContext(Strict):
     expected_tokens: Tokens
     unlocked_by: dict[TriggerName, Trigger]
     subagents_may_arm: bool = Field(False, description="May a subagent's events arm a trigger.")
+
+    @model_validator(mode="after")
+    def _conditions_fit(self) -> MemContext:
+        for name, trigger in self.unlocked_by.items():
+            if trigger.armed_by == "dispatch" and name != "session_resume":
+                raise ValueError(f"unlocked_by.{name}.armed_by: dispatch arms session_resume only")
+            if trigger.requires_topic and name == "explicit_user_recall":
+                raise ValueError("unlocked_by.explicit_user_recall.requires_topic: the user's own ask needs no topic")
+        return self
 
 
 class MemoryNeed(Strict):

@@ -53,11 +53,40 @@ def layer_phrase(name: str, layer: dict[str, Any], policy: dict[str, Any]) -> st
 def trigger_phrase(name: str, trigger: dict[str, Any]) -> str:
     uses = f"{trigger['uses']} call" + ("s" if trigger["uses"] != 1 else "")
     text = f"{name}: unlocks {uses}, {_SCOPE_WORDS[trigger['scope']]}"
-    if trigger.get("min_idle_minutes"):
+    if trigger.get("armed_by") == "dispatch":
+        text += "; armed by the session's first subagent dispatch, not by SessionStart"
+        text += (
+            f", when the memory holds a {trigger.get('requires_topic') or 'state/wave/'}* topic (a saved wave state)"
+        )
+    elif trigger.get("requires_topic"):
+        text += f"; only when the memory holds a {trigger['requires_topic']}* topic"
+    if trigger.get("min_idle_minutes") and trigger.get("armed_by") != "dispatch":
         text += f"; only after {trigger['min_idle_minutes']} idle minutes"
-    if trigger.get("phrases"):
+    if name == "explicit_user_recall":
+        text += "; armed by a prompt that asks for everything remembered"
+        if trigger.get("phrases"):
+            text += ": one of " + ", ".join(f'"{p}"' for p in trigger["phrases"]) + ", or the same ask in other words"
+        text += " (never negated, quoted, in code, a reminder, or a question about the words themselves)"
+    elif trigger.get("phrases"):
         text += "; armed by a prompt containing " + ", ".join(f'"{p}"' for p in trigger["phrases"])
     return text
+
+
+def topic_conditions_phrase(triggers: dict[str, Any]) -> str:
+    """Which of the seed's topic conditions the policy uses, and what that means for a team."""
+    compact, resume = triggers.get("post_compact") or {}, triggers.get("session_resume") or {}
+    used = [name for name, t in (("post_compact", compact), ("session_resume", resume))
+            if t.get("requires_topic") or t.get("armed_by") == "dispatch"]  # fmt: skip
+    if used:
+        return (f"This policy uses the seed's memory conditions for {' and '.join(used)}: it unlocks only when the "
+                "memory holds the topics named above, as the governor saw them in saves and results (topic_key).")  # fmt: skip
+    return (
+        "Compaction and resume unlock whatever the memory holds. The seed's conditions are available: "
+        "`post_compact.requires_topic: session/` (the first action after /compact when a session/<change> "
+        "topic exists) and `session_resume.armed_by: dispatch` (the first dispatch of a wave when a "
+        "state/wave/<change>/<N> topic exists). They are off by default because they assume the seed's "
+        "topic naming: a team that names its topics otherwise would never unlock mem_context at all."
+    )
 
 
 def class_budget_phrase(need: dict[str, Any], policy: dict[str, Any]) -> str:
@@ -137,6 +166,7 @@ def render_markdown(policy: dict[str, Any], source_name: str) -> str:
     lines += ["", "## mem_context", "", "mem_context is the heaviest tool. Unlocked only by:", ""]
     lines += [f"- {trigger_phrase(name, trigger)}" for name, trigger in ctx["unlocked_by"].items()]
     subagents = "may" if ctx["subagents_may_arm"] else "may not"
+    lines += ["", topic_conditions_phrase(ctx["unlocked_by"])]
     lines += ["", f"A subagent's events {subagents} arm a trigger.", "", "## Memory needs", ""]
     needs = policy["memory_needs"]
     rows = [

@@ -245,7 +245,8 @@ def test_mem_context_allowed_once_after_resume(cc):
 
 
 @pytest.mark.claude_code(CLAUDE_CODE_RECENT)
-@pytest.mark.parametrize("prompt", ["recordar todo lo que sabes del proyecto", "give me all context"])
+@pytest.mark.parametrize("prompt", ["recordar todo lo que sabes del proyecto", "give me all context",
+                                    "bring me up to speed with all the stored context"])  # fmt: skip
 def test_mem_context_allowed_once_after_recall_prompt(cc, prompt):
     run = cc.run(prompt, main=_context_twice())
     _assert_allowed_once(run)

@@ -190,6 +190,29 @@ def test_recall_prompt_unlocks_one_context_dump_trimmed_to_whole_entries(gem):
     assert len(gem.calls("mem_context")) == 1
 
 
+@pytest.mark.parametrize("prompt", ["go through everything our memory holds on this repo",
+                                    "cárgame todo lo que tengas guardado del proyecto"])  # fmt: skip
+def test_a_recall_request_in_other_words_unlocks_one_context_dump(gem, prompt):
+    """No listed phrase: the same ask in other words, in English and Spanish."""
+    run = gem.run(prompt, main=_context_twice())
+    first, second = run.results_of("mem_context")
+    assert "explicit recall requested; mem_context is allowed once this turn" in run.lane()[0].all_text()
+    assert not first.text.startswith(BLOCKED), first.text
+    assert server_text(first.text).startswith("## Memory from Previous Sessions"), first.text[:300]
+    assert denied(second, "is off outside post-compaction recovery"), second.text
+    assert len(gem.calls("mem_context")) == 1
+
+
+def test_a_question_about_the_words_leaves_mem_context_locked(gem):
+    """A listed phrase in a knowledge question: no unlock, and the refusal says what would unlock it."""
+    run = gem.run("how large is the full context of this model?",
+                  main=[tool_uses(engram("mem_context", project="myapp")), text("About a million tokens.")])  # fmt: skip
+    [locked] = run.results_of("mem_context")
+    assert "explicit recall requested" not in run.lane()[0].all_text()
+    assert denied(locked, "the user's own prompt asks for everything remembered"), locked.text
+    assert gem.calls("mem_context") == []
+
+
 def _assert_whole_entries(gem, received: str) -> None:
     """The context the model got is the server's, minus whole entries, plus the note."""
     import engram_mcp
