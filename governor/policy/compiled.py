@@ -8,6 +8,7 @@ A broken policy never stops enforcement: the last valid compile is kept.
 
 from __future__ import annotations
 
+import _thread
 import json
 import os
 
@@ -43,6 +44,7 @@ def _read_json(path: str) -> Any:
 
 
 _memo: dict[str, tuple[list[list[Any]], CompiledPolicy]] = {}  # a long-lived process skips re-reading
+_first_sight = _thread.allocate_lock()  # pinning a folder and writing its first record are one step
 _recent: dict[tuple[Any, ...], tuple[float, CompiledPolicy]] = {}  # with recheck_every: the last clean load
 _recheck_seconds = 0.0
 
@@ -77,9 +79,10 @@ def load(env: Mapping[str, str], cwd: str | None, state: str, session: object = 
     from governor.policy.acceptance import enforced
     from governor.policy.projects import pinned
 
-    project, first = pinned(cwd, state, session)
-    sources = Sources(env, cwd, project)
-    policy, notices = enforced(*from_files(sources, state), sources, state, first)
+    with _first_sight:  # threads of one process (the proxy's, the warm server's) see a folder first once
+        project, first = pinned(cwd, state, session)
+        sources = Sources(env, cwd, project)
+        policy, notices = enforced(*from_files(sources, state), sources, state, first)
     policy.project = project
     if recent_key and not notices:
         _recent[recent_key] = (now, policy)
