@@ -57,7 +57,8 @@ def pre_tool(case: Case) -> Decision:
     if event.call_id:
         # A call seen before is answered before any turn is looked up: a second observer of the
         # same call (an MCP proxy behind a client whose hooks decided it) must not move the turn.
-        repeat = _repeat(ledger.call(case.session, key(event.call_id)))
+        prior = ledger.call(case.session, key(event.call_id))
+        repeat = _observed(case, prior) if event.observer else _repeat(prior)
         if repeat is not None:
             return repeat
     case.enter_turn()
@@ -75,6 +76,8 @@ def pre_tool(case: Case) -> Decision:
         if event.call_key and decision.kind == ev.REWRITE and decision.updated_input is not None:
             rewritten = key(ev.call_key(event.tool_name, decision.updated_input))
             ledger.also_known_as(case.session, rewritten, call_id)
+    if event.observer and event.call_id:
+        ledger.also_known_as(case.session, _observed_key(event.call_id), call_id)
     extra = case.add_context(["static:save_over_limit"]) if decision.code == "save_over_limit" else 0
     case.record(decision, role, call_id, counted=expected, delivered=extra)
     return decision
@@ -87,6 +90,25 @@ def _repeat(prior: Any) -> Decision | None:
     if prior[0] == "denied":
         return Decision(ev.DENY, "repeat", "memory-governor: this call was already refused; do not retry it.")
     return Decision(code="repeat")
+
+
+def _observed_key(call_id: str) -> str:
+    return key(f"observed:{call_id}")
+
+
+def _observed(case: Case, prior: Any) -> Decision | None:
+    """A second observer's look at a call id seen before: defer only to a live reservation that no
+    observer has used (the client's hook reserved it, this call is its way to the server). Any
+    other repeat (a reservation expired or spent, a call answered or refused, one this observer
+    made itself) is no licence to pass uncounted: 'reused_id', decide it again under a new id."""
+    if prior is None:
+        return None
+    observed = _observed_key(case.event.call_id or "")
+    live = prior[0] == "pending" and prior[5] > case.world.now
+    if live and case.ledger.pending_by_key(case.session, observed) is None:
+        case.ledger.also_known_as(case.session, observed, key(case.event.call_id or ""))
+        return Decision(code="repeat")
+    return Decision(code="reused_id")
 
 
 def _governs_spill(case: Case, name: str) -> bool:
