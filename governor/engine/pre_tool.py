@@ -220,6 +220,8 @@ def _judge(case: Case, spec: dict[str, Any]) -> tuple[Decision, int]:
     if role in ("save", "summary"):
         return _judge_save(case, spec), 0
     usage = case.ledger.usage(case.session, case.turn, case.world.now)
+    if role == "other":
+        return _judge_other(case, usage), 0
     if role == "search":
         return _judge_search(case, spec, usage)
     if role in ("timeline", "fetch"):
@@ -242,7 +244,7 @@ def _tier_refusal(case: Case, role: str) -> Decision | None:
         )
     tier = case.tier(case.event.agent_type)
     allowed = subagents["tiers"][tier]["roles"]
-    if role in allowed:
+    if (role if role != "other" else "search") in allowed:  # a tool the map does not name reads, as a search does
         return None
     can = ", ".join(allowed) or "no memory tools"
     return Decision(
@@ -309,13 +311,50 @@ def _judge_search(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tu
             return _spent(case, budget - left, budget, per_result), 0
         count = fits
     decision = Decision(code="allow")
+    updated = dict(case.event.tool_input)
+    changed = _own_project(case, spec, updated)
     if limit_param and requested != count:
-        decision = Decision(ev.REWRITE, "clamp_limit", updated_input={**case.event.tool_input, limit_param: count})
-        decision.reason = f"{limit_param} {asked if asked is not None else '(unset)'} -> {count}"
+        updated[limit_param] = count
+        changed.insert(0, f"{limit_param} {asked if asked is not None else '(unset)'} -> {count}")
+    if changed:
+        code = "clamp_limit" if limit_param and requested != count else "clamp_project"
+        decision = Decision(ev.REWRITE, code, updated_input=updated)
+        decision.reason = "; ".join(changed)
     if warn:
         decision.tell_user(warn)
         decision.code = decision.code if decision.kind == ev.REWRITE else "max_search_calls_warn"
     return decision, count * per_result
+
+
+def _judge_other(case: Case, usage: dict[str, int]) -> Decision:
+    """A tool of a governed server that the policy does not map: it runs while the turn has budget
+    left, and its result is counted and trimmed against it afterwards (post_tool)."""
+    left, budget, enforce = _budget_left(case, usage)
+    if enforce == "block" and left <= 0:
+        return _spent(case, budget - left, budget, 1)
+    return Decision(code="unmapped")
+
+
+def _own_project(case: Case, spec: dict[str, Any], updated: dict[str, Any]) -> list[str]:
+    """L1 with other_projects off: a search reads the session's project only. `all_projects` is
+    clamped to false; a `project` other than the session's folder name is dropped, so the server
+    reads the project it detects for the session. What changed, for the decision's reason."""
+    if case.policy.ladder["L1"].get("other_projects", True):
+        return []
+    changed = []
+    wide, named = spec.get("all_projects_param"), spec.get("project_param")
+    if wide and wide in updated and updated[wide] is not False:
+        changed.append(f"{wide} {updated[wide]} -> false")
+        updated[wide] = False
+    if named and named in updated:
+        import os
+
+        own = os.path.basename(os.path.normpath(case.world.project or "")).casefold()
+        asked = updated[named]
+        if not isinstance(asked, str) or asked.strip().casefold() != own:
+            changed.append(f"{named} {asked!r} dropped (this session's project only)")
+            del updated[named]
+    return changed
 
 
 def _is_count(value: Any) -> bool:

@@ -327,7 +327,8 @@ def test_a_governed_tool_loses_its_output_schema_and_structured_content(env: Env
     w = wire(server=[sys.executable, "-c", STUB], extra_env={"STUB_RULES": json.dumps(rules)})
     w.initialize()
     tools = {t["name"]: t for t in w.answer(w.request("tools/list"))["result"]["tools"]}
-    assert "outputSchema" not in tools["mem_search"] and "outputSchema" in tools["other"]
+    # `other` is a tool of the governed server that the policy does not map: governed too (counted, trimmed).
+    assert "outputSchema" not in tools["mem_search"] and "outputSchema" not in tools["other"]
     result = w.call("mem_search", query="auth", limit=3)
     assert "structuredContent" not in result
     assert json.loads(text(result)) == structured  # the model reads what was counted

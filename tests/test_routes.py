@@ -1,0 +1,141 @@
+"""Every route to the memory is governed, through the hook process fed each harness's payloads:
+the memory server registered again under another name is known by its tools, a tool of it that
+the policy does not map is counted and trimmed, and a search widened to every project is clamped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from governor.engine.tokens import counter
+from tests.conftest import Env, Session, fixture_text
+
+SEARCH = fixture_text("engram/search_v1.txt")
+NOTE = "[memory-governor]"
+O200K = counter("o200k_base").count
+# What Engram v2's mem_review (a tool no shipped map names) returns for a wide review: ~6,000 tokens.
+REVIEW = "Review queue (40 observations):\n\n" + "".join(
+    f"- #{1000 + i} [decision] Entry {i}: " + "the cache layer keeps its own clock and retries " * 12 + "\n"
+    for i in range(40)
+)
+
+
+def _ledger_roles(env: Env) -> list[tuple[str, str]]:
+    from governor.engine.stores import open_ledger
+
+    ledger = open_ledger(str(env.state))
+    try:
+        return [(str(r[0]), str(r[1])) for r in ledger.q("SELECT role, state FROM calls ORDER BY created")]
+    finally:
+        ledger.close()
+
+
+# -- 1. the memory server under another name ------------------------------------------------------
+
+
+def test_the_memory_server_under_another_name_is_governed_as_itself(env: Env) -> None:
+    """The model adds `.mcp.json` with the same server as `mem` and calls it: the same ladder, the
+    same caps, the same locked mem_context as under the name the policy lists."""
+    session = Session(env, server="mem")
+    session.prompt("what did we decide about auth?")
+    first, after = session.call("mem_search", SEARCH, query="auth", limit=20)
+    assert first.updated_input == {"query": "auth", "limit": 3}, first.specific
+    assert after is not None
+    second, _ = session.call("mem_search", SEARCH, query="jwt", limit=20)
+    assert not second.denied
+    third = session.pre("mem_search", query="tokens", limit=20)
+    assert third.denied and "max_search_calls=2" in third.reason
+    context = session.pre("mem_context")
+    assert context.denied and "whole-memory dump" in context.reason
+    fetch = session.pre("mem_get_observation", id=999)
+    assert fetch.denied and "was not surfaced" in fetch.reason
+
+
+def test_a_server_split_oddly_by_its_harness_is_still_known_by_its_tools(env: Env) -> None:
+    """`mcp__team__memory__mem_search` splits at the first `__` as server `team`, tool
+    `memory__mem_search`: the tool is still mem_search."""
+    session = Session(env)
+    session.prompt("what did we decide about auth?")
+    answer = session.pre("mcp__team__memory__mem_search", query="auth", limit=20)
+    assert answer.updated_input == {"query": "auth", "limit": 3}, answer.specific
+
+
+def test_an_unmapped_tool_of_the_memory_is_counted_and_trimmed(env: Env) -> None:
+    """Engram v2's mem_review (and mem_judge, mem_compare, mem_pin, ...) is no tool the policy maps:
+    its result is cut to what the turn's budget has left, and counted."""
+    assert O200K(REVIEW) > 3000
+    for server in ("engram", "mem"):
+        session = Session(env, session_id=f"sess-{server}", server=server)
+        session.prompt("review what we decided")
+        before, after = session.call("mem_review", REVIEW, limit=40)
+        assert not before.denied, before.reason
+        assert after is not None and after.output is not None, f"{server}: passed untouched"
+        assert O200K(after.output) <= 1200 and NOTE in after.output, (server, O200K(after.output))
+        small, told = session.call("mem_pin", "Pinned #1001.", id=1001)
+        assert not small.denied and told is not None and told.silent, "a result that fits passes as it is"
+    assert _ledger_roles(env).count(("other", "committed")) == 4
+
+
+def test_a_tool_of_another_server_is_left_alone(env: Env) -> None:
+    session = Session(env, server="github")
+    session.prompt("list the open issues")
+    before, after = session.call("list_issues", REVIEW, state="open")
+    assert before.silent and after is not None and after.silent
+
+
+def test_a_search_of_every_project_is_clamped_to_this_one(env: Env) -> None:
+    session = Session(env)
+    session.prompt("what did we decide about auth?")
+    wide = session.pre("mem_search", query="auth", limit=3, all_projects=True)
+    assert wide.updated_input == {"query": "auth", "limit": 3, "all_projects": False}, wide.specific
+    other = session.pre("mem_search", query="auth", limit=3, project="billing-service")
+    assert other.updated_input == {"query": "auth", "limit": 3}, other.specific
+    session.prompt("and in this project?")
+    own = session.pre("mem_search", query="auth", limit=3, project=env.project.name)
+    assert own.silent, "the session's own project is kept as it was asked"
+
+
+def test_a_team_may_let_sessions_read_other_projects(env: Env) -> None:
+    env.write(
+        ".memory-governor/policy.yaml", "ladder:\n  L1: {expected_tokens: 100, max_limit: 3, other_projects: true}\n"
+    )
+    session = Session(env)
+    session.prompt("what did we decide about auth?")
+    assert session.pre("mem_search", query="auth", limit=3, all_projects=True).silent
+
+
+def test_every_harness_governs_a_renamed_memory_server_by_its_own_tool_names(env: Env) -> None:
+    from tests.harnesses.test_codex import Codex
+    from tests.harnesses.test_codex import denied as codex_denied
+    from tests.harnesses.test_copilot import Copilot
+    from tests.harnesses.test_gemini_cli import GeminiSession
+    from tests.harnesses.test_opencode import OpenCodeSession
+
+    codex = Codex(env)
+    codex.prompt("what did we decide?")
+    answers: list[Any] = []
+    for n in range(3):
+        payload = codex.payload("PreToolUse", tool_name="mcp__mem__mem_search", tool_input={"query": "x", "limit": 20},
+                                tool_use_id=f"call_mem_{n}")  # fmt: skip
+        answers.append(codex.hook(payload))
+    specific = (answers[0] or {}).get("hookSpecificOutput", {})
+    assert specific.get("updatedInput") == {"query": "x", "limit": 3}, answers[0]
+    assert codex_denied(answers[2], "max_search_calls"), "codex"
+
+    copilot = Copilot(env)
+    copilot.prompt("what did we decide?")
+    replies = [copilot.send("preToolUse", toolName="mem-mem_search", toolArgs={"query": "x", "limit": 20})
+               for _ in range(3)]  # fmt: skip
+    assert replies[0].args == {"query": "x", "limit": 3} and replies[2].denied, "copilot"
+
+    gemini = GeminiSession(env, server="mem")
+    gemini.prompt("what did we decide?")
+    told = [gemini.pre("mem_search", query="x", limit=20) for _ in range(3)]
+    assert told[0].tool_input == {"query": "x", "limit": 3} and told[2].denied, "gemini"
+    bare = gemini.event("BeforeTool", tool_name="mcp_my_mem_mem_context", tool_input={})
+    assert bare.denied, "gemini, a server key with `_` and no mcp_context"
+
+    opencode = OpenCodeSession(env, server="mem")
+    opencode.prompt("what did we decide?")
+    sent = [opencode.before("mem_search", query="x", limit=20) for _ in range(3)]
+    assert sent[0].args == {"query": "x", "limit": 3} and sent[2].denied, "opencode"
+
