@@ -139,3 +139,34 @@ def test_every_harness_governs_a_renamed_memory_server_by_its_own_tool_names(env
     sent = [opencode.before("mem_search", query="x", limit=20) for _ in range(3)]
     assert sent[0].args == {"query": "x", "limit": 3} and sent[2].denied, "opencode"
 
+
+# -- 2. disguised transcripts saved -------------------------------------------------------------
+
+
+def _disguises() -> list[tuple[str, str]]:
+    import json as _json
+
+    from tests.conftest import ROOT
+
+    rows = [_json.loads(line) for line in (ROOT / "tests/fixtures/saves/attacks.jsonl").read_text().splitlines()]
+    return [(row["rule"], row["content"]) for row in rows[-11:]]  # the structure-only disguises, added last
+
+
+def test_a_transcript_or_tool_output_disguised_by_its_labels_or_shape_is_not_saved(env: Env) -> None:
+    """Speaker labels in other languages or as emoji, a table of turns, raw `ls -la` and pytest
+    output: caught by their structure (the shipped speaker labels name none of them)."""
+    session = Session(env)
+    session.prompt("save what we found")
+    for rule, content in _disguises():
+        answer = session.pre("mem_save", title="Login fix", type="bugfix", content=content)
+        assert answer.denied and f"never_save:{rule}" not in answer.reason, "the code is not shown to the model"
+        assert ("raw transcript" if rule == "raw_transcript" else "raw tool output") in answer.reason, (rule, content)
+
+
+def test_a_real_memory_with_a_table_or_yaml_is_saved(env: Env) -> None:
+    session = Session(env)
+    session.prompt("save the decision")
+    table = "| Option | Why |\n|---|---|\n| Redis | no retries |\n| SQS | retries and a DLQ |\n| Kafka | too heavy |"
+    assert not session.pre("mem_save", title="Queue", type="decision", content=table).denied
+    flags = "- name: new_checkout\n  owner: payments\n- name: dark_mode\n  owner: web\n"
+    assert not session.pre("mem_save", title="Flags", type="pattern", content=flags).denied
