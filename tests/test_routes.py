@@ -170,3 +170,44 @@ def test_a_real_memory_with_a_table_or_yaml_is_saved(env: Env) -> None:
     assert not session.pre("mem_save", title="Queue", type="decision", content=table).denied
     flags = "- name: new_checkout\n  owner: payments\n- name: dark_mode\n  owner: web\n"
     assert not session.pre("mem_save", title="Flags", type="pattern", content=flags).denied
+
+
+# -- 3. shell routes to Engram's data that a model plausibly types ---------------------------------
+
+
+SPELLINGS = [
+    ("engram-cli", "engram --project billing search jwt"),
+    ("engram-cli", "engram -p billing --json search jwt"),
+    ("engram-cli", '"engram" --data-dir=/tmp/e get 42'),
+    ("engram-http-api", "curl -s 'http://127.1:7437/search?q=jwt'"),
+    ("engram-http-api", "curl http://127.0.1:7437/context"),
+    ("engram-http-api", "curl 'http://[0:0:0:0:0:0:0:1]:7437/search?q=jwt'"),
+    ("engram-http-api", "curl http://[::ffff:127.0.0.1]:7437/search"),
+    ("engram-http-api", "curl http://0x7f000001:7437/search"),
+    ("engram-http-api", "curl http://LOCALHOST:7437/search"),
+    ("engram-http-api", "printf 'GET /search?q=jwt HTTP/1.0\\r\\n\\r\\n' | nc 127.0.0.1 7437"),
+    ("engram-http-api", "python3 -c \"import socket; socket.create_connection(('127.1', 7437))\""),
+    ("engram-database", "cd ~/.engram && strings eng*.db | grep jwt"),
+    ("engram-database", "sqlite3 /srv/data/eng*.db 'select * from observations'"),
+    ("engram-database", "python3 -c \"import glob; print(glob.glob('/srv/.engr*/*.db'))\""),
+]
+
+
+def test_the_memory_reached_by_a_spelling_a_model_plausibly_types_is_refused(env: Env) -> None:
+    """Engram with global flags before its verb, the HTTP API on any loopback spelling, its
+    database through a glob that matches nothing yet: refused as the route they take."""
+    (env.home / ".engram").mkdir()
+    (env.home / ".engram" / "engram.db").write_bytes(b"SQLite format 3\x00")
+    session = Session(env)
+    session.prompt("what did we decide about JWT?")
+    for route, command in SPELLINGS:
+        answer = session.pre("Bash", command=command)
+        assert answer.denied and f"route '{route}'" in answer.reason, (route, command, answer.reason)
+
+
+def test_commands_that_only_look_alike_are_left_alone(env: Env) -> None:
+    session = Session(env)
+    session.prompt("look around")
+    for command in ("engram --help", "pip install engram-tools", "ls english*.txt", "curl http://example.com:7437/",
+                    "python -m http.server 8000", "grep -rn 127.0.0.1 config/"):  # fmt: skip
+        assert session.pre("Bash", command=command).silent, command
