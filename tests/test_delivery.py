@@ -267,3 +267,40 @@ def test_the_mcp_proxy_never_answers_with_a_pointer(env: Env) -> None:
         assert send("call", f"c{number}", turn) is None
         answer = send("result", f"c{number}", turn, result=result)
         assert answer is None or "already shown" not in json.dumps(answer), answer
+
+
+def test_a_fetch_after_a_changed_preview_runs_and_is_compared(env: Env, session: Session) -> None:
+    """Delivered-once refuses by id only while the entry is known unchanged: a later search whose
+    preview of it differs (another process updated it) lets the fetch run, and its new body is
+    delivered whole; the same preview again keeps the refusal."""
+    session.prompt(PROMPT)
+    _search(session)
+    session.call("mem_get_observation", OBSERVATION, id=42)
+    session.prompt("what was that decision again?")
+    _search(session)  # the same preview: a pointer, nothing new
+    again, _ = session.call("mem_get_observation", OBSERVATION, id=42)
+    assert again.denied and "already delivered in full" in again.reason
+    session.prompt("has the auth decision changed?")
+    _search(session, SEARCH.replace("with jsonwebtoken for auth", "with jose for auth"))
+    changed = OBSERVATION.replace("jsonwebtoken", "jose")
+    before, after = session.call("mem_get_observation", changed, id=42)
+    assert not before.denied, "a new preview since the delivery: the entry may have changed"
+    assert after is not None and after.output is None, "its text changed: delivered whole"
+    session.prompt("and once more")
+    _search(session, SEARCH.replace("with jsonwebtoken for auth", "with jose for auth"))
+    unchanged, _ = session.call("mem_get_observation", changed, id=42)
+    assert unchanged.denied and "already delivered in full" in unchanged.reason
+
+
+def test_a_changed_preview_cut_to_the_budget_still_lets_the_fetch_run(env: Env, session: Session) -> None:
+    env.write(".memory-governor/policy.yaml", "trimming:\n  over_budget: truncate\n")
+    session.prompt(PROMPT)
+    _search(session)
+    session.call("mem_get_observation", OBSERVATION, id=42)
+    session.prompt("has the auth decision changed?")
+    long_preview = "with jose for auth " + "because the key rotation story is simpler " * 400
+    seen = _search(session, SEARCH.replace("with jsonwebtoken for auth", long_preview))
+    assert "with jose for auth" in seen and "…[truncated]" in seen, seen[:400]
+    before, _ = session.call("mem_get_observation", OBSERVATION.replace("jsonwebtoken", "jose"), id=42)
+    # The budget is spent by the long preview, so the fetch may be refused for that; never as a repeat.
+    assert "already delivered" not in (before.reason or ""), before.reason

@@ -6,8 +6,10 @@ A conversation context is what one model holds: the main agent's, or one subagen
 whole, and when. When a later result repeats one of them, the entry is replaced by one short
 line naming it and when it was shown (`results.point`), and only that line counts against the
 turn's budget. A full fetch (L3) of an id the context already holds whole is refused before it
-runs with the same pointer as its reason, unless a save since then may have changed it (the
-result is then compared after the call, like any other).
+runs with the same pointer as its reason only while the entry is known unchanged: no save since
+then, and no search since then showing it with a preview this context had not seen (another
+process may have changed it). Otherwise the call runs and its result is compared after it,
+like any other.
 
 What the model holds is never guessed upwards: only an entry delivered whole is remembered (a
 trimmed-away or truncated entry is not, nor one shown as a pointer; in monitor mode the model
@@ -109,22 +111,37 @@ def replace_repeats(ledger: Ledger, session: str, context: str, parsed: Parsed, 
     return [index for index, mark in enumerate(prints) if mark in held and point(parsed, index, shown_at(*held[mark]))]
 
 
+PREVIEW = "preview"  # the role of a row saying only that a search showed this text of an entry (cut or not)
+
+
 def remember(ledger: Ledger, session: str, context: str, parsed: Parsed, prints: list[str], whole: set[int],
-             server: str, role: str, seq: int, now: float) -> None:  # fmt: skip
-    """Entries `whole` reached the model whole: later repeats in this context become pointers."""
+             server: str, role: str, seq: int, now: float, shown: set[int] | None = None) -> None:  # fmt: skip
+    """Entries `whole` reached the model whole: later repeats in this context become pointers.
+    Entries `shown` in part (a search preview cut to the budget) are remembered as seen only, under
+    a fingerprint no result can repeat: a full fetch after a new preview runs (fetch_held)."""
     rows = []
     for index in sorted(whole):
         idents = parsed.entries[index].idents
         rows.append((prints[index], server, idents[0] if idents else "", role))
+    for index in sorted((shown or set()) - whole):
+        idents = parsed.entries[index].idents
+        if idents:
+            rows.append((f"seen:{prints[index]}", server, idents[0], PREVIEW))
     ledger.remember_delivered(session, context, rows, seq, now)
 
 
 def fetch_held(ledger: Ledger, session: str, context: str, server: str, ident: str) -> str | None:
     """The pointer a full fetch of `ident` gets when this context already holds its whole body and
-    no save since may have changed it; else None (the call runs, and its result is compared)."""
+    the entry is known unchanged since: no save in this session, and no search preview of it that
+    this context had not seen before (a repeated preview is a pointer and remembers nothing new;
+    a changed one is remembered when shown). Else None: the call runs, and its result is compared."""
     held = ledger.delivered_ident(session, context, server, ident, "fetch")
     if held is None or ledger.saved_since(session, held[1]):
         return None
+    for role in ("search", PREVIEW):
+        shown = ledger.delivered_ident(session, context, server, ident, role)
+        if shown is not None and shown[1] > held[1]:
+            return None
     return (
         f"memory-governor: #{ident} was already delivered in full {shown_at(*held)}; it is above in this "
         "conversation. Use that copy: an observation is not fetched twice."

@@ -67,6 +67,11 @@ class Event:
     `context_unseen`: the harness says neither when the model's context is emptied (compaction,
     /clear) nor which agent made a call (an MCP connection). Delivered-once then never replaces
     an entry by a pointer for it: the model might no longer hold, or never have held, the entry.
+
+    `observer`: the event comes from a second observer of the client's calls (an MCP proxy behind a
+    client whose hooks may have decided the call first). It defers to a call it has seen before
+    only when that is a live reservation no observer has used yet; any other repeat of an id is
+    a new call to decide (the observer decides it again under an id of its own).
     """
 
     __slots__ = (
@@ -81,6 +86,7 @@ class Event:
         "harness",
         "kind",
         "machine_made",
+        "observer",
         "origin_call_id",
         "project",
         "prompt",
@@ -116,6 +122,7 @@ class Event:
         self.machine_made: bool = bool(fields.get("machine_made"))
         self.origin_call_id: str | None = fields.get("origin_call_id")
         self.context_unseen: bool = bool(fields.get("context_unseen"))
+        self.observer: bool = bool(fields.get("observer"))
         self.cwd: str | None = fields.get("cwd")
         self.result_elsewhere: bool = bool(fields.get("result_elsewhere"))
         self.spilled: str | None = fields.get("spilled")

@@ -111,8 +111,9 @@ def _count_and_trim(case: Case, spec: dict[str, Any], call_id: str | None, prior
         delivered, kept_all = total, set(range(len(parsed.entries)))  # the model got the whole result
         whole, deduped = set(kept_all), 0
     if context is not None:
+        shown = kept_all - set(repeats) if role == "search" else None  # a new preview, cut or not
         delivery.remember(ledger, case.session, context, parsed, case.prepared["prints"], whole, event.server or "",
-                          role, case.seq, now)  # fmt: skip
+                          role, case.seq, now, shown)  # fmt: skip
     if call_id and prior is not None:
         ledger.commit(case.session, call_id, delivered, now)
     else:

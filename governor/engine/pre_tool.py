@@ -57,7 +57,8 @@ def pre_tool(case: Case) -> Decision:
     if event.call_id:
         # A call seen before is answered before any turn is looked up: a second observer of the
         # same call (an MCP proxy behind a client whose hooks decided it) must not move the turn.
-        repeat = _repeat(ledger.call(case.session, key(event.call_id)))
+        prior = ledger.call(case.session, key(event.call_id))
+        repeat = _observed(case, prior) if event.observer else _repeat(prior)
         if repeat is not None:
             return repeat
     case.enter_turn()
@@ -75,6 +76,8 @@ def pre_tool(case: Case) -> Decision:
         if event.call_key and decision.kind == ev.REWRITE and decision.updated_input is not None:
             rewritten = key(ev.call_key(event.tool_name, decision.updated_input))
             ledger.also_known_as(case.session, rewritten, call_id)
+    if event.observer and event.call_id:
+        ledger.also_known_as(case.session, _observed_key(event.call_id), call_id)
     extra = case.add_context(["static:save_over_limit"]) if decision.code == "save_over_limit" else 0
     case.record(decision, role, call_id, counted=expected, delivered=extra)
     return decision
@@ -87,6 +90,25 @@ def _repeat(prior: Any) -> Decision | None:
     if prior[0] == "denied":
         return Decision(ev.DENY, "repeat", "memory-governor: this call was already refused; do not retry it.")
     return Decision(code="repeat")
+
+
+def _observed_key(call_id: str) -> str:
+    return key(f"observed:{call_id}")
+
+
+def _observed(case: Case, prior: Any) -> Decision | None:
+    """A second observer's look at a call id seen before: defer only to a live reservation that no
+    observer has used (the client's hook reserved it, this call is its way to the server). Any
+    other repeat (a reservation expired or spent, a call answered or refused, one this observer
+    made itself) is no licence to pass uncounted: 'reused_id', decide it again under a new id."""
+    if prior is None:
+        return None
+    observed = _observed_key(case.event.call_id or "")
+    live = prior[0] == "pending" and prior[5] > case.world.now
+    if live and case.ledger.pending_by_key(case.session, observed) is None:
+        case.ledger.also_known_as(case.session, observed, key(case.event.call_id or ""))
+        return Decision(code="repeat")
+    return Decision(code="reused_id")
 
 
 def _governs_spill(case: Case, name: str) -> bool:
@@ -198,6 +220,8 @@ def _judge(case: Case, spec: dict[str, Any]) -> tuple[Decision, int]:
     if role in ("save", "summary"):
         return _judge_save(case, spec), 0
     usage = case.ledger.usage(case.session, case.turn, case.world.now)
+    if role == "other":
+        return _judge_other(case, usage), 0
     if role == "search":
         return _judge_search(case, spec, usage)
     if role in ("timeline", "fetch"):
@@ -220,7 +244,7 @@ def _tier_refusal(case: Case, role: str) -> Decision | None:
         )
     tier = case.tier(case.event.agent_type)
     allowed = subagents["tiers"][tier]["roles"]
-    if role in allowed:
+    if (role if role != "other" else "search") in allowed:  # a tool the map does not name reads, as a search does
         return None
     can = ", ".join(allowed) or "no memory tools"
     return Decision(
@@ -287,13 +311,50 @@ def _judge_search(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tu
             return _spent(case, budget - left, budget, per_result), 0
         count = fits
     decision = Decision(code="allow")
+    updated = dict(case.event.tool_input)
+    changed = _own_project(case, spec, updated)
     if limit_param and requested != count:
-        decision = Decision(ev.REWRITE, "clamp_limit", updated_input={**case.event.tool_input, limit_param: count})
-        decision.reason = f"{limit_param} {asked if asked is not None else '(unset)'} -> {count}"
+        updated[limit_param] = count
+        changed.insert(0, f"{limit_param} {asked if asked is not None else '(unset)'} -> {count}")
+    if changed:
+        code = "clamp_limit" if limit_param and requested != count else "clamp_project"
+        decision = Decision(ev.REWRITE, code, updated_input=updated)
+        decision.reason = "; ".join(changed)
     if warn:
         decision.tell_user(warn)
         decision.code = decision.code if decision.kind == ev.REWRITE else "max_search_calls_warn"
     return decision, count * per_result
+
+
+def _judge_other(case: Case, usage: dict[str, int]) -> Decision:
+    """A tool of a governed server that the policy does not map: it runs while the turn has budget
+    left, and its result is counted and trimmed against it afterwards (post_tool)."""
+    left, budget, enforce = _budget_left(case, usage)
+    if enforce == "block" and left <= 0:
+        return _spent(case, budget - left, budget, 1)
+    return Decision(code="unmapped")
+
+
+def _own_project(case: Case, spec: dict[str, Any], updated: dict[str, Any]) -> list[str]:
+    """L1 with other_projects off: a search reads the session's project only. `all_projects` is
+    clamped to false; a `project` other than the session's folder name is dropped, so the server
+    reads the project it detects for the session. What changed, for the decision's reason."""
+    if case.policy.ladder["L1"].get("other_projects", True):
+        return []
+    changed = []
+    wide, named = spec.get("all_projects_param"), spec.get("project_param")
+    if wide and wide in updated and updated[wide] is not False:
+        changed.append(f"{wide} {updated[wide]} -> false")
+        updated[wide] = False
+    if named and named in updated:
+        import os
+
+        own = os.path.basename(os.path.normpath(case.world.project or "")).casefold()
+        asked = updated[named]
+        if not isinstance(asked, str) or asked.strip().casefold() != own:
+            changed.append(f"{named} {asked!r} dropped (this session's project only)")
+            del updated[named]
+    return changed
 
 
 def _is_count(value: Any) -> bool:

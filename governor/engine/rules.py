@@ -42,9 +42,29 @@ class CompiledPolicy:
         self.project: str | None = None
 
     def tool(self, server: str, tool: str) -> dict[str, Any] | None:
-        """The spec (role, parameter names, result format) of a governed tool, else None."""
+        """The spec (role, parameter names, result format) of a governed tool, else None.
+
+        A server is governed by what it is, not only by the name the policy lists: a tool named
+        as a mapping with `any_server` maps it (or ends a longer name after a `_` or `-`, as a harness
+        that splits `mcp_<server>_<tool>` at the first `_` hands it over), on any server.
+        A tool of a listed server, or named with such a mapping's `tool_prefix`, that no map names
+        is role `other` (its result counted and trimmed) unless the mapping says `unmapped: pass`."""
         by_tool = self.tools.get(server)
-        return by_tool.get(tool) if by_tool else None
+        spec = by_tool.get(tool) if by_tool else None
+        if spec is not None:
+            return spec
+        index: dict[str, dict[str, dict[str, Any]]] = self.blob["index"]
+        known = index.get("by_name", {})
+        name = _named(tool, known)
+        if name is not None:
+            return known[name]
+        if by_tool:
+            return index.get("unmapped", {}).get(server)
+        prefixes = index.get("prefixes", {})
+        for prefix, other in prefixes.items():
+            if tool.startswith(prefix) or f"__{prefix}" in tool:
+                return other
+        return None
 
     def routes_for(self, tool_name: str) -> list[dict[str, Any]]:
         """The policy's other ways to the memory that go through this (non-memory) tool."""
@@ -56,13 +76,36 @@ class CompiledPolicy:
         return entry["value"], entry["enforce"]
 
 
+def _named(tool: str, known: dict[str, Any]) -> str | None:
+    """`tool` itself, or the longest end of it after a `_` or `-`, when it is a name in `known`."""
+    if tool in known:
+        return tool
+    if not known or len(tool) > 200:
+        return None
+    for at, char in enumerate(tool):
+        if char in "_-" and tool[at + 1 :] in known:
+            return tool[at + 1 :]
+    return None
+
+
 def index(policy: dict[str, Any]) -> dict[str, Any]:
     """Lookups derived once at compile time, so a hook does no work to find them."""
     tools: dict[str, dict[str, dict[str, Any]]] = {}
+    by_name: dict[str, dict[str, Any]] = {}  # tools governed on any server, by their own name
+    unmapped: dict[str, dict[str, Any]] = {}  # listed server -> the spec of a tool its map does not name
+    prefixes: dict[str, dict[str, Any]] = {}  # tool prefix -> the spec of an unmapped tool named with it
     for mapping in policy["tools"]:
+        other = {"role": "other", "format": mapping["format"]}
         for server in mapping["servers"]:
             for tool, spec in mapping["map"].items():
                 tools.setdefault(server, {})[tool] = {"format": mapping["format"], **spec}
+            if mapping.get("unmapped", "count") == "count":
+                unmapped.setdefault(server, other)
+        if mapping.get("any_server"):
+            for tool, spec in mapping["map"].items():
+                by_name.setdefault(tool, {"format": mapping["format"], **spec})
+            if mapping.get("tool_prefix") and mapping.get("unmapped", "count") == "count":
+                prefixes.setdefault(mapping["tool_prefix"], other)
     recall = policy["mem_context"]["unlocked_by"].get("explicit_user_recall", {})
     routes: dict[str, list[int]] = {}
     for number, route in enumerate(policy.get("routes", [])):
@@ -70,6 +113,9 @@ def index(policy: dict[str, Any]) -> dict[str, Any]:
             routes.setdefault(tool, []).append(number)
     return {
         "tools": tools,
+        "by_name": by_name,
+        "unmapped": unmapped,
+        "prefixes": prefixes,
         "recall_phrases": [p.casefold() for p in recall.get("phrases", [])],
         "routes": routes,
     }

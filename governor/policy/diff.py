@@ -32,6 +32,10 @@ _ORDERS: dict[Path, list[Any]] = {
     ("mem_context", "unlocked_by", "*", "armed_by"): ["dispatch", "session_start"],
     ("ladder", "*", "snippets_only"): [True, False],
     ("ladder", "*", "requires_surfaced_id"): [True, False],
+    ("ladder", "*", "other_projects"): [False, True],
+    # A server known by its tools on any server, and its unmapped tools counted, govern more.
+    ("tools", "*", "any_server"): [True, False],
+    ("tools", "*", "unmapped"): ["count", "pass"],
     ("mem_context", "allow"): [False, True],
     ("mem_context", "subagents_may_arm"): [False, True],
     ("subagents", "honor_front_matter"): [False, True],
@@ -187,8 +191,9 @@ def _tool_table(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     table: dict[str, dict[str, Any]] = {}
     for mapping in tools:
         for server in mapping["servers"]:
+            whole: dict[str, Any] = {k: mapping[k] for k in ("any_server", "tool_prefix", "unmapped") if k in mapping}
             for tool, spec in mapping["map"].items():
-                table[f"{server}/{tool}"] = {"format": mapping["format"], **spec}
+                table[f"{server}/{tool}"] = {"format": mapping["format"], **whole, **spec}
     return table
 
 

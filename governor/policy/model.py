@@ -59,6 +59,10 @@ class ToolSpec(Strict):
     default_type: Name | None = Field(None, description="The type the server gives a save that names none.")
     before_param: Name | None = Field(None, description="Argument holding how many neighbours a timeline shows before.")
     after_param: Name | None = Field(None, description="Argument holding how many neighbours a timeline shows after.")
+    project_param: Name | None = Field(
+        None, description="Argument naming the project a search reads (kept only when it is the session's own)."
+    )
+    all_projects_param: Name | None = Field(None, description="Argument widening a search to every project.")
 
 
 class ToolMap(Strict):
@@ -67,6 +71,19 @@ class ToolMap(Strict):
     servers: list[Name] = Field(min_length=1, description="MCP server names, e.g. engram.")
     format: ResultFormat = Field("auto", description="How results are parsed into entries.")
     map: dict[Name, ToolSpec] = Field(min_length=1, description="Tool name -> its role.")
+    any_server: bool = Field(
+        False,
+        description="Govern these tools on any MCP server, whatever it is named (the same server registered "
+        "again under another name): a tool named as in `map`, or, with `tool_prefix`, any tool named with it.",
+    )
+    tool_prefix: Name | None = Field(
+        None, description="Every tool of this server is named with this prefix (Engram: mem_); with any_server."
+    )
+    unmapped: Literal["count", "pass"] = Field(
+        "count",
+        description="A tool of this server that `map` does not name: count: its result is counted and trimmed "
+        "against the turn's budget; pass: passed untouched.",
+    )
 
 
 class Route(Strict):
@@ -98,6 +115,11 @@ class Layer(Strict):
     max_before: Count | None = Field(None, description="Most neighbours before the focus one call may ask for (L2).")
     max_after: Count | None = Field(None, description="Most neighbours after the focus one call may ask for (L2).")
     snippets_only: bool = False
+    other_projects: bool = Field(
+        True,
+        description="A search may read other projects' memory (L1). false: a widening argument is clamped "
+        "(all_projects -> false; a project other than the session's is dropped, so the server reads the session's).",
+    )
     requires_surfaced_id: bool = Field(
         False, description="The id must have been surfaced by an L1/L2 result in this turn."
     )

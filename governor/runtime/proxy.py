@@ -16,8 +16,10 @@ as its child and relays every line between them unchanged, except:
 - `notifications/cancelled` for a governed call releases its reservation.
 
 Turns: the client's hooks, when it has them and they decided the call (the proxy recognises
-the call by the client's own call id and counts nothing); else the proxy's own numbering, a
-new turn after `proxy.turn_gap_seconds` with no governed call in flight or answered.
+the call by the client's own call id, deferring only to a live reservation no observer has used,
+and counts nothing); else one turn for a connection the client says is one run (Claude Code's
+`-p`), or the proxy's own numbering: a new turn after `proxy.turn_gap_seconds` with no governed
+call in flight or answered.
 
 The child's stderr is the proxy's stderr (the client's server log). If the child exits, the
 requests it left unanswered get an error, the proxy says so on stderr and exits; if the
@@ -89,6 +91,8 @@ class Proxy:
         self.turn = 0
         self.last_activity: float | None = None
         self.hooked = False  # the client's hooks decide calls of this session: follow their turn
+        self.one_run = self.adapter.one_run(env)  # the client says this connection is one `-p` run: one turn
+        self.spent: set[str] = set()  # client call ids seen here: a repeat is decided under an id of our own
         self.child: subprocess.Popen[bytes] | None = None
         self.telemetry: Any = None
 
@@ -319,9 +323,16 @@ class Proxy:
         if not isinstance(tool, str) or (policy is not None and policy.tool(self.server, tool) is None):
             return False  # not a governed tool: relayed as it came
         assert isinstance(params, dict)
-        call_id = self.adapter.call_id_of(params) or f"rpc:{self.instance}:{ident}"
+        own = f"rpc:{self.instance}:{ident}"
+        client_id = self.adapter.call_id_of(params)
+        call_id = own if client_id is None or client_id in self.spent else client_id
         turn_id = self._turn_id(time.time(), policy)
         answer = self.decide("call", tool, call_id, turn_id, arguments=params.get("arguments"))
+        if answer.get("reused"):  # a client id seen before and spent: no licence to pass uncounted
+            call_id = own
+            answer = self.decide("call", tool, call_id, turn_id, arguments=params.get("arguments"))
+        if client_id is not None:
+            self.spent.add(client_id)
         if "deny" in answer:
             self.open.pop(ident, None)
             result = {"content": [{"type": "text", "text": str(answer["deny"])}], "isError": True}
@@ -341,7 +352,8 @@ class Proxy:
         if self.hooked:
             return None
         gap = policy.data["proxy"]["turn_gap_seconds"] if policy is not None else 60
-        if not self.governed and (self.last_activity is None or now - self.last_activity > gap):
+        quiet = self.last_activity is None or (now - self.last_activity > gap and not self.one_run)
+        if not self.governed and quiet:
             self.turn += 1
         self.last_activity = now
         return f"gap:{self.instance}:{self.turn}"

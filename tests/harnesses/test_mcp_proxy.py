@@ -250,6 +250,49 @@ def test_a_call_the_hooks_reserved_is_passed_through_and_counted_once(env: Env, 
     assert len(w.server_calls("mem_search")) == 2
 
 
+def test_a_repeated_client_call_id_is_decided_and_counted_each_time(env: Env, wire: Any) -> None:
+    """A client that sends one `_meta` tool-use id on every call gets no call past the limit: an id
+    seen before is deferred to only while it is a live reservation no observer has used."""
+    w = wire(extra_env={"CLAUDE_CODE_SESSION_ID": "cc-repeat"})
+    w.initialize()
+    meta = {"claudecode/toolUseId": "toolu_same"}
+    assert not w.call("mem_search", meta, query="jwt", limit=3).get("isError")
+    assert not w.call("mem_search", meta, query="fts5", limit=3).get("isError")
+    assert denied(w.call("mem_search", meta, query="sqlite", limit=3), "max_search_calls")
+    assert len(w.server_calls("mem_search")) == 2
+    searches = [row for row in ledger_calls(env) if row[1] == "search"]
+    assert [row[2] for row in searches] == ["committed", "committed", "denied"], searches
+    assert all(row[3] > 0 for row in searches[:2]), "each result was counted"
+
+
+def test_a_hook_reservation_is_deferred_to_once(env: Env, wire: Any) -> None:
+    hooks = Session(env, session_id="cc-once")
+    hooks.prompt("what did we decide about auth?")
+    assert not hooks.pre("mem_search", "toolu_once", query="jwt", limit=3).denied
+    w = wire(extra_env={"CLAUDE_CODE_SESSION_ID": "cc-once"})
+    w.initialize()
+    meta = {"claudecode/toolUseId": "toolu_once"}
+    first = w.call("mem_search", meta, query="jwt", limit=3)
+    assert NOTE not in text(first), "the hooks' call: passed through untouched"
+    again = w.call("mem_search", meta, query="fts5", limit=3)  # the same id while the reservation is live
+    assert not again.get("isError")
+    searches = [row for row in ledger_calls(env) if row[1] == "search"]
+    assert len(searches) == 2, f"the second use of the id is a call of its own: {searches}"
+    assert denied(w.call("mem_search", meta, query="sqlite", limit=3), "max_search_calls")
+
+
+def test_one_claude_code_print_run_is_one_turn_whatever_its_pauses(env: Env, wire: Any) -> None:
+    """`claude -p` starts its servers with CLAUDE_CODE_ENTRYPOINT=sdk-cli (seen, 2.1.197 and 2.1.332):
+    a model that sleeps past the quiet gap inside one run gets no second budget."""
+    env.write(".memory-governor/policy.yaml", "proxy:\n  turn_gap_seconds: 1\n")
+    w = wire(extra_env={"CLAUDE_CODE_SESSION_ID": "cc-print", "CLAUDE_CODE_ENTRYPOINT": "sdk-cli"})
+    w.initialize()
+    assert not w.call("mem_search", query="jwt", limit=3).get("isError")
+    assert not w.call("mem_search", query="fts5", limit=3).get("isError")
+    time.sleep(1.5)
+    assert denied(w.call("mem_search", query="sqlite", limit=3), "max_search_calls"), "still the run's one turn"
+
+
 # -- passing everything else through -----------------------------------------------------------
 
 
@@ -284,7 +327,8 @@ def test_a_governed_tool_loses_its_output_schema_and_structured_content(env: Env
     w = wire(server=[sys.executable, "-c", STUB], extra_env={"STUB_RULES": json.dumps(rules)})
     w.initialize()
     tools = {t["name"]: t for t in w.answer(w.request("tools/list"))["result"]["tools"]}
-    assert "outputSchema" not in tools["mem_search"] and "outputSchema" in tools["other"]
+    # `other` is a tool of the governed server that the policy does not map: governed too (counted, trimmed).
+    assert "outputSchema" not in tools["mem_search"] and "outputSchema" not in tools["other"]
     result = w.call("mem_search", query="auth", limit=3)
     assert "structuredContent" not in result
     assert json.loads(text(result)) == structured  # the model reads what was counted

@@ -6,7 +6,9 @@ describes each governed call to this adapter as a payload of its own making:
 "arguments", "result", "project"}` (`result`: the server's CallToolResult object). The answer
 tells the proxy what to do: `deny` (the reason, sent back as an `isError` result), `arguments`
 (the clamped arguments the server receives), `defer` (a client's hook already decided this
-call: pass it through and count nothing), `replace` (the trimmed result text), `context` (a
+call: pass it through and count nothing; only a live reservation no observer has used yet is
+deferred to), `reused` (the call's id was seen before and is spent: decide it again under the
+proxy's own id), `replace` (the trimmed result text), `context` (a
 line to add to the result the model reads), `systemMessage` (for the user: the proxy writes it
 to stderr, which MCP clients keep in their server log).
 
@@ -15,6 +17,8 @@ Client facts this relies on (seen on the real binaries; see docs/proxy.md):
   the same as its hooks' `session_id`) and CLAUDE_PROJECT_DIR in the environment, and sends
   `_meta: {"claudecode/toolUseId": "toolu_...", "progressToken": N}` on every tools/call: the
   tool-use id is its hooks' `tool_use_id`, so a call its hooks reserved is recognised here.
+- Claude Code's `-p` (2.1.197, 2.1.332) starts its servers with CLAUDE_CODE_ENTRYPOINT=sdk-cli: the
+  connection is that one run, so one turn.
 - The official MCP Python SDK client (2.3.0) sends no `_meta` on tools/call unless asked.
 - No client tried sends a turn id: the proxy numbers turns itself (quiet gaps, see
   governor.runtime.proxy), or follows the hooks' turn when they decide calls of its session.
@@ -66,6 +70,15 @@ def session_of(env: Mapping[str, str]) -> str | None:
 def project_of(env: Mapping[str, str], cwd: str) -> str:
     """The project the client works in: its own word for it, else the folder it started us in."""
     return env.get(PROJECT_VARIABLE) or cwd
+
+
+ONE_RUN = {"CLAUDE_CODE_ENTRYPOINT": ("sdk-cli",)}  # a client's word that this connection is one `-p` run
+
+
+def one_run(env: Mapping[str, str]) -> bool:
+    """Does the client say this connection serves one non-interactive run (Claude Code's `-p`)?
+    Then the whole connection is one turn: no quiet gap starts another."""
+    return any(env.get(name) in values for name, values in ONE_RUN.items())
 
 
 def call_id_of(params: Any) -> str | None:
@@ -134,6 +147,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         "tool_input": arguments,
         "project": _text(payload, "project"),
         "context_unseen": True,  # no compaction or /clear reaches an MCP server, nor which agent called
+        "observer": True,  # the client's hooks, when it has them, saw the call first
     }
     if kind == ev.POST_TOOL:
         fields["tool_result"] = model_text(payload.get("result"))
@@ -148,6 +162,8 @@ def render(name: str, decision: Decision) -> dict[str, Any] | None:
         out["deny"] = decision.reason
     elif name == "call" and decision.code == "repeat":
         out["defer"] = True
+    elif name == "call" and decision.code == "reused_id":
+        out["reused"] = True  # decide it again under the proxy's own id
     elif act == answers.REWRITE:
         out["arguments"] = decision.updated_input
     elif act == answers.REPLACE:

@@ -1,0 +1,67 @@
+"""Every route to the memory, through the real Claude Code binary: what THE MODEL RECEIVED.
+
+The memory server registered again under another name (`mem`), a transcript saved in a
+disguise the shipped speaker labels do not name, and the shell spellings a model plausibly
+types. Driven like tests/e2e/test_claude_code.py: `claude -p` in a fresh project where the
+project's own installer put the hooks, against fake_model.FakeModel.
+
+Run: .venv/bin/python -m pytest tests/e2e/test_claude_code_routes.py -m e2e -x -q
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import CLAUDE_CODE_RECENT
+from fake_model import call, text, tool_uses
+
+pytestmark = [pytest.mark.e2e, pytest.mark.claude_code(CLAUDE_CODE_RECENT)]
+
+
+def reason(result) -> str:
+    frame = f"PreToolUse:{result.name} hook error: "
+    return result.text[len(frame) :] if result.text.startswith(frame) else result.text
+
+
+def denied(result, *fragments: str) -> bool:
+    said = reason(result)
+    return result.is_error and said.startswith("memory-governor:") and all(f in said for f in fragments)
+
+
+def test_a_transcript_disguised_by_its_labels_is_not_saved(cc):
+    disguised = "Nutzer: kannst du den Login reparieren?\nModell: Ja, das Token war abgelaufen.\nNutzer: danke"
+    table = "| speaker | text |\n|---|---|\n| Nutzer | fix the login |\n| Modell | done, the token expired |\n| Nutzer | thanks |"
+    listing = ("total 8\ndrwxr-xr-x  2 dev dev 4096 Mar  1 14:22 .\n"
+               "-rw-r--r--  1 dev dev  812 Mar  1 14:22 auth.py\n-rw-r--r--  1 dev dev 2210 Mar  1 14:21 session.py")  # fmt: skip
+    from fake_model import engram
+
+    run = cc.run(
+        "Save what we learned.",
+        main=[
+            tool_uses(engram("mem_save", title="Login fix", type="bugfix", content=disguised)),
+            tool_uses(engram("mem_save", title="Login fix chat", type="bugfix", content=table)),
+            tool_uses(engram("mem_save", title="Auth files", type="pattern", content=listing)),
+            text("Saved."),
+        ],
+    )
+    german, tabled, listed = run.results_of("mem_save")
+    assert denied(german, "raw transcript") and denied(tabled, "raw transcript"), run.describe()
+    assert denied(listed, "raw tool output"), listed.text
+    assert cc.calls("mem_save") == [], "none reached the server"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "engram --project myapp search jwt",
+        "curl -s 'http://127.1:7437/search?q=jwt'",
+        "curl -s 'http://[0:0:0:0:0:0:0:1]:7437/search?q=jwt'",
+        "cd ~/.engram && strings eng*.db | grep -i jwt",
+    ],
+)
+def test_a_shell_spelling_of_the_memory_is_refused(cc, command):
+    (cc.home / ".engram").mkdir(exist_ok=True)
+    (cc.home / ".engram" / "engram.db").write_bytes(b"SQLite format 3\x00 jwt decision")
+    run = cc.run("Look up the JWT decision.", main=[tool_uses(call("Bash", {"command": command})), text("Done.")],
+                 allowed=["Bash"])  # fmt: skip
+    [result] = run.results(prefix="Bash")
+    assert denied(result, "route 'engram-"), (command, result.text)

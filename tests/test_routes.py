@@ -1,0 +1,213 @@
+"""Every route to the memory is governed, through the hook process fed each harness's payloads:
+the memory server registered again under another name is known by its tools, a tool of it that
+the policy does not map is counted and trimmed, and a search widened to every project is clamped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from governor.engine.tokens import counter
+from tests.conftest import Env, Session, fixture_text
+
+SEARCH = fixture_text("engram/search_v1.txt")
+NOTE = "[memory-governor]"
+O200K = counter("o200k_base").count
+# What Engram v2's mem_review (a tool no shipped map names) returns for a wide review: ~6,000 tokens.
+REVIEW = "Review queue (40 observations):\n\n" + "".join(
+    f"- #{1000 + i} [decision] Entry {i}: " + "the cache layer keeps its own clock and retries " * 12 + "\n"
+    for i in range(40)
+)
+
+
+def _ledger_roles(env: Env) -> list[tuple[str, str]]:
+    from governor.engine.stores import open_ledger
+
+    ledger = open_ledger(str(env.state))
+    try:
+        return [(str(r[0]), str(r[1])) for r in ledger.q("SELECT role, state FROM calls ORDER BY created")]
+    finally:
+        ledger.close()
+
+
+# -- 1. the memory server under another name ------------------------------------------------------
+
+
+def test_the_memory_server_under_another_name_is_governed_as_itself(env: Env) -> None:
+    """The model adds `.mcp.json` with the same server as `mem` and calls it: the same ladder, the
+    same caps, the same locked mem_context as under the name the policy lists."""
+    session = Session(env, server="mem")
+    session.prompt("what did we decide about auth?")
+    first, after = session.call("mem_search", SEARCH, query="auth", limit=20)
+    assert first.updated_input == {"query": "auth", "limit": 3}, first.specific
+    assert after is not None
+    second, _ = session.call("mem_search", SEARCH, query="jwt", limit=20)
+    assert not second.denied
+    third = session.pre("mem_search", query="tokens", limit=20)
+    assert third.denied and "max_search_calls=2" in third.reason
+    context = session.pre("mem_context")
+    assert context.denied and "whole-memory dump" in context.reason
+    fetch = session.pre("mem_get_observation", id=999)
+    assert fetch.denied and "was not surfaced" in fetch.reason
+
+
+def test_a_server_split_oddly_by_its_harness_is_still_known_by_its_tools(env: Env) -> None:
+    """`mcp__team__memory__mem_search` splits at the first `__` as server `team`, tool
+    `memory__mem_search`: the tool is still mem_search."""
+    session = Session(env)
+    session.prompt("what did we decide about auth?")
+    answer = session.pre("mcp__team__memory__mem_search", query="auth", limit=20)
+    assert answer.updated_input == {"query": "auth", "limit": 3}, answer.specific
+
+
+def test_an_unmapped_tool_of_the_memory_is_counted_and_trimmed(env: Env) -> None:
+    """Engram v2's mem_review (and mem_judge, mem_compare, mem_pin, ...) is no tool the policy maps:
+    its result is cut to what the turn's budget has left, and counted."""
+    assert O200K(REVIEW) > 3000
+    for server in ("engram", "mem"):
+        session = Session(env, session_id=f"sess-{server}", server=server)
+        session.prompt("review what we decided")
+        before, after = session.call("mem_review", REVIEW, limit=40)
+        assert not before.denied, before.reason
+        assert after is not None and after.output is not None, f"{server}: passed untouched"
+        assert O200K(after.output) <= 1200 and NOTE in after.output, (server, O200K(after.output))
+        small, told = session.call("mem_pin", "Pinned #1001.", id=1001)
+        assert not small.denied and told is not None and told.silent, "a result that fits passes as it is"
+    assert _ledger_roles(env).count(("other", "committed")) == 4
+
+
+def test_a_tool_of_another_server_is_left_alone(env: Env) -> None:
+    session = Session(env, server="github")
+    session.prompt("list the open issues")
+    before, after = session.call("list_issues", REVIEW, state="open")
+    assert before.silent and after is not None and after.silent
+
+
+def test_a_search_of_every_project_is_clamped_to_this_one(env: Env) -> None:
+    session = Session(env)
+    session.prompt("what did we decide about auth?")
+    wide = session.pre("mem_search", query="auth", limit=3, all_projects=True)
+    assert wide.updated_input == {"query": "auth", "limit": 3, "all_projects": False}, wide.specific
+    other = session.pre("mem_search", query="auth", limit=3, project="billing-service")
+    assert other.updated_input == {"query": "auth", "limit": 3}, other.specific
+    session.prompt("and in this project?")
+    own = session.pre("mem_search", query="auth", limit=3, project=env.project.name)
+    assert own.silent, "the session's own project is kept as it was asked"
+
+
+def test_a_team_may_let_sessions_read_other_projects(env: Env) -> None:
+    env.write(
+        ".memory-governor/policy.yaml", "ladder:\n  L1: {expected_tokens: 100, max_limit: 3, other_projects: true}\n"
+    )
+    session = Session(env)
+    session.prompt("what did we decide about auth?")
+    assert session.pre("mem_search", query="auth", limit=3, all_projects=True).silent
+
+
+def test_every_harness_governs_a_renamed_memory_server_by_its_own_tool_names(env: Env) -> None:
+    from tests.harnesses.test_codex import Codex
+    from tests.harnesses.test_codex import denied as codex_denied
+    from tests.harnesses.test_copilot import Copilot
+    from tests.harnesses.test_gemini_cli import GeminiSession
+    from tests.harnesses.test_opencode import OpenCodeSession
+
+    codex = Codex(env)
+    codex.prompt("what did we decide?")
+    answers: list[Any] = []
+    for n in range(3):
+        payload = codex.payload("PreToolUse", tool_name="mcp__mem__mem_search", tool_input={"query": "x", "limit": 20},
+                                tool_use_id=f"call_mem_{n}")  # fmt: skip
+        answers.append(codex.hook(payload))
+    specific = (answers[0] or {}).get("hookSpecificOutput", {})
+    assert specific.get("updatedInput") == {"query": "x", "limit": 3}, answers[0]
+    assert codex_denied(answers[2], "max_search_calls"), "codex"
+
+    copilot = Copilot(env)
+    copilot.prompt("what did we decide?")
+    replies = [copilot.send("preToolUse", toolName="mem-mem_search", toolArgs={"query": "x", "limit": 20})
+               for _ in range(3)]  # fmt: skip
+    assert replies[0].args == {"query": "x", "limit": 3} and replies[2].denied, "copilot"
+
+    gemini = GeminiSession(env, server="mem")
+    gemini.prompt("what did we decide?")
+    told = [gemini.pre("mem_search", query="x", limit=20) for _ in range(3)]
+    assert told[0].tool_input == {"query": "x", "limit": 3} and told[2].denied, "gemini"
+    bare = gemini.event("BeforeTool", tool_name="mcp_my_mem_mem_context", tool_input={})
+    assert bare.denied, "gemini, a server key with `_` and no mcp_context"
+
+    opencode = OpenCodeSession(env, server="mem")
+    opencode.prompt("what did we decide?")
+    sent = [opencode.before("mem_search", query="x", limit=20) for _ in range(3)]
+    assert sent[0].args == {"query": "x", "limit": 3} and sent[2].denied, "opencode"
+
+
+# -- 2. disguised transcripts saved -------------------------------------------------------------
+
+
+def _disguises() -> list[tuple[str, str]]:
+    import json as _json
+
+    from tests.conftest import ROOT
+
+    rows = [_json.loads(line) for line in (ROOT / "tests/fixtures/saves/attacks.jsonl").read_text().splitlines()]
+    return [(row["rule"], row["content"]) for row in rows[-11:]]  # the structure-only disguises, added last
+
+
+def test_a_transcript_or_tool_output_disguised_by_its_labels_or_shape_is_not_saved(env: Env) -> None:
+    """Speaker labels in other languages or as emoji, a table of turns, raw `ls -la` and pytest
+    output: caught by their structure (the shipped speaker labels name none of them)."""
+    session = Session(env)
+    session.prompt("save what we found")
+    for rule, content in _disguises():
+        answer = session.pre("mem_save", title="Login fix", type="bugfix", content=content)
+        assert answer.denied and f"never_save:{rule}" not in answer.reason, "the code is not shown to the model"
+        assert ("raw transcript" if rule == "raw_transcript" else "raw tool output") in answer.reason, (rule, content)
+
+
+def test_a_real_memory_with_a_table_or_yaml_is_saved(env: Env) -> None:
+    session = Session(env)
+    session.prompt("save the decision")
+    table = "| Option | Why |\n|---|---|\n| Redis | no retries |\n| SQS | retries and a DLQ |\n| Kafka | too heavy |"
+    assert not session.pre("mem_save", title="Queue", type="decision", content=table).denied
+    flags = "- name: new_checkout\n  owner: payments\n- name: dark_mode\n  owner: web\n"
+    assert not session.pre("mem_save", title="Flags", type="pattern", content=flags).denied
+
+
+# -- 3. shell routes to Engram's data that a model plausibly types ---------------------------------
+
+
+SPELLINGS = [
+    ("engram-cli", "engram --project billing search jwt"),
+    ("engram-cli", "engram -p billing --json search jwt"),
+    ("engram-cli", '"engram" --data-dir=/tmp/e get 42'),
+    ("engram-http-api", "curl -s 'http://127.1:7437/search?q=jwt'"),
+    ("engram-http-api", "curl http://127.0.1:7437/context"),
+    ("engram-http-api", "curl 'http://[0:0:0:0:0:0:0:1]:7437/search?q=jwt'"),
+    ("engram-http-api", "curl http://[::ffff:127.0.0.1]:7437/search"),
+    ("engram-http-api", "curl http://0x7f000001:7437/search"),
+    ("engram-http-api", "curl http://LOCALHOST:7437/search"),
+    ("engram-http-api", "printf 'GET /search?q=jwt HTTP/1.0\\r\\n\\r\\n' | nc 127.0.0.1 7437"),
+    ("engram-http-api", "python3 -c \"import socket; socket.create_connection(('127.1', 7437))\""),
+    ("engram-database", "cd ~/.engram && strings eng*.db | grep jwt"),
+    ("engram-database", "sqlite3 /srv/data/eng*.db 'select * from observations'"),
+    ("engram-database", "python3 -c \"import glob; print(glob.glob('/srv/.engr*/*.db'))\""),
+]
+
+
+def test_the_memory_reached_by_a_spelling_a_model_plausibly_types_is_refused(env: Env) -> None:
+    """Engram with global flags before its verb, the HTTP API on any loopback spelling, its
+    database through a glob that matches nothing yet: refused as the route they take."""
+    (env.home / ".engram").mkdir()
+    (env.home / ".engram" / "engram.db").write_bytes(b"SQLite format 3\x00")
+    session = Session(env)
+    session.prompt("what did we decide about JWT?")
+    for route, command in SPELLINGS:
+        answer = session.pre("Bash", command=command)
+        assert answer.denied and f"route '{route}'" in answer.reason, (route, command, answer.reason)
+
+
+def test_commands_that_only_look_alike_are_left_alone(env: Env) -> None:
+    session = Session(env)
+    session.prompt("look around")
+    for command in ("engram --help", "pip install engram-tools", "ls english*.txt", "curl http://example.com:7437/",
+                    "python -m http.server 8000", "grep -rn 127.0.0.1 config/"):  # fmt: skip
+        assert session.pre("Bash", command=command).silent, command
