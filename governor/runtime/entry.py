@@ -62,8 +62,11 @@ def run(harness: str) -> int:
                 err = f"memory-governor: warm server unavailable ({reason}); deciding in-process\n".encode()
                 answer = None
         if answer is None:
+            from governor.engine.tokens import load_quickly
             from governor.runtime.runner import respond
+            from governor.state import state_dir
 
+            load_quickly(os.path.join(state_dir(os.environ), "cache"))  # no tiktoken start-up for one decision
             _arm_safety_net()
             outcome = respond(harness, raw, os.environ)
             _disarm_safety_net()
