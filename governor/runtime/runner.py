@@ -39,6 +39,17 @@ def keep_connections() -> None:
     _kept = threading.local()
 
 
+_closing = True  # leave_open: a process about to exit does not close its ledger
+
+
+def leave_open() -> None:
+    """For a process that exits (os._exit) right after its one decision: the ledger is not closed.
+    SQLite releases it with the process; the WAL is checkpointed by a later commit instead of by
+    this exit (a checkpoint is an fsync, the largest part of a cold decision on a busy disk)."""
+    global _closing
+    _closing = False
+
+
 MAX_INPUT = 64 * 1024 * 1024  # a payload larger than this is not read whole
 MAX_VALUES = 2_000_000  # JSON separators in one payload: more cannot be parsed in bounded time
 
@@ -222,7 +233,7 @@ def _decide(
             ledger.close()
         raise
     finally:
-        if kept is None:
+        if kept is None and _closing:
             ledger.close()
 
 
