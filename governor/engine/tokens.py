@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import _thread
 import os
-import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -91,16 +90,16 @@ class Counter:
             return self._encoded(text[:middle]) + self._encoded(text[middle:])
 
 
-_WORD_START = re.compile(r"(?<=\S) (?=\S)")  # a single space before a word: the encoder splits there too
-
-
 def pieces(text: str, size: int = CHUNK) -> Iterator[str]:
     """`text` in pieces of at most `size` characters, each cut just before a space that starts
     a word where the second half of the piece has one (one search per piece: linear)."""
+    import re  # here: a hook that counts nothing long never imports it
+
+    word_start = re.compile(r"(?<=\S) (?=\S)")  # a single space before a word: the encoder splits there too
     start, end = 0, len(text)
     while end - start > size:
         cut = start + size
-        found = _WORD_START.search(text, start + size // 2, cut)
+        found = word_start.search(text, start + size // 2, cut)
         if found is not None:
             cut = found.start()
         yield text[start:cut]

@@ -29,7 +29,7 @@ def _arm_safety_net() -> None:
     (even inside a regular expression) and on_error applies to this call, so no input can
     keep a hook busy until its harness gives up on it and lets the call through unsaid.
     The engine's own deadline (runtime.decision_deadline_ms) is checked between its steps."""
-    import _signal  # not `signal`, which builds its enums at import
+    import _signal  # type: ignore[import-not-found]  # not `signal`, which builds its enums at import
 
     def stop(_signum: int, _frame: object) -> None:
         from governor.engine.decide import DecisionTimeout

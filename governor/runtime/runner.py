@@ -7,16 +7,15 @@ gets what the policy's on_error says (open: through; closed: denied), and the fa
 visible: on stderr, in the state directory's error log, and once per session to the user.
 Other tools are never blocked by the governor's own failures.
 
-Hot path: standard library only.
+Hot path: standard library only, and not `json` (governor.jsonio: no `re`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
-from governor import harnesses
+from governor import harnesses, jsonio
 from governor.engine import events as ev
 
 TYPE_CHECKING = False
@@ -64,7 +63,7 @@ class Outcome:
     def stdout(self) -> bytes:
         if self.answer is None:
             return b""
-        return (json.dumps(self.answer, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
+        return (jsonio.dumps(self.answer, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
 
     def stderr(self) -> bytes:
         return "".join(f"{line}\n" for line in self.errors).encode("utf-8", "backslashreplace")
@@ -97,7 +96,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
                 name = adapter.sniff_event(raw[:4096])
                 raise adapter.BadPayload(f"the hook input holds more than {MAX_VALUES} JSON values")
             try:
-                payload = json.loads(raw)
+                payload = jsonio.loads(raw)
             except ValueError as err:
                 name = adapter.sniff_event(raw[:4096])
                 raise adapter.BadPayload(f"the hook input is not valid JSON ({err})") from None
