@@ -130,6 +130,13 @@ def load_quickly(folder: str) -> None:
     _quick_folder = folder
 
 
+def prepare_quickly(unit: str, folder: str) -> None:
+    """Build the table `load_quickly` reads, when it is missing or stale (the warm server does
+    this once, so the first hook that decides alone does not)."""
+    if unit in TIKTOKEN_UNITS:
+        _quick(unit, folder)
+
+
 def build(unit: str) -> Counter:
     """A new counter for `unit` (loads its vocabulary again; `counter` caches)."""
     if unit == "chars":

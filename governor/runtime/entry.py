@@ -66,9 +66,9 @@ def run(harness: str, exits: bool = False) -> int:
         if answer is None:
             from governor.engine.tokens import load_quickly
             from governor.runtime.runner import respond
-            from governor.state import state_dir
+            from governor.state import cache_dir
 
-            load_quickly(os.path.join(state_dir(os.environ), "cache"))  # no tiktoken start-up for one decision
+            load_quickly(cache_dir(os.environ))  # no tiktoken start-up for one decision
             if exits:
                 from governor.runtime.runner import leave_open
 
