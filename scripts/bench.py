@@ -494,9 +494,31 @@ def cold_markdown(result: dict[str, Any], command: str) -> str:
         met = "met" if r["ratio"] <= r["target"] else "**not met**"
         lines.append(f"| {r['event']} | {r['median_ms']:.1f} ms | {r['p95_ms']:.1f} ms | {r['ratio']:.2f} | "
                      f"{r['cpu_ms']:.1f} ms | {r['cpu_ratio']:.2f} | ≤ {r['target']}× bare: {met} |")  # fmt: skip
-    lines += ["", f"The first PostToolUse after install (a fresh state directory: it builds the tokenizer table "
+    lines += ["", f"The first PostToolUse after install (a fresh state directory: it compiles the policy and builds the tokenizer table "
               f"under state/cache once): {data['first_ms']:.0f} ms, {data['first_cpu_ms']:.0f} ms CPU.", ""]  # fmt: skip
+    lines += COLD_FINDINGS
     return "\n".join([*lines, COLD_END, ""])
+
+
+# What `python -X importtime` and a cProfile of one cold decision showed before the cold path was
+# reworked (issue 27), kept with the table it explains.
+COLD_FINDINGS = [
+    "Where a cold decision's time went (2026-12-02, before this table's code: `python -X importtime` and a "
+    "cProfile, with CPU time as its clock, of one hook process per event; the machine was shared, so shares "
+    "rather than milliseconds):", "",
+    "- **PostToolUse**, o200k_base: ~90% loading tiktoken: parsing 200k base64 lines of the vocabulary "
+    "(`_read_ranks`), then building its Rust encoder (~0.12 s alone). Now: governor.engine.bpe reads one "
+    "table from state/cache (a few ms, its digest checked) and merges in Python, exact (tests/test_bpe.py); "
+    "tiktoken is loaded only for what that encoder cannot vouch for.",
+    "- **UserPromptSubmit**: half of the process compiling the policy's memory-need regexes (~60; `re` "
+    "compiles in Python). Now the compiled policy holds each pattern's required words, and a pattern none of "
+    "whose words is in the prompt is not compiled (the same verdicts, tests/test_classify.py).",
+    "- **PreToolUse**: imports, then the exit. `json` imports `re`, which imports `enum` (~5 ms); `sqlite3` "
+    "adds `datetime`; `signal` builds enums; closing the ledger's last connection checkpoints the WAL (an "
+    "fsync: tens of ms on a busy disk); the interpreter's teardown. Now: JSON through `_json` "
+    "(governor.jsonio), `_sqlite3` and `_signal` directly, and `os._exit` once the answer is written (the WAL "
+    "is checkpointed by a later commit instead).", "",
+]  # fmt: skip
 
 
 def _replace_section(path: Path, begin: str, end: str, fresh: str) -> None:
@@ -1071,6 +1093,7 @@ def markdown(result: dict[str, Any], command: str) -> str:
     lines += proxy_markdown(result, command).splitlines()
     lines += ["", *redis_markdown(result, command).splitlines()]
     lines += ["", *telemetry_markdown(result, command).splitlines()]
+    lines += ["", *cold_markdown(result, command).splitlines()]
     return "\n".join(lines)
 
 
@@ -1186,6 +1209,7 @@ def main() -> int:
     result["need_model"] = time_need_model(runs)
     result["pathological"] = time_pathological(3 if args.quick else 5)
     result["redis"] = time_redis(runs)
+    result["cold"] = time_cold(runs)
 
     def find(event: str, path: str = "warm server") -> dict[str, Any]:
         return next(
