@@ -63,3 +63,17 @@ def test_the_pretooluse_path_imports_neither_json_nor_re() -> None:
         [sys.executable, "-I", "-S", "-c", probe, str(ROOT)], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_bad_input_raises_jsons_error_in_a_process_that_never_imported_json() -> None:
+    """The C scanner looks json's error class up to raise it; the hook has not imported json."""
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from governor import jsonio\n"
+        "for bad in (b'{\"a\": 1', b'[1,]', b'1 2', b''):\n"
+        "    try: jsonio.loads(bad)\n"
+        "    except ValueError as err: print(type(err).__name__)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe, str(ROOT)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["JSONDecodeError"] * 4, out.stdout + out.stderr
