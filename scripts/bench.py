@@ -502,6 +502,8 @@ def cold_markdown(result: dict[str, Any], command: str) -> str:
 
 # What `python -X importtime` and a cProfile of one cold decision showed before the cold path was
 # reworked (issue 27), kept with the table it explains.
+COLD_BEFORE = "Before (main at 855a983, the same command on 2026-12-02, load average 2.7): UserPromptSubmit 5.31× bare (CPU 3.54×), PreToolUse (memory tool) 5.40× (CPU 2.93×), PostToolUse (search result) 53.6× (CPU 43.5×)."
+COLD_LEFT = "UserPromptSubmit is still over 2×: classifying runs the policy's regexes, so `re` (and `enum`, which it imports) must load (~5 ms), and the patterns a prompt's words let through are compiled in the process. What is left to try: handing the prompt to a warm server the hook has just started, or fewer and cheaper patterns in the shipped policy."
 COLD_FINDINGS = [
     "Where a cold decision's time went (2026-12-02, before this table's code: `python -X importtime` and a "
     "cProfile, with CPU time as its clock, of one hook process per event; the machine was shared, so shares "
@@ -518,6 +520,8 @@ COLD_FINDINGS = [
     "fsync: tens of ms on a busy disk); the interpreter's teardown. Now: JSON through `_json` "
     "(governor.jsonio), `_sqlite3` and `_signal` directly, and `os._exit` once the answer is written (the WAL "
     "is checkpointed by a later commit instead).", "",
+    COLD_BEFORE, "",
+    COLD_LEFT, "",
 ]  # fmt: skip
 
 
