@@ -24,6 +24,11 @@ def state_dir(env: Mapping[str, str]) -> str:
     return os.path.join(home, ".local", "state", "memory-governor")
 
 
+def cache_dir(env: Mapping[str, str]) -> str:
+    """What can be rebuilt from elsewhere (the tokenizer table governor.engine.bpe reads)."""
+    return os.path.join(state_dir(env), "cache")
+
+
 def ensure_dir(path: str) -> str:
     """Create `path` (owner-only) if needed; it holds usage data other users must not read.
 

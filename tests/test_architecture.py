@@ -23,7 +23,7 @@ ROOMS = {
     "review": {"foundation", "engine", "policy", "harnesses", "runtime"},
     "commands": {"foundation", "engine", "policy", "harnesses", "runtime", "review"},
 }
-FOUNDATION = {"governor", "governor.state"}
+FOUNDATION = {"governor", "governor.state", "governor.jsonio"}
 TOP = {"governor.cli": "commands", "governor.__main__": "commands"}
 
 

@@ -130,3 +130,72 @@ def test_cue_words_classify_what_no_pattern_matches(env: Env) -> None:
     assert data["rule"]["via"] == "cues" and "remind me" in data["rule"]["cues"]
     one_cue = env.cli_json("classify", "remind me how list comprehensions work", "--format", "json", "--explain")
     assert one_cue["memory_need"] == "none" and one_cue["rule"]["via"] == "default", "one cue is below the threshold"
+
+
+def _shipped_needs() -> tuple[dict, dict]:
+    import yaml
+
+    from governor.engine.rules import index
+
+    with open(ROOT / "rules" / "memory-budget.yaml", encoding="utf-8") as handle:
+        policy = yaml.safe_load(handle)
+    return policy["memory_needs"], index(policy)["pattern_words"]
+
+
+def _labelled_prompts() -> list[str]:
+    import json
+
+    prompts = []
+    for path in sorted((ROOT / "tests" / "fixtures").glob("memory_needs*.jsonl")):
+        prompts += [json.loads(line)["prompt"] for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return prompts
+
+
+def test_a_pattern_is_passed_over_only_when_it_cannot_match() -> None:
+    """Every match of every shipped pattern, on every labelled prompt, holds one of the words the
+    compiled policy requires of it; and classifying with the words gives the same verdicts."""
+    import re
+
+    from governor.engine.classify import classify, fold, strip_accents
+
+    needs, words = _shipped_needs()
+    patterns = [p for need in needs["classes"].values() for p in need.get("patterns", [])]
+    assert all(words[p] for p in patterns), "a shipped pattern with nothing required is compiled on every prompt"
+    prompts = _labelled_prompts()
+    matched = 0
+    for pattern in patterns:
+        regex = re.compile(strip_accents(pattern), re.I)
+        for prompt in prompts:
+            text = fold(prompt)
+            if regex.search(text):
+                matched += 1
+                assert any(word in text for word in words[pattern]), (pattern, prompt, words[pattern])
+    assert matched > len(prompts) // 2
+    for prompt in [*prompts, "ın the mıddle of the import", "ſame error again", "DESIGN a rate limiter"]:
+        fast, full = classify(prompt, needs, words), classify(prompt, needs)
+        assert (fast.need, fast.pattern, fast.via) == (full.need, full.pattern, full.via), prompt
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "absent"),
+    [
+        (r"\bwhere were we\b", "where were we with it", False),
+        (r"\bwhere were we\b", "what were we doing", True),
+        (r"\b(?:typo|spelling)s?\b", "fix the spellings", False),
+        (r"^(?=.*\?)(?=.*\bshould\b).*\b\w+ (?:or|o) \w+", "redis or valkey?", False),
+        (r"\bx{2,}\b|\b[a-z]+ing\b", "running", False),  # a class in one branch: nothing required
+        (r"\bin the middle of\b", "ın the mıddle of", True),  # re.I: a dotless i matches "i", so no skipping
+    ],
+)
+def test_required_words_of_a_pattern(pattern: str, text: str, absent: bool) -> None:
+    """The verdict is the regex's own, whether the required words are there or not."""
+    import re
+
+    from governor.engine.classify import classify, fold, required
+
+    words = required(pattern)
+    needs = {"precedence": ["x"], "default": "none", "model_threshold": 1,
+             "classes": {"x": {"patterns": [pattern]}, "none": {"patterns": []}}}  # fmt: skip
+    verdict = classify(text, needs, {pattern: words})
+    assert (verdict.need == "none") == (re.search(pattern, fold(text), re.I) is None)
+    assert absent == (words is not None and not any(w in fold(text) for w in words)), words

@@ -174,3 +174,24 @@ def test_the_server_socket_is_private(warm: Env) -> None:
     sock = Path(warm.state / "run" / "governor.sock")
     assert sock.stat().st_mode & 0o077 == 0
     assert warm.state.stat().st_mode & 0o077 == 0
+
+
+def test_the_server_builds_the_table_a_hook_deciding_alone_counts_with(warm: Env) -> None:
+    """Started before any hook has run (the first hook that compiles the policy would build it
+    too), the server builds the tokenizer table, so no hook that decides alone pays for it."""
+    cache = warm.state / "cache"
+    server = subprocess.Popen([sys.executable, "-m", "governor", "serve", "--idle-exit", "120"], cwd=str(warm.project),
+                              env=warm.vars, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        _wait_running(warm)
+        for _ in range(600):
+            if list(cache.glob("o200k_base-*.bpe")):
+                break
+            time.sleep(0.1)
+        (table,) = cache.glob("o200k_base-*.bpe")
+        from governor.engine import bpe
+
+        assert bpe.read(str(table), "o200k_base") is not None
+    finally:
+        warm.cli("serve", "--stop")
+        server.wait(30)

@@ -61,7 +61,7 @@ def command(prompt: str, fmt: str, explain: bool) -> int:
     for notice in notices:
         click.echo(notice, err=True)
     needs = policy.data["memory_needs"]
-    verdict, recall = judge(prompt, needs, policy.recall_phrases)
+    verdict, recall = judge(prompt, needs, policy.recall_phrases, policy.pattern_words)
     need = needs["classes"][verdict.need]
     trigger = "explicit_user_recall" in policy.data["mem_context"]["unlocked_by"]
     unlocks = recall.unlocks and trigger

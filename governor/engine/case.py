@@ -111,9 +111,9 @@ class Case:
         elif event.kind == ev.POST_TOOL:
             text = event.tool_result or ""
         elif event.kind == ev.PRE_TOOL:
-            import json
+            from governor import jsonio
 
-            text = json.dumps(event.tool_input, ensure_ascii=False, sort_keys=True)
+            text = jsonio.dumps(event.tool_input, ensure_ascii=False, sort_keys=True)
         else:
             return ""
         if self.policy.data["ledger"]["record_contents"]:

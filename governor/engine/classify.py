@@ -9,6 +9,8 @@ events (compaction, resume), not from words.
 
 Runs on every UserPromptSubmit. Patterns are compiled when first reached, in precedence order,
 and the search stops at the first match (compiling all of them costs ~16 ms in a new process).
+A pattern none of whose `required` words (found once, when the policy is compiled) is in the
+prompt cannot match, so it is passed over without being compiled.
 A long prompt (a pasted log, a file) is judged by its first HEAD and last TAIL characters:
 what a prompt asks for is said there, and the policy's patterns then run in bounded time.
 """
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 EVENT_DRIVEN = ("continuation",)
+_LIKE_ASCII = "\u0130\u0131\u017f\u212a"  # what re.I matches to an ASCII letter (İ ı ſ K): no skipping then
 HEAD, TAIL = 4000, 1000
 _compiled: dict[str, re.Pattern[str]] = {}
 
@@ -81,12 +84,66 @@ class ModelOpinion:
         return best is not None and self.threshold < 1 and best[1] >= self.threshold
 
 
-def classify(prompt: str, needs: dict[str, Any]) -> Verdict:
+def required(source: str) -> list[str] | None:
+    """Words one of which every match of the policy's pattern `source` contains, lower case,
+    ASCII (so a folded prompt without any of them cannot match); None when there are none.
+    For the compiled policy: parsing costs what compiling does."""
+    try:
+        return _required(_sre().parse(strip_accents(source), re.I))
+    except (re.error, RecursionError, OverflowError):
+        return None
+
+
+def _sre() -> Any:
+    """The standard library's regex parser (its opcodes too)."""
+    try:
+        from re import _parser  # type: ignore[attr-defined]
+    except ImportError:  # Python 3.10
+        import sre_parse as _parser
+    return _parser
+
+
+def _required(items: Any) -> list[str] | None:
+    sre = _sre()
+    choices: list[list[str]] = []
+    run = ""
+    for op, arg in items:
+        if op is sre.LITERAL and arg < 0x80:
+            run += chr(arg).lower()
+            continue
+        if run:
+            choices.append([run])
+            run = ""
+        found: list[str] | None = None
+        if op is sre.SUBPATTERN:
+            found = _required(arg[-1])
+        elif op is getattr(sre, "ATOMIC_GROUP", None):
+            found = _required(arg)
+        elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", None)) and arg[0] >= 1:
+            found = _required(arg[2])
+        elif op is sre.BRANCH:
+            branches = [_required(branch) for branch in arg[1]]
+            if all(b is not None for b in branches):
+                found = sorted({word for b in branches for word in b or ()})
+        if found:
+            choices.append(found)
+    if run:
+        choices.append([run])
+    return max(choices, key=lambda words: (min(map(len, words)), -len(words)), default=None)
+
+
+def classify(prompt: str, needs: dict[str, Any], requires: dict[str, list[str] | None] | None = None) -> Verdict:
+    """The prompt's class. `requires`: each pattern's `required` words (the compiled policy's)."""
     text = fold(prompt)
+    if requires is None or any(char in text for char in _LIKE_ASCII):
+        requires = {}
     for name in needs["precedence"]:
         if name in EVENT_DRIVEN:
             continue
         for pattern in needs["classes"][name]["patterns"]:
+            words = requires.get(pattern)
+            if words is not None and not any(word in text for word in words):
+                continue  # cannot match: not compiled
             match = _pattern(pattern).search(text)  # compiled on first use: stop early
             if match:
                 return Verdict(name, pattern, match.group(0))

@@ -74,7 +74,7 @@ def _prepare(case: Case) -> None:
         from governor.engine.recall import judge
 
         case.prepared["verdict"], case.prepared["recall"] = judge(
-            event.prompt or "", policy.data["memory_needs"], policy.recall_phrases
+            event.prompt or "", policy.data["memory_needs"], policy.recall_phrases, policy.pattern_words
         )
         case.world.check()
         return

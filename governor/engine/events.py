@@ -133,10 +133,11 @@ class Event:
 def call_key(tool_name: str, tool_input: Any) -> str:
     """A fingerprint of one tool call, for harnesses whose events carry no call id: the tool and
     its arguments, canonically encoded (the same call before and after gives the same key)."""
-    import json
     from zlib import crc32
 
-    text = json.dumps([tool_name, tool_input], sort_keys=True, ensure_ascii=False, default=str)
+    from governor import jsonio
+
+    text = jsonio.dumps([tool_name, tool_input], sort_keys=True, ensure_ascii=False, default=str)
     raw = text.encode("utf-8", "surrogatepass")
     return f"{crc32(raw):08x}{len(raw):x}"
 

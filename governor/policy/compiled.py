@@ -9,10 +9,9 @@ A broken policy never stops enforcement: the last valid compile is kept.
 from __future__ import annotations
 
 import _thread
-import json
 import os
 
-from governor import with_site_packages
+from governor import jsonio, with_site_packages
 from governor.engine.rules import CompiledPolicy
 from governor.policy.sources import Sources
 from governor.state import ensure_dir, write_atomic
@@ -38,7 +37,7 @@ def cache_paths(state: str, sources: Sources) -> tuple[str, str]:
 def _read_json(path: str) -> Any:
     try:
         with open(path, "rb") as handle:
-            return json.loads(handle.read())
+            return jsonio.loads(handle.read())
     except (OSError, ValueError):
         return None
 
@@ -130,7 +129,7 @@ def _store(path: str, blob: dict[str, Any]) -> None:
     if not path:
         return
     try:
-        write_atomic(path, json.dumps(blob).encode())  # policy order kept: matchers and precedence follow it
+        write_atomic(path, jsonio.dumps(blob).encode())  # policy order kept: matchers and precedence follow it
     except OSError:
         pass
 

@@ -29,24 +29,26 @@ def _arm_safety_net() -> None:
     (even inside a regular expression) and on_error applies to this call, so no input can
     keep a hook busy until its harness gives up on it and lets the call through unsaid.
     The engine's own deadline (runtime.decision_deadline_ms) is checked between its steps."""
-    import signal
+    import _signal  # type: ignore[import-not-found]  # not `signal`, which builds its enums at import
 
     def stop(_signum: int, _frame: object) -> None:
         from governor.engine.decide import DecisionTimeout
 
         raise DecisionTimeout(f"the decision used more than {SAFETY_NET_SECONDS:g} s of CPU")
 
-    signal.signal(signal.SIGVTALRM, stop)
-    signal.setitimer(signal.ITIMER_VIRTUAL, SAFETY_NET_SECONDS)
+    _signal.signal(_signal.SIGVTALRM, stop)
+    _signal.setitimer(_signal.ITIMER_VIRTUAL, SAFETY_NET_SECONDS)
 
 
 def _disarm_safety_net() -> None:
-    import signal
+    import _signal
 
-    signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+    _signal.setitimer(_signal.ITIMER_VIRTUAL, 0)
 
 
-def run(harness: str) -> int:
+def run(harness: str, exits: bool = False) -> int:
+    """One hook event. `exits`: the process ends right after (os._exit), so the ledger is left
+    open for the exit to release: closing the last connection checkpoints the WAL (an fsync)."""
     out = b""
     err = b""
     try:
@@ -62,8 +64,15 @@ def run(harness: str) -> int:
                 err = f"memory-governor: warm server unavailable ({reason}); deciding in-process\n".encode()
                 answer = None
         if answer is None:
+            from governor.engine.tokens import load_quickly
             from governor.runtime.runner import respond
+            from governor.state import cache_dir
 
+            load_quickly(cache_dir(os.environ))  # no tiktoken start-up for one decision
+            if exits:
+                from governor.runtime.runner import leave_open
+
+                leave_open()
             _arm_safety_net()
             outcome = respond(harness, raw, os.environ)
             _disarm_safety_net()
@@ -111,5 +120,5 @@ if __name__ == "__main__":
 
         print(json.dumps(describe(os.environ, sys.argv[2] if len(sys.argv) > 2 else os.getcwd())))
         sys.exit(0)
-    code = run(sys.argv[1] if len(sys.argv) > 1 else "claude-code")
-    sys.exit(code)
+    code = run(sys.argv[1] if len(sys.argv) > 1 else "claude-code", exits=True)
+    os._exit(code)  # the answer is written and flushed: no interpreter teardown, no WAL checkpoint

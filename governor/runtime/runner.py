@@ -7,16 +7,15 @@ gets what the policy's on_error says (open: through; closed: denied), and the fa
 visible: on stderr, in the state directory's error log, and once per session to the user.
 Other tools are never blocked by the governor's own failures.
 
-Hot path: standard library only.
+Hot path: standard library only, and not `json` (governor.jsonio: no `re`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
-from governor import harnesses
+from governor import harnesses, jsonio
 from governor.engine import events as ev
 
 TYPE_CHECKING = False
@@ -39,6 +38,17 @@ def keep_connections() -> None:
     _kept = threading.local()
 
 
+_closing = True  # leave_open: a process about to exit does not close its ledger
+
+
+def leave_open() -> None:
+    """For a process that exits (os._exit) right after its one decision: the ledger is not closed.
+    SQLite releases it with the process; the WAL is checkpointed by a later commit instead of by
+    this exit (a checkpoint is an fsync, the largest part of a cold decision on a busy disk)."""
+    global _closing
+    _closing = False
+
+
 MAX_INPUT = 64 * 1024 * 1024  # a payload larger than this is not read whole
 MAX_VALUES = 2_000_000  # JSON separators in one payload: more cannot be parsed in bounded time
 
@@ -53,7 +63,7 @@ class Outcome:
     def stdout(self) -> bytes:
         if self.answer is None:
             return b""
-        return (json.dumps(self.answer, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
+        return (jsonio.dumps(self.answer, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
 
     def stderr(self) -> bytes:
         return "".join(f"{line}\n" for line in self.errors).encode("utf-8", "backslashreplace")
@@ -86,7 +96,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
                 name = adapter.sniff_event(raw[:4096])
                 raise adapter.BadPayload(f"the hook input holds more than {MAX_VALUES} JSON values")
             try:
-                payload = json.loads(raw)
+                payload = jsonio.loads(raw)
             except ValueError as err:
                 name = adapter.sniff_event(raw[:4096])
                 raise adapter.BadPayload(f"the hook input is not valid JSON ({err})") from None
@@ -222,7 +232,7 @@ def _decide(
             ledger.close()
         raise
     finally:
-        if kept is None:
+        if kept is None and _closing:
             ledger.close()
 
 

