@@ -161,3 +161,24 @@ def test_a_hook_deciding_alone_counts_exactly_from_the_table(env: Env) -> None:
         with sqlite3.connect(env.state / "ledger.db") as db:
             counted = [row[0] for row in db.execute("SELECT tokens FROM calls WHERE call_id LIKE ?", ("%" + call,))]
         assert counted == [len(reference.encode_ordinary(result))], (counted, result[:80])
+
+
+def test_a_hook_process_without_site_counts_what_the_table_cannot_vouch_for(tmp_path: Path) -> None:
+    """Hooks run as `python -I -S`: the tiktoken fallback must load site-packages before it
+    imports tiktoken, or the call is not counted at all (the MCP proxy met this on a result
+    with a character the table does not cover)."""
+    import subprocess
+    import sys
+
+    text = f"a {chr(0x0378)} b " + "plain words " * 3
+    _, reference = _encoders("o200k_base")
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "from governor.engine import tokens;"
+        "print(tokens._quick('o200k_base', sys.argv[2])(sys.argv[3]))"
+    )
+    root = str(Path(__file__).resolve().parent.parent)
+    run = subprocess.run([sys.executable, "-I", "-S", "-c", script, root, str(tmp_path), text],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert int(run.stdout) == len(reference.encode_ordinary(text))

@@ -241,9 +241,10 @@ def _quick(unit: str, folder: str) -> Callable[[str], int] | None:
 
 
 def _encoding(unit: str) -> Any:
+    spec = _spec(unit)  # first: it loads site-packages, which a hook run as `python -I -S` starts without
     import tiktoken
 
-    return tiktoken.Encoding(**_spec(unit))
+    return tiktoken.Encoding(**spec)
 
 
 def _spec(unit: str) -> dict[str, Any]:
