@@ -185,9 +185,10 @@ def test_parallel_identical_searches_let_exactly_the_limit_through(gemini: Gemin
 
 def test_a_clamp_sends_the_whole_input_and_its_result_is_matched_by_the_new_one(gemini: GeminiSession) -> None:
     gemini.prompt("what did we decide about caching?")
-    before, after = gemini.call("mem_search", SEARCH, query="cache", limit=10, project="myapp")
+    before, after = gemini.call("mem_search", SEARCH, query="cache", limit=10, project="project")
+    # `project` names this session's own folder, so it is kept (another project's is dropped: ladder.L1.other_projects).
     # Gemini replaces the arguments with tool_input (a partial object fails its validation).
-    assert before.tool_input == {"query": "cache", "limit": 3, "project": "myapp"}
+    assert before.tool_input == {"query": "cache", "limit": 3, "project": "project"}
     assert before.specific["hookEventName"] == "BeforeTool" and not before.denied
     assert after is not None and after.silent
     assert gemini.ledger_calls() == [("search", "committed")]

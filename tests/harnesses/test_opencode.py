@@ -190,8 +190,8 @@ def test_parallel_searches_let_exactly_the_limit_through(opencode: OpenCodeSessi
 
 def test_a_clamp_sends_the_whole_new_arguments(opencode: OpenCodeSession) -> None:
     opencode.prompt("what did we decide about caching?")
-    before, after = opencode.call("mem_search", SEARCH, query="cache", limit=10, project="myapp")
-    assert before.args == {"query": "cache", "limit": 3, "project": "myapp"}  # the plugin replaces them in place
+    before, after = opencode.call("mem_search", SEARCH, query="cache", limit=10, project="project")
+    assert before.args == {"query": "cache", "limit": 3, "project": "project"}  # the plugin replaces them in place
     assert after is not None and after.silent
     missing = opencode.before("mem_search", query="cache")  # Engram's default is 10
     assert missing.args == {"query": "cache", "limit": 3}
