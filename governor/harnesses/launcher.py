@@ -103,12 +103,15 @@ if [ -n "$mg" ] && [ -f "$mg" ]; then
   first=
   IFS= read -r first < "$mg"
   py=${first#'#!'}
-  if [ "$py" != "$first" ] && [ -x "$py" ]; then
-    for entry in "${py%/bin/*}"/lib/python3*/site-packages/governor/runtime/entry.py; do
-      [ -f "$entry" ] && exec "$py" -I -S "$entry" "$harness"
-    done
-    exec "$py" -I "$mg" hook "$harness"
-  fi
+  case $py in
+    */python*)  # a long path is written as a `#!/bin/sh` exec line instead: then run the program
+      if [ -x "$py" ] && [ "$py" != "$first" ]; then
+        for entry in "${py%/bin/*}"/lib/python3*/site-packages/governor/runtime/entry.py; do
+          [ -f "$entry" ] && exec "$py" -I -S "$entry" "$harness"
+        done
+        exec "$py" -I "$mg" hook "$harness"
+      fi ;;
+  esac
   exec "$mg" hook "$harness"
 fi
 # No governor on this machine: tell the user, and follow the project's on_error.
