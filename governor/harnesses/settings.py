@@ -124,10 +124,10 @@ def apply(change: Change, dry_run: bool, echo: Callable[[str], None]) -> None:
         echo(f"previous settings saved as {backup}")
 
 
-def removal(path: str, before: Any, after: Any) -> Any:
-    """What a file should hold after an uninstall: None (remove it) when what is left is empty
+def removal(path: str, after: Any, empty: Callable[[Any], bool] = lambda data: not data) -> Any:
+    """What a file should hold after an uninstall: None (remove it) when what is left is `empty`
     and the install created it, so a project without the file is left without it."""
-    gone = after in ({}, None) and os.path.exists(path) and _created_by_us(path)
+    gone = empty(after) and os.path.exists(path) and _created_by_us(path)
     return None if gone else after
 
 

@@ -114,7 +114,7 @@ def project_files(project: str) -> list[str]:
 def plan_uninstall(scope: str, project: str) -> list[Change]:
     path = settings_path(scope, project)
     before = read_json(path)
-    after = removal(path, before, without_hooks(before, is_ours))
+    after = removal(path, without_hooks(before, is_ours))
     settings = Change(path, before, after, "hooks removed", "not installed", json_text)
     if scope != "project":
         return [settings]

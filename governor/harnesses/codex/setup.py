@@ -37,6 +37,7 @@ from governor.harnesses.settings import (
     hook_groups,
     json_text,
     read_json,
+    removal,
     route_tools,
     with_hooks,
     without_hooks,
@@ -248,10 +249,11 @@ def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Chang
 def plan_uninstall(scope: str, project: str) -> list[Change]:
     path = hooks_path(scope, project)
     before = read_json(path)
-    changes = [Change(path, before, without_hooks(before, is_ours), "hooks removed", "not installed", json_text)]
+    after = removal(path, without_hooks(before, is_ours))
+    changes = [Change(path, before, after, "hooks removed", "not installed", json_text)]
     if os.path.exists(config_path()):
         config = read_toml(config_path())
-        untrusted = with_trust(config, trust_entries(path, before), {})
+        untrusted = removal(config_path(), with_trust(config, trust_entries(path, before), {}))
         changes.append(Change(config_path(), config, untrusted, "hook trust removed", "no hook trust of ours",
                               toml_text))  # fmt: skip
     return changes

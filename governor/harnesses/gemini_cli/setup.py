@@ -27,6 +27,7 @@ from governor.harnesses.settings import (
     hook_groups,
     json_text,
     read_json,
+    removal,
     route_tools,
     with_hooks,
     without_hooks,
@@ -122,7 +123,8 @@ def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Chang
 def plan_uninstall(scope: str, project: str) -> list[Change]:
     path = settings_path(scope, project)
     before = read_json(path)
-    return [Change(path, before, without_hooks(before, is_ours), "hooks removed", "not installed", json_text)]
+    after = removal(path, without_hooks(before, is_ours))
+    return [Change(path, before, after, "hooks removed", "not installed", json_text)]
 
 
 def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
