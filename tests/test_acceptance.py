@@ -130,3 +130,20 @@ def test_policy_explain_shows_what_the_hooks_enforce_while_a_loosening_is_held_b
     assert after["in_force"] == "files" and not after["held_back"]
     (rule,) = [r for r in after["rules"] if r["key"].startswith("limits.max_search_calls")]
     assert "6" in rule["statement"] and rule["layer"] == "team", rule
+
+
+def test_doctor_tells_a_committed_change_from_one_only_in_the_working_tree(env: Env, session: Session) -> None:
+    from tests.test_trust import _git
+
+    env.write(".memory-governor/policy.yaml", TIGHTER.replace("1", "2"))
+    _git(env, "init", "-q")
+    _git(env, "add", ".memory-governor/policy.yaml")
+    _git(env, "commit", "-qm", "team policy")
+    session.start()
+    env.write(".memory-governor/policy.yaml", LOOSER)
+    uncommitted = env.cli("doctor").stdout
+    assert "in the working tree, not committed" in uncommitted and "git checkout" in uncommitted, uncommitted
+    _git(env, "commit", "-qam", "lead: six searches")  # the lead's change, as a clone pulls it
+    committed = env.cli("doctor").stdout
+    assert "held back" in committed and "as committed (git HEAD)" in committed, committed
+    assert "if you made them" not in committed
