@@ -37,7 +37,9 @@ def report(session_id: str | None, since: str | None, fmt: str, output: str | No
         moment = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
     ledger = open_for(os.environ, policy.data["ledger"])
     try:
-        data = reporting.build(ledger, policy.limits, policy.unit, key(session_id) if session_id else None, moment)
+        state = state_dir(os.environ)
+        data = reporting.build(ledger, policy.limits, policy.unit, key(session_id) if session_id else None, moment,
+                               lambda digest: compiled.limits_of(state, digest))  # fmt: skip
     finally:
         ledger.close()
     text = (

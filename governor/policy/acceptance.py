@@ -78,6 +78,9 @@ def write(state: str, sources: Sources, blob: dict[str, Any], accepted_at: float
     path = record_path(state, sources.project)
     ensure_dir(os.path.dirname(path))
     write_atomic(path[: -len(".json")] + ".policy.json", jsonio.dumps(blob).encode())
+    from governor.policy.compiled import remember_limits
+
+    remember_limits(state, blob)
     record = {"project": sources.project, "digest": blob.get("digest"), "accepted_at": accepted_at,
               "shipped": _shipped(sources)}  # fmt: skip
     write_atomic(path, jsonio.dumps(record).encode())
