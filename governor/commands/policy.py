@@ -151,14 +151,18 @@ def explain(fmt: str, shipped: bool) -> int:
 
 
 @group.command("diff")
-@click.argument("old", type=click.Path(dir_okay=False))
-@click.argument("new", type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--shipped", is_flag=True, help="Compare the shipped default with NEW: `policy diff --shipped NEW`.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def diff(old: str, new: str, fmt: str) -> int:
-    """What changes from policy OLD to NEW (each layered over the shipped default).
+def diff(files: tuple[str, ...], shipped: bool, fmt: str) -> int:
+    """What changes from policy OLD to NEW (each layered over the shipped default); with
+    --shipped, from the shipped default to NEW.
 
     Exit 0 when nothing is loosened, 3 when anything is (so CI can require review), 1 when a
     file is invalid."""
+    if len(files) != (1 if shipped else 2):
+        raise click.UsageError("give OLD and NEW, or --shipped and NEW")
+    old, new = (shipped_policy_path(), files[0]) if shipped else files
     effs = [check_files([old]), check_files([new])]
     for eff in effs:
         if not eff.ok:

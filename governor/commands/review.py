@@ -102,11 +102,15 @@ def replay(transcript: str, policy: str | None, compare: str | None, fmt: str) -
 @click.command("test")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--junit", type=click.Path(dir_okay=False), help="Also write a JUnit XML report here.")
-def test(files: tuple[str, ...], junit: str | None) -> int:
-    """Run policy scenario files; exit 1 on any mismatch, 2 on an invalid file."""
+@click.option("--shipped", is_flag=True, help="Run them against the shipped default policy, whatever they name.")
+def test(files: tuple[str, ...], junit: str | None, shipped: bool) -> int:
+    """Run policy scenario files (docs/scenarios.md); exit 1 on any mismatch, 2 on an invalid file."""
+    from governor.policy.sources import shipped_policy_path
     from governor.review import scenarios
 
     loaded = [scenarios.load(path) for path in files]
+    for file in loaded if shipped else ():
+        file.policy = shipped_policy_path()
     invalid = [problem for file in loaded for problem in file.problems]
     for problem in invalid:
         click.echo(str(problem), err=True)
