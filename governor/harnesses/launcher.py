@@ -41,7 +41,10 @@ _OPEN = "memory calls pass ungoverned (the project's policy says on_error: open)
 # What the launcher answers where there is no governor, per harness that runs it: at session
 # start a message for the user; before a memory tool (its name begins with the prefix) a refusal
 # when on_error is closed. Rendered by each harness's own adapter, so the shapes are its own.
-_HARNESSES = {"claude-code": ("SessionStart", "PreToolUse", "tool_name", "mcp__")}
+_HARNESSES = {
+    "claude-code": ("SessionStart", "PreToolUse", "tool_name", "mcp__"),
+    "gemini-cli": ("SessionStart", "BeforeTool", "tool_name", "mcp_"),
+}
 
 
 def path(project: str) -> str:
@@ -52,6 +55,24 @@ def command(harness: str, project_variable: str) -> str:
     """The hook command a project-scope install writes: the same on every clone. Where the
     variable is not set (another harness running these hooks), the hook's folder is the project."""
     return f'sh "${{{project_variable}:-.}}/{RELATIVE}" {harness}'
+
+
+def hook_command_for(scope: str, harness: str, project_variable: str) -> str:
+    """The command a harness's hooks run: the launcher at project scope (committed), else this
+    machine's interpreter and entry file."""
+    from governor.harnesses import hook_command
+
+    return command(harness, project_variable) if scope == "project" else hook_command(harness)
+
+
+def with_install(scope: str, project: str, settings: Change) -> list[Change]:
+    """A project-scope install writes the launcher its settings run."""
+    return [plan(project, True), settings] if scope == "project" else [settings]
+
+
+def with_uninstall(scope: str, project: str, harness: str, settings: Change) -> list[Change]:
+    """A project-scope uninstall removes the launcher with the last settings that run it."""
+    return [settings, plan(project, used_elsewhere(project, harness))] if scope == "project" else [settings]
 
 
 def _answers(harness: str) -> tuple[str, str, str]:

@@ -45,17 +45,27 @@ def machine(where: Path, wheel: Path) -> Path:
     return where / "bin"
 
 
-def hook(command: str, project: Path, state: Path, path: str, payload: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": path, "HOME": str(state.parent), "CLAUDE_PROJECT_DIR": str(project), "LANG": "C.UTF-8",
+# harness -> (its project directory variable, its settings file, its before-tool event, a memory tool's name)
+HARNESSES = {
+    "claude-code": ("CLAUDE_PROJECT_DIR", ".claude/settings.json", "PreToolUse", "mcp__engram__mem_search"),
+    "gemini-cli": ("GEMINI_PROJECT_DIR", ".gemini/settings.json", "BeforeTool", "mcp_engram_mem_search"),
+}
+
+
+def hook(command: str, project: Path, state: Path, path: str, payload: dict[str, Any],
+         harness: str = "claude-code") -> subprocess.CompletedProcess[str]:  # fmt: skip
+    env = {"PATH": path, "HOME": str(state.parent), HARNESSES[harness][0]: str(project), "LANG": "C.UTF-8",
            "MEMORY_GOVERNOR_STATE_DIR": str(state), "MEMORY_GOVERNOR_WARM_SERVER": "off"}  # fmt: skip
     return subprocess.run(["/bin/sh", "-c", command], input=json.dumps(payload), capture_output=True, text=True,
                           env=env, cwd=project, timeout=60)  # fmt: skip
 
 
-def search(project: Path, session: str) -> dict[str, Any]:
-    return {"session_id": session, "transcript_path": "/t.jsonl", "cwd": str(project), "permission_mode": "default",
-            "hook_event_name": "PreToolUse", "tool_name": "mcp__engram__mem_search",
-            "tool_input": {"query": "auth", "limit": 10}, "tool_use_id": "t1"}  # fmt: skip
+def search(project: Path, session: str, harness: str = "claude-code") -> dict[str, Any]:
+    _, _, event, tool = HARNESSES[harness]
+    extra = ({"tool_use_id": "t1", "permission_mode": "default"} if harness == "claude-code" else
+             {"timestamp": "2026-01-01T00:00:00.000Z", "mcp_context": {"server_name": "engram", "tool_name": "mem_search"}})
+    return {"session_id": session, "transcript_path": "/t.jsonl", "cwd": str(project), "hook_event_name": event,
+            "tool_name": tool, "tool_input": {"query": "auth", "limit": 10}, **extra}  # fmt: skip
 
 
 def start(project: Path, session: str) -> dict[str, Any]:
@@ -63,13 +73,14 @@ def start(project: Path, session: str) -> dict[str, Any]:
             "hook_event_name": "SessionStart", "source": "startup"}  # fmt: skip
 
 
-def installed_commands(project: Path) -> set[str]:
-    settings = json.loads((project / ".claude" / "settings.json").read_text())
+def installed_commands(project: Path, harness: str = "claude-code") -> set[str]:
+    settings = json.loads((project / HARNESSES[harness][1]).read_text())
     return {h["command"] for groups in settings["hooks"].values() for g in groups for h in g["hooks"]}
 
 
+@pytest.mark.parametrize("harness", list(HARNESSES))
 def test_a_clone_on_a_machine_whose_governor_lives_elsewhere_is_governed_with_no_edit(
-    tmp_path: Path, wheel: Path
+    tmp_path: Path, wheel: Path, harness: str
 ) -> None:
     lead = machine(tmp_path / "lead" / "venv", wheel)
     project = tmp_path / "lead" / "project"
@@ -78,11 +89,11 @@ def test_a_clone_on_a_machine_whose_governor_lives_elsewhere_is_governed_with_no
     (project / ".memory-governor" / "policy.yaml").write_text("on_error: closed\n")
     env = {"PATH": f"{lead}:{SYSTEM_PATH}", "HOME": str(tmp_path / "lead"),
            "MEMORY_GOVERNOR_STATE_DIR": str(tmp_path / "lead" / "state")}  # fmt: skip
-    subprocess.run([str(lead / "memory-governor"), "install", "claude-code", "--project", str(project)],
+    subprocess.run([str(lead / "memory-governor"), "install", harness, "--project", str(project)],
                    check=True, capture_output=True, env=env)  # fmt: skip
     committed = {p.relative_to(project): p.read_bytes() for p in project.rglob("*") if p.is_file()}
     assert str(tmp_path) not in b"".join(committed.values()).decode(), "the committed files name no machine's path"
-    (command,) = installed_commands(project)
+    (command,) = installed_commands(project, harness)
 
     # The teammate's clone: the same files, a governor at another path, the lead's gone.
     clone = tmp_path / "dev" / "clone"
@@ -90,40 +101,48 @@ def test_a_clone_on_a_machine_whose_governor_lives_elsewhere_is_governed_with_no
     dev = machine(tmp_path / "dev" / "elsewhere" / "env", wheel)
     shutil.rmtree(tmp_path / "lead")
     state = tmp_path / "dev" / "state"
-    answer = hook(command, clone, state, f"{dev}:{SYSTEM_PATH}", search(clone, "dev-1"))
+    answer = hook(command, clone, state, f"{dev}:{SYSTEM_PATH}", search(clone, "dev-1", harness), harness)
     assert answer.returncode == 0 and answer.stdout, answer.stderr
-    assert json.loads(answer.stdout)["hookSpecificOutput"]["updatedInput"]["limit"] == 3, "clamped: governed"
+    clamped = json.loads(answer.stdout)["hookSpecificOutput"]
+    assert clamped.get("updatedInput", clamped.get("tool_input", {}))["limit"] == 3, "clamped: governed"
     assert (state / "ledger.db").exists(), "decided by this machine's governor, in its own state"
     doctor = subprocess.run([str(dev / "memory-governor"), "doctor"], capture_output=True, cwd=clone,
                             text=True, env={"PATH": f"{dev}:{SYSTEM_PATH}", "HOME": str(tmp_path / "dev"),
                                             "MEMORY_GOVERNOR_STATE_DIR": str(state)})  # fmt: skip
     assert "hook launcher" in doctor.stdout and f"runs {dev}/memory-governor" in doctor.stdout, doctor.stdout
-    assert "FAIL  claude-code" not in doctor.stdout, doctor.stdout
+    assert f"FAIL  {harness}" not in doctor.stdout, doctor.stdout
 
 
+@pytest.mark.parametrize("harness", list(HARNESSES))
 @pytest.mark.parametrize("on_error", ["closed", "open"])
-def test_a_clone_on_a_machine_without_a_governor_says_so_and_applies_on_error(tmp_path: Path, on_error: str) -> None:
+def test_a_clone_on_a_machine_without_a_governor_says_so_and_applies_on_error(
+    tmp_path: Path, on_error: str, harness: str
+) -> None:
     project = tmp_path / "project"
     env = {"PATH": f"{os.path.dirname(sys.executable)}:{SYSTEM_PATH}", "HOME": str(tmp_path),
            "MEMORY_GOVERNOR_STATE_DIR": str(tmp_path / "state")}  # fmt: skip
     (project / ".memory-governor").mkdir(parents=True)
     (project / ".memory-governor" / "policy.yaml").write_text(f"on_error: {on_error}  # the team's choice\n")
-    subprocess.run([sys.executable, "-m", "governor", "install", "claude-code", "--project", str(project)],
+    subprocess.run([sys.executable, "-m", "governor", "install", harness, "--project", str(project)],
                    check=True, capture_output=True, env=env)  # fmt: skip
-    (command,) = installed_commands(project)
+    (command,) = installed_commands(project, harness)
+    assert str(tmp_path) not in command
     state = tmp_path / "nobody"
-    told = hook(command, project, state, SYSTEM_PATH, start(project, "s1"))
+    told = hook(command, project, state, SYSTEM_PATH, start(project, "s1"), harness)
     assert told.returncode == 0 and "memory-governor is not installed on this machine" in json.loads(told.stdout)[
         "systemMessage"
     ]
     assert f"on_error: {on_error}" in told.stdout, "the user is told what happens to memory calls"
-    call = hook(command, project, state, SYSTEM_PATH, search(project, "s1"))
+    call = hook(command, project, state, SYSTEM_PATH, search(project, "s1", harness), harness)
     assert call.returncode == 0
     if on_error == "closed":
-        refused = json.loads(call.stdout)["hookSpecificOutput"]
-        assert refused["permissionDecision"] == "deny" and "not installed" in refused["permissionDecisionReason"]
+        refused = json.loads(call.stdout)
+        refused = refused.get("hookSpecificOutput", refused)
+        assert "deny" in (refused.get("permissionDecision"), refused.get("decision")), refused
+        assert "not installed" in (refused.get("permissionDecisionReason") or refused.get("reason") or "")
     else:
         assert call.stdout == "", "open: the call passes, as the policy says"
-    other = {**search(project, "s1"), "tool_name": "Bash", "tool_input": {"command": "echo mcp__engram__mem_search"}}
-    assert hook(command, project, state, SYSTEM_PATH, other).stdout == "", "only memory calls are refused"
+    other = {**search(project, "s1", harness), "tool_name": "Bash" if harness == "claude-code" else "run_shell_command",
+             "tool_input": {"command": "echo mcp__engram__mem_search"}}  # fmt: skip
+    assert hook(command, project, state, SYSTEM_PATH, other, harness).stdout == "", "only memory calls are refused"
     assert not state.exists(), "nothing written on a machine without the governor"

@@ -19,7 +19,7 @@ import os
 import re
 from typing import Any
 
-from governor.harnesses import hook_command, launcher
+from governor.harnesses import launcher
 from governor.harnesses.checks import BAD, MEMORY_LIKE, OK, WARN, Check, isolation, run_hook_command
 from governor.harnesses.claude_code import FILE_TOOLS
 from governor.harnesses.settings import (
@@ -91,19 +91,14 @@ def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, 
 PROJECT_VARIABLE = "CLAUDE_PROJECT_DIR"  # set for every hook command (Doc)
 
 
-def _command(scope: str) -> str:
-    return launcher.command(NAME, PROJECT_VARIABLE) if scope == "project" else hook_command(NAME)
-
-
 def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Change]:
     path = settings_path(scope, project)
     before = read_json(path)
-    after = with_hooks(before, our_hooks(policy, _command(scope)), is_ours)
+    after = with_hooks(before, our_hooks(policy, launcher.hook_command_for(scope, NAME, PROJECT_VARIABLE)), is_ours)
     tools = len(governed_tools(policy))
     events = len(TOOL_EVENTS) + len(SESSION_EVENTS)
     done = f"installed hooks on {events} events ({len(SESSION_EVENTS)} session events) for {tools} memory tools"
-    settings = Change(path, before, after, done, "already installed", json_text)
-    return [launcher.plan(project, True), settings] if scope == "project" else [settings]
+    return launcher.with_install(scope, project, Change(path, before, after, done, "already installed", json_text))
 
 
 def project_files(project: str) -> list[str]:
@@ -116,9 +111,7 @@ def plan_uninstall(scope: str, project: str) -> list[Change]:
     before = read_json(path)
     after = removal(path, without_hooks(before, is_ours))
     settings = Change(path, before, after, "hooks removed", "not installed", json_text)
-    if scope != "project":
-        return [settings]
-    return [settings, launcher.plan(project, launcher.used_elsewhere(project, NAME))]
+    return launcher.with_uninstall(scope, project, NAME, settings)
 
 
 def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
