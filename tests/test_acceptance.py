@@ -111,15 +111,15 @@ def test_the_model_cannot_accept_for_the_user_through_its_shell(env: Env, sessio
         assert answer.denied, path
 
 
-def test_policy_explain_shows_what_the_hooks_enforce_while_a_loosening_is_held_back(
-    env: Env, session: Session
-) -> None:
+def test_policy_explain_shows_what_the_hooks_enforce_while_a_loosening_is_held_back(env: Env, session: Session) -> None:
     session.start()
     env.write(".memory-governor/policy.yaml", LOOSER)
     assert _searches(session, 3) == [False, False, True]  # the hooks hold the accepted 2
     explained = env.cli_json("policy", "explain", "--format", "json")
     assert explained["in_force"] == "accepted"
-    assert [(c["path"], c["old"], c["new"]) for c in explained["held_back"]] == [("limits.max_search_calls.value", 2, 6)]
+    assert [(c["path"], c["old"], c["new"]) for c in explained["held_back"]] == [
+        ("limits.max_search_calls.value", 2, 6)
+    ]
     (rule,) = [r for r in explained["rules"] if r["key"].startswith("limits.max_search_calls")]
     assert "2" in rule["statement"] and "6" not in rule["statement"], rule
     assert rule["layer"] == "accepted" and rule["held_back"], rule

@@ -178,11 +178,15 @@ def _held_fix(sources: Sources, digest: str) -> str:
 
     committed = compile_committed(sources)
     if committed is not None and committed["digest"] == digest:
-        return ("the files are as committed (git HEAD): a change the team committed. Review it (git log -p "
-                ".memory-governor/), then accept it in your own terminal: memory-governor policy accept")
+        return (
+            "the files are as committed (git HEAD): a change the team committed. Review it (git log -p "
+            ".memory-governor/), then accept it in your own terminal: memory-governor policy accept"
+        )
     if committed is not None:
-        return ("the change is in the working tree, not committed: if you made it, memory-governor policy accept "
-                "in your terminal; if not (an agent can write files), git checkout -- .memory-governor/")
+        return (
+            "the change is in the working tree, not committed: if you made it, memory-governor policy accept "
+            "in your terminal; if not (an agent can write files), git checkout -- .memory-governor/"
+        )
     return "if you made them: memory-governor policy accept  (in your own terminal)"
 
 

@@ -104,10 +104,10 @@ def text() -> str:
         cases.append(
             f"  {harness})\n"
             f"    event=$(field hook_event_name)\n"
-            f"    if [ \"$event\" = {start} ]; then\n"
+            f'    if [ "$event" = {start} ]; then\n'
             f"      if [ \"$mode\" = closed ]; then printf '%s\\n' {_quote(closed)}; "
             f"else printf '%s\\n' {_quote(opened)}; fi\n"
-            f"    elif [ \"$event\" = {pre} ] && [ \"$mode\" = closed ]; then\n"
+            f'    elif [ "$event" = {pre} ] && [ "$mode" = closed ]; then\n'
             f"      case $(field {field}) in {prefix}*) printf '%s\\n' {_quote(refused)} ;; esac\n"
             f"    fi ;;\n"
         )

@@ -64,7 +64,9 @@ def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session:
         usage = {name: sum(entry["calls"][r] for r in roles) for name, roles in LIMIT_ROLES.items()}
         usage["max_memory_tokens_injected"] = entry["tokens"]
         then = {**now, **(limits_of(entry["policy"]) or {})} if entry["policy"] else now
-        at_limit = [name for name, used in usage.items() if isinstance(then.get(name), (int, float)) and 0 < then[name] <= used]
+        at_limit = [
+            name for name, used in usage.items() if isinstance(then.get(name), (int, float)) and 0 < then[name] <= used
+        ]
         hits.update(at_limit)
         out_turns.append({
             "session": entry["session"], "turn": entry["turn"], "turn_number": entry["turn_number"],

@@ -71,7 +71,6 @@ probe hook that logged its stdin and printed chosen answers; re-checked by the t
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys

@@ -56,6 +56,7 @@ sys.path.insert(0, str(HERE))
 import npm  # noqa: E402
 import seed  # noqa: E402
 from fake_chat import FakeChat, Request, Step, ToolResult  # noqa: E402
+
 from tests.conftest import GOVERNOR_PATH  # noqa: E402
 
 ROOT = HERE.parent.parent

@@ -62,8 +62,14 @@ def hook(command: str, project: Path, state: Path, path: str, payload: dict[str,
 
 def search(project: Path, session: str, harness: str = "claude-code") -> dict[str, Any]:
     _, _, event, tool = HARNESSES[harness]
-    extra = ({"tool_use_id": "t1", "permission_mode": "default"} if harness == "claude-code" else
-             {"timestamp": "2026-01-01T00:00:00.000Z", "mcp_context": {"server_name": "engram", "tool_name": "mem_search"}})
+    extra = (
+        {"tool_use_id": "t1", "permission_mode": "default"}
+        if harness == "claude-code"
+        else {
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "mcp_context": {"server_name": "engram", "tool_name": "mem_search"},
+        }
+    )
     return {"session_id": session, "transcript_path": "/t.jsonl", "cwd": str(project), "hook_event_name": event,
             "tool_name": tool, "tool_input": {"query": "auth", "limit": 10}, **extra}  # fmt: skip
 
@@ -129,9 +135,10 @@ def test_a_clone_on_a_machine_without_a_governor_says_so_and_applies_on_error(
     assert str(tmp_path) not in command
     state = tmp_path / "nobody"
     told = hook(command, project, state, SYSTEM_PATH, start(project, "s1"), harness)
-    assert told.returncode == 0 and "memory-governor is not installed on this machine" in json.loads(told.stdout)[
-        "systemMessage"
-    ]
+    assert (
+        told.returncode == 0
+        and "memory-governor is not installed on this machine" in json.loads(told.stdout)["systemMessage"]
+    )
     assert f"on_error: {on_error}" in told.stdout, "the user is told what happens to memory calls"
     call = hook(command, project, state, SYSTEM_PATH, search(project, "s1", harness), harness)
     assert call.returncode == 0

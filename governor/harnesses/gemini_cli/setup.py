@@ -38,8 +38,10 @@ SCOPES = ("project", "user")
 TIMEOUT_MS = 10_000
 HOOK_NAME = "memory-governor"  # what Gemini shows in its warnings, and what hooksConfig.disabled names
 # What marks a hook entry as ours, whichever install (path, venv, layout) wrote it.
-OURS = re.compile(r"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+gemini-cli|memory-governor\"?\s+hook\s+gemini-cli"
-                  r"|\.memory-governor[/\\]hook\"?\s+gemini-cli")
+OURS = re.compile(
+    r"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+gemini-cli|memory-governor\"?\s+hook\s+gemini-cli"
+    r"|\.memory-governor[/\\]hook\"?\s+gemini-cli"
+)
 PROJECT_VARIABLE = "GEMINI_PROJECT_DIR"  # set for every hook command (Doc); the project scope's launcher names it
 TOOL_EVENTS = ("BeforeTool", "AfterTool")
 SESSION_EVENTS = ("BeforeAgent", "SessionStart", "PreCompress", "AfterAgent")
