@@ -36,12 +36,19 @@ def scenario_example() -> str:
     return found.group(1)
 
 
-# (files to write first, the command after `memory-governor`, its exit code)
-EXAMPLES: list[tuple[dict[str, str], str, int]] = [
-    ({".memory-governor/policy.yaml": TYPOS}, "policy check .memory-governor/policy.yaml", 1),
-    ({".memory-governor/policy.yaml": TEAM}, "policy diff --shipped .memory-governor/policy.yaml", 3),
-    ({".memory-governor/scenarios/team.yaml": scenario_example()}, "test .memory-governor/scenarios/team.yaml", 0),
-    ({}, "install claude-code", 0),
+# The hook by hand: the payloads Claude Code sends (docs/claude-code.md has every field).
+PROMPT = '{"session_id": "try-1", "hook_event_name": "UserPromptSubmit", "cwd": ".", "prompt": "what did we decide about caching?"}'
+SEARCH = ('{"session_id": "try-1", "hook_event_name": "PreToolUse", "cwd": ".", "tool_name": "mcp__engram__mem_search", '
+          '"tool_input": {"query": "cache", "limit": 10}, "tool_use_id": "t1"}')  # fmt: skip
+
+# (files to write first, the command after `memory-governor`, its exit code, its stdin)
+EXAMPLES: list[tuple[dict[str, str], str, int, str]] = [
+    ({".memory-governor/policy.yaml": TYPOS}, "policy check .memory-governor/policy.yaml", 1, ""),
+    ({".memory-governor/policy.yaml": TEAM}, "policy diff --shipped .memory-governor/policy.yaml", 3, ""),
+    ({".memory-governor/scenarios/team.yaml": scenario_example()}, "test .memory-governor/scenarios/team.yaml", 0, ""),
+    ({}, "install claude-code", 0, ""),
+    ({}, "hook claude-code", 0, PROMPT),
+    ({}, "hook claude-code", 0, SEARCH),
 ]
 NOTES = {3: "# exit 3: something loosened", 1: "# exit 1: invalid"}
 
@@ -56,17 +63,18 @@ def run_all() -> tuple[str, list[str]]:
         env = {"PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
                "HOME": str(Path(scratch, "home")), "MEMORY_GOVERNOR_STATE_DIR": str(Path(scratch, "state")),
                "MEMORY_GOVERNOR_WARM_SERVER": "off", "LANG": "C.UTF-8", "COLUMNS": "100"}  # fmt: skip
-        for files, command, code in EXAMPLES:
+        for files, command, code, stdin in EXAMPLES:
             for rel, text in files.items():
                 (project / rel).parent.mkdir(parents=True, exist_ok=True)
                 (project / rel).write_text(text, encoding="utf-8")
             out = subprocess.run([sys.executable, "-m", "governor", *command.split()], cwd=project, env=env,
-                                 capture_output=True, text=True, timeout=120)  # fmt: skip
+                                 input=stdin, capture_output=True, text=True, timeout=120)  # fmt: skip
             if out.returncode != code:
                 wrong.append(f"memory-governor {command}: exit {out.returncode}, expected {code}\n{out.stderr}")
             note = f"   {NOTES[code]}" if code in NOTES else ""
             shown = (out.stdout + out.stderr).replace(str(project) + os.sep, "").rstrip("\n")
-            lines += ["", f"$ memory-governor {command}{note}", *shown.splitlines()]
+            typed = f"echo '{stdin}' | memory-governor {command}" if stdin else f"memory-governor {command}"
+            lines += ["", f"$ {typed}{note}", *shown.splitlines()]
     return "```console\n" + "\n".join(lines[1:]) + "\n```\n", wrong
 
 
