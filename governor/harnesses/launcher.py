@@ -24,7 +24,7 @@ import json
 import os
 from typing import Any
 
-from governor.harnesses.checks import BAD, OK, Check
+from governor.harnesses.checks import BAD, OK, WARN, Check
 from governor.harnesses.settings import Change
 
 RELATIVE = os.path.join(".memory-governor", "hook")
@@ -193,10 +193,15 @@ def used_elsewhere(project: str, harness: str) -> bool:
     return False
 
 
-def doctor(project: str, harness: str, settings_file: str) -> list[Check]:
-    """Is the launcher the project's settings run current, and does it find a governor here?"""
+def doctor(project: str, harness: str, settings_file: str, commands: list[str], project_variable: str) -> list[Check]:
+    """Do the project's (committed) settings run the launcher, is it current, and does it find a
+    governor here?"""
     import shutil
 
+    if command(harness, project_variable) not in commands:
+        return [Check(WARN, "hook launcher", f"{settings_file} is committed but names this machine's interpreter: "
+                      "on a teammate's clone that path does not exist and the hooks do not run",
+                      f"memory-governor install {harness}  (writes the launcher; commit {RELATIVE} with it)")]  # fmt: skip
     where = path(project)
     if not current(project):
         state = "is missing" if not os.path.exists(where) else "differs from the one this version writes"

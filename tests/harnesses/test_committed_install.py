@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, Env
 
 SYSTEM_PATH = "/usr/bin:/bin"
 
@@ -153,3 +153,14 @@ def test_a_clone_on_a_machine_without_a_governor_says_so_and_applies_on_error(
              "tool_input": {"command": "echo mcp__engram__mem_search"}}  # fmt: skip
     assert hook(command, project, state, SYSTEM_PATH, other, harness).stdout == "", "only memory calls are refused"
     assert not state.exists(), "nothing written on a machine without the governor"
+
+
+def test_doctor_warns_when_the_committed_settings_name_this_machines_interpreter(env: Env) -> None:
+    env.cli("install", "claude-code", "--scope", "local", check=True)  # what an older project install wrote
+    local = env.project / ".claude" / "settings.local.json"
+    local.rename(env.project / ".claude" / "settings.json")
+    out = env.cli("doctor")
+    assert "warn  hook launcher" in out.stdout and "names this machine's interpreter" in out.stdout, out.stdout
+    env.cli("install", "claude-code", check=True)
+    fixed = env.cli("doctor").stdout
+    assert "ok    hook launcher" in fixed and "names this machine's interpreter" not in fixed, fixed

@@ -133,8 +133,8 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         if not events:
             continue
         commands += [hook["command"] for groups in events.values() for _, hook in groups]
-        if scope == "project" and launcher.command(NAME, PROJECT_VARIABLE) in commands:
-            checks += launcher.doctor(project, NAME, path)
+        if scope == "project":
+            checks += launcher.doctor(project, NAME, path, commands, PROJECT_VARIABLE)
         missing = [e for e in (*TOOL_EVENTS, *SESSION_EVENTS) if e not in events]
         matched = {name for matcher, _ in events.get("PreToolUse", []) for name in matcher.split("|")}
         uncovered = [t for t in tools if t not in matched]

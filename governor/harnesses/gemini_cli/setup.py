@@ -161,8 +161,8 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
             continue
         installed.append(scope)
         commands += [hook["command"] for groups in events.values() for _, hook in groups]
-        if scope == "project" and launcher.command(NAME, PROJECT_VARIABLE) in commands:
-            checks += launcher.doctor(project, NAME, path)
+        if scope == "project":
+            checks += launcher.doctor(project, NAME, path, commands, PROJECT_VARIABLE)
         missing = [e for e in (*TOOL_EVENTS, *SESSION_EVENTS) if e not in events]
         uncovered = [t for t in [*tools, DISPATCH_TOOL]
                      if not any(matches(m, t) for m, _ in events.get("BeforeTool", []))]  # fmt: skip
