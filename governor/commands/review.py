@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from governor.policy import compiled
+from governor.policy import compiled, history
 from governor.state import state_dir
 
 
@@ -39,7 +39,7 @@ def report(session_id: str | None, since: str | None, fmt: str, output: str | No
     try:
         state = state_dir(os.environ)
         data = reporting.build(ledger, policy.limits, policy.unit, key(session_id) if session_id else None, moment,
-                               lambda digest: compiled.limits_of(state, digest))  # fmt: skip
+                               lambda digest: history.limits_of(state, digest))  # fmt: skip
     finally:
         ledger.close()
     text = (

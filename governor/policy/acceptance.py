@@ -30,6 +30,7 @@ import os
 import time
 
 from governor import jsonio
+from governor.policy import history
 from governor.state import ensure_dir, write_atomic
 
 TYPE_CHECKING = False
@@ -78,9 +79,7 @@ def write(state: str, sources: Sources, blob: dict[str, Any], accepted_at: float
     path = record_path(state, sources.project)
     ensure_dir(os.path.dirname(path))
     write_atomic(path[: -len(".json")] + ".policy.json", jsonio.dumps(blob).encode())
-    from governor.policy.compiled import remember_limits
-
-    remember_limits(state, blob)
+    history.remember(state, blob)
     record = {"project": sources.project, "digest": blob.get("digest"), "accepted_at": accepted_at,
               "shipped": _shipped(sources)}  # fmt: skip
     write_atomic(path, jsonio.dumps(record).encode())

@@ -13,6 +13,7 @@ import os
 
 from governor import jsonio, with_site_packages
 from governor.engine.rules import CompiledPolicy
+from governor.policy import history
 from governor.policy.sources import Sources
 from governor.state import ensure_dir, write_atomic
 
@@ -32,31 +33,6 @@ def cache_paths(state: str, sources: Sources) -> tuple[str, str]:
     folder = ensure_dir(os.path.join(state, "policy"))
     key = sources.cache_key()
     return os.path.join(folder, f"{key}.json"), os.path.join(folder, f"{key}.broken.json")
-
-
-LIMITS = "limits"  # state/limits/<digest>.json: the limits of every policy compiled here, for `report`
-
-
-def remember_limits(state: str, blob: dict[str, Any]) -> None:
-    """Keep the limits of a compiled policy by its digest (as the audit trail names it), so a
-    report shows each turn against the limits in force then. Cold path: a policy compiled or accepted."""
-    digest = str(blob.get("digest", ""))[:16]
-    limits = (blob.get("policy") or {}).get("limits")
-    if not digest or not isinstance(limits, dict):
-        return
-    try:
-        path = os.path.join(ensure_dir(os.path.join(state, LIMITS)), f"{digest}.json")
-        if not os.path.exists(path):
-            write_atomic(path, jsonio.dumps({name: spec.get("value") for name, spec in limits.items()
-                                             if isinstance(spec, dict)}).encode())  # fmt: skip
-    except OSError:
-        pass
-
-
-def limits_of(state: str, digest: str) -> dict[str, Any] | None:
-    """The limits remembered for a policy digest (its first 16 characters), None if unknown."""
-    data = _read_json(os.path.join(state, LIMITS, f"{digest[:16]}.json")) if digest else None
-    return data if isinstance(data, dict) else None
 
 
 def _read_json(path: str) -> Any:
@@ -139,7 +115,7 @@ def from_files(sources: Sources, state: str) -> tuple[CompiledPolicy, list[str]]
     if blob is not None:
         blob["format"], blob["signature"] = CACHE_FORMAT, signature
         _store(good_path, blob)
-        remember_limits(state, blob)
+        history.remember(state, blob)
         if broken_path:
             try:
                 os.unlink(broken_path)
