@@ -164,3 +164,22 @@ def test_doctor_warns_when_the_committed_settings_name_this_machines_interpreter
     env.cli("install", "claude-code", check=True)
     fixed = env.cli("doctor").stdout
     assert "ok    hook launcher" in fixed and "names this machine's interpreter" not in fixed, fixed
+
+
+def test_a_governor_program_that_is_not_a_python_script_is_run_as_it_is(tmp_path: Path) -> None:
+    """pip writes a `#!/bin/sh` exec line for an interpreter path too long for `#!`; a wrapper
+    script in the user's PATH looks the same: the launcher runs the program itself."""
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {"PATH": SYSTEM_PATH, "HOME": str(tmp_path), "MEMORY_GOVERNOR_STATE_DIR": str(tmp_path / "state")}
+    subprocess.run([sys.executable, "-m", "governor", "install", "claude-code", "--project", str(project)],
+                   check=True, capture_output=True, env=env)  # fmt: skip
+    (command,) = installed_commands(project)
+    program = tmp_path / "bin" / "memory-governor"
+    program.parent.mkdir()
+    program.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m governor "$@"\n')
+    program.chmod(0o755)
+    answer = hook(command, project, tmp_path / "dev-state", f"{program.parent}:{SYSTEM_PATH}", search(project, "w1"))
+    assert json.loads(answer.stdout)["hookSpecificOutput"]["updatedInput"]["limit"] == 3, answer.stderr
+    pointed = hook(command, project, tmp_path / "dev-state2", SYSTEM_PATH, search(project, "w2"))
+    assert pointed.stdout == "", "no governor on PATH: nothing decided (on_error: open)"
