@@ -166,8 +166,11 @@ def _record(add: Sequence[str] = (), drop: Sequence[str] = ()) -> None:
     data.update({os.path.abspath(p): "created" for p in add})
     for p in drop:
         data.pop(os.path.abspath(p), None)
-    ensure_dir(state_dir(os.environ))
-    write_atomic(os.path.join(state_dir(os.environ), _CREATED), json.dumps(data, indent=1).encode())
+    try:
+        ensure_dir(state_dir(os.environ))
+        write_atomic(os.path.join(state_dir(os.environ), _CREATED), json.dumps(data, indent=1).encode())
+    except OSError:
+        pass  # no state directory here: the install stands; its uninstall then keeps what it made
 
 
 def _created_by_us(path: str) -> bool:
