@@ -57,18 +57,20 @@ def isolation(harness: str, command: str) -> Check | None:
                  "could stand in for the governor's", f"memory-governor install {harness}  (writes it with -I)")  # fmt: skip
 
 
-def run_hook_command(command: str, payload: dict[str, Any], harness_env: dict[str, str] | None = None) -> HookRun:
+def run_hook_command(command: str, payload: dict[str, Any], harness_env: dict[str, str] | None = None,
+                     cwd: str | None = None) -> HookRun:  # fmt: skip
     """Run an installed hook command on one payload, against a scratch state directory.
     `harness_env`: the variables the harness sets for its hooks (its project directory), which
-    the command may name (`$CLAUDE_PROJECT_DIR`): then it runs in a shell, as the harness runs it."""
+    the command may name (`$CLAUDE_PROJECT_DIR`): then it runs in a shell, as the harness runs it,
+    in `cwd` (the project)."""
     with tempfile.TemporaryDirectory(prefix="memory-governor-doctor-") as scratch:
         env = {**os.environ, **(harness_env or {}), "MEMORY_GOVERNOR_STATE_DIR": os.path.join(scratch, "state"),
                "MEMORY_GOVERNOR_WARM_SERVER": "off"}  # fmt: skip
         started = time.perf_counter()
         try:
-            words = ["/bin/sh", "-c", command] if harness_env else shlex.split(command)
+            words = ["/bin/sh", "-c", command] if harness_env is not None else shlex.split(command)
             proc = subprocess.run(words, input=json.dumps(payload).encode(), capture_output=True,
-                                  env=env, timeout=30)  # fmt: skip
+                                  env=env, timeout=30, cwd=cwd)  # fmt: skip
         except (OSError, subprocess.TimeoutExpired, ValueError) as err:
             return HookRun(-1, None, "", 0.0, f"the installed command does not run: {err}")
         millis = (time.perf_counter() - started) * 1000

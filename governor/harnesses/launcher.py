@@ -44,6 +44,7 @@ _OPEN = "memory calls pass ungoverned (the project's policy says on_error: open)
 _HARNESSES = {
     "claude-code": ("SessionStart", "PreToolUse", "tool_name", "mcp__"),
     "gemini-cli": ("SessionStart", "BeforeTool", "tool_name", "mcp_"),
+    "codex": ("SessionStart", "PreToolUse", "tool_name", "mcp__"),
 }
 
 
@@ -51,13 +52,16 @@ def path(project: str) -> str:
     return os.path.join(project, RELATIVE)
 
 
-def command(harness: str, project_variable: str) -> str:
+def command(harness: str, project_variable: str | None) -> str:
     """The hook command a project-scope install writes: the same on every clone. Where the
-    variable is not set (another harness running these hooks), the hook's folder is the project."""
+    variable is not set (another harness running these hooks), the hook's folder is the project;
+    a harness that sets none (`None`) finds its project as it does, at the top of the git work tree."""
+    if project_variable is None:
+        return f'sh "$(git rev-parse --show-toplevel 2>/dev/null || pwd)/{RELATIVE}" {harness}'
     return f'sh "${{{project_variable}:-.}}/{RELATIVE}" {harness}'
 
 
-def hook_command_for(scope: str, harness: str, project_variable: str) -> str:
+def hook_command_for(scope: str, harness: str, project_variable: str | None) -> str:
     """The command a harness's hooks run: the launcher at project scope (committed), else this
     machine's interpreter and entry file."""
     from governor.harnesses import hook_command
@@ -193,7 +197,8 @@ def used_elsewhere(project: str, harness: str) -> bool:
     return False
 
 
-def doctor(project: str, harness: str, settings_file: str, commands: list[str], project_variable: str) -> list[Check]:
+def doctor(project: str, harness: str, settings_file: str, commands: list[str], project_variable: str | None
+           ) -> list[Check]:  # fmt: skip
     """Do the project's (committed) settings run the launcher, is it current, and does it find a
     governor here?"""
     import shutil

@@ -49,6 +49,7 @@ def machine(where: Path, wheel: Path) -> Path:
 HARNESSES = {
     "claude-code": ("CLAUDE_PROJECT_DIR", ".claude/settings.json", "PreToolUse", "mcp__engram__mem_search"),
     "gemini-cli": ("GEMINI_PROJECT_DIR", ".gemini/settings.json", "BeforeTool", "mcp_engram_mem_search"),
+    "codex": ("PWD", ".codex/hooks.json", "PreToolUse", "mcp__engram__mem_search"),  # Codex sets no project variable
 }
 
 
@@ -62,14 +63,12 @@ def hook(command: str, project: Path, state: Path, path: str, payload: dict[str,
 
 def search(project: Path, session: str, harness: str = "claude-code") -> dict[str, Any]:
     _, _, event, tool = HARNESSES[harness]
-    extra = (
-        {"tool_use_id": "t1", "permission_mode": "default"}
-        if harness == "claude-code"
-        else {
-            "timestamp": "2026-01-01T00:00:00.000Z",
-            "mcp_context": {"server_name": "engram", "tool_name": "mem_search"},
-        }
-    )
+    extra = {
+        "claude-code": {"tool_use_id": "t1", "permission_mode": "default"},
+        "codex": {"tool_use_id": "t1", "turn_id": "turn-1", "permission_mode": "default"},
+        "gemini-cli": {"timestamp": "2026-01-01T00:00:00.000Z",
+                       "mcp_context": {"server_name": "engram", "tool_name": "mem_search"}},
+    }[harness]  # fmt: skip
     return {"session_id": session, "transcript_path": "/t.jsonl", "cwd": str(project), "hook_event_name": event,
             "tool_name": tool, "tool_input": {"query": "auth", "limit": 10}, **extra}  # fmt: skip
 
@@ -112,11 +111,17 @@ def test_a_clone_on_a_machine_whose_governor_lives_elsewhere_is_governed_with_no
     clamped = json.loads(answer.stdout)["hookSpecificOutput"]
     assert clamped.get("updatedInput", clamped.get("tool_input", {}))["limit"] == 3, "clamped: governed"
     assert (state / "ledger.db").exists(), "decided by this machine's governor, in its own state"
+    # Installing on the clone (Codex records its hook trust per machine) changes no committed file.
+    dev_env = {"PATH": f"{dev}:{SYSTEM_PATH}", "HOME": str(tmp_path / "dev"), "MEMORY_GOVERNOR_STATE_DIR": str(state)}
+    subprocess.run([str(dev / "memory-governor"), "install", harness], cwd=clone, env=dev_env, check=True,
+                   capture_output=True)  # fmt: skip
+    assert {p.relative_to(clone): p.read_bytes() for p in clone.rglob("*") if p.is_file()} == committed
     doctor = subprocess.run([str(dev / "memory-governor"), "doctor"], capture_output=True, cwd=clone,
                             text=True, env={"PATH": f"{dev}:{SYSTEM_PATH}", "HOME": str(tmp_path / "dev"),
                                             "MEMORY_GOVERNOR_STATE_DIR": str(state)})  # fmt: skip
     assert "hook launcher" in doctor.stdout and f"runs {dev}/memory-governor" in doctor.stdout, doctor.stdout
-    assert f"FAIL  {harness}" not in doctor.stdout, doctor.stdout
+    assert f"ok    {harness} hook " in doctor.stdout, doctor.stdout  # the installed command answers here
+    assert "ok    hook launcher" in doctor.stdout, doctor.stdout
 
 
 @pytest.mark.parametrize("harness", list(HARNESSES))
@@ -149,7 +154,7 @@ def test_a_clone_on_a_machine_without_a_governor_says_so_and_applies_on_error(
         assert "not installed" in (refused.get("permissionDecisionReason") or refused.get("reason") or "")
     else:
         assert call.stdout == "", "open: the call passes, as the policy says"
-    other = {**search(project, "s1", harness), "tool_name": "Bash" if harness == "claude-code" else "run_shell_command",
+    other = {**search(project, "s1", harness), "tool_name": "run_shell_command" if harness == "gemini-cli" else "Bash",
              "tool_input": {"command": "echo mcp__engram__mem_search"}}  # fmt: skip
     assert hook(command, project, state, SYSTEM_PATH, other, harness).stdout == "", "only memory calls are refused"
     assert not state.exists(), "nothing written on a machine without the governor"
