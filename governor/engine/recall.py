@@ -56,8 +56,11 @@ def _words(text: str) -> frozenset[str]:
 
 # Words for "all of it". Spanish puts some after the noun: "la memoria completa".
 _ALL = _words("everything all whole entire full complete every each todo toda todos todas cada completo completa "
-              "completos completas entero entera enteros enteras")  # fmt: skip
-_AFTER_NOUN = _words("completo completa completos completas entero entera enteros enteras")
+              "completos completas entero entera enteros enteras totalidad completito completita")  # fmt: skip
+_AFTER_NOUN = _words("completo completa completos completas entero entera enteros enteras completito completita")
+# "el volcado completo de la memoria", "the full dump of your memory": the word for "all" is the dump's,
+# and the dump is of the memory.
+_DUMPS = _words("volcado dump listado contenido repaso copia historial")
 # Words for the memory itself: enough with a word for "all" ("everything stored", "toda la memoria").
 _NOUNS = _words("memory memories memoria memorias recuerdos")
 # Of these a participle counts when it ends the ask or a word for memory or a preposition follows it
@@ -65,7 +68,9 @@ _NOUNS = _words("memory memories memoria memorias recuerdos")
 _PARTICIPLES = _words(
     "stored saved remembered recalled recorded memorised memorized noted kept guardado guardada guardados guardadas "
     "guardaste guardamos guardo almacenado almacenada almacenados almacenadas anotado anotada anotados anotadas "
-    "anotaste registrado registrada registrados registradas recordado recordada recordados recordadas"
+    "anotaste registrado registrada registrados registradas recordado recordada recordados recordadas memorizado "
+    "memorizada memorizados memorizadas memorizaste apuntado apuntada apuntados apuntadas apuntaste guardando "
+    "apuntando anotando almacenando"
 )
 # What a memory holds, by name: "all remembered decisions", "todo el conocimiento guardado".
 _CONTENTS = _words(
@@ -78,14 +83,15 @@ _AFTER_PARTICIPLE = (
     | _words(
         "context notes memories memory history knowledge observation observations entries about on in from for of so by "
         "over during since across until up these this last regarding concerning contexto notas memoria memorias historial recuerdos "
-        "observacion observaciones entradas sobre de del en desde por para hasta durante estos estas este esta"
+        "observacion observaciones entradas sobre de del en desde por para hasta durante estos estas este esta tu "
+        "usted vos ustedes"
     )
 )
 # A noun for the memory is the thing asked for only when nothing but these follows it ("the full memory
 # for this repo", "all context, please"); another noun after it makes it that noun's modifier ("full
 # memory encryption", "full context propagation"), and so does "de" after a noun in Spanish ("cifrado de
 # memoria completa", "la propagacion del contexto completo").
-_HEAD_NOUNS = _words("memory memories context history notes memoria memorias contexto historial notas recuerdos")
+_HEAD_NOUNS = _words("memory memories context history notes memoria memorias contexto historial notas recuerdos base")
 _AFTER_HEAD = _words(
     "for of on about from in into to you you've youve we we've i that which so and or please now dump again too "
     "here there with at across over since until before regarding concerning de del sobre en para desde que y o por "
@@ -111,26 +117,38 @@ _BETWEEN = (
         "far already currently previously your our my in on about for there is are it its this these those el la los "
         "las lo un una que de del tu tus su sus nuestro nuestra nuestros nuestras mi mis en has hemos han habia tienes "
         "tengas tenes tiene tenemos hay haya hayas hayamos tuviste me te nos se sobre ya hasta ahora aun and y "
-        "single thing things cosa cosas"
+        "single thing things cosa cosas project repo u ur ya q k ido tenido hecho literally absolutely absolutamente"
     )
     | _ALL
     | _CONTENTS
 )
+_KNOWN = _ALL | _NOUNS | _PARTICIPLES | _AFTER_PARTICIPLE | _HEAD_NOUNS | _AFTER_HEAD | _VERBS | _WEAK | _KNOW | _BETWEEN
 _ANCHOR = re.compile(
     r"\b(?:about|on|of|regarding|sobre|de|acerca de) (?:me|mi)\b|\b(?:us|our|ours|we|my|this (?:project|repo|"
     r"repository|codebase|app|service|team)|project|repo|repository|codebase|nosotros|nuestr[oa]s?|mis?|proyecto|"
     r"repositorio|codigo|equipo)\b"
 )
-# The computer's memory, not the assistant's.
+# The computer's memory, not the assistant's: words that say so anywhere in the clause, and words that
+# say so only beside the words of the ask ("the memory map", "las paginas de memoria"; not "the same
+# page", "el repo de mapas").
 _MACHINE = re.compile(
-    r"\b(?:free|frees|freeing|allocat\w*|leak\w*|usage|heap|ram|garbage|oom|profil\w*|footprint|barriers?|maps?|"
-    r"mapped|mapping|address\w*|pages?|paging|segments?|bandwidth|libera\w*|reservad[ao]s?|reservar|"
-    r"reserva (?:el|la|un|una)|consumo|fugas?|ocupa|"
-    r"barreras?|mapas?|direccion\w*|paginas?|segmentos?)\b"
+    r"\b(?:allocat\w*|leak\w*|heap|ram|garbage|oom|malloc|valgrind|swap|footprint|\d+ ?(?:[kmgt]i?b|gigs?)|"
+    r"fugas?|consumo|consume|consumes|ocupa)\b"
 )
+_MACHINE_NEAR = re.compile(
+    r"\b(?:free|frees|freeing|usage|profil\w*|barriers?|maps?|mapped|mapping|address\w*|pages?|paging|"
+    r"segments?|bandwidth|libera\w*|reservad[ao]s?|reservar|reserva|barreras?|mapas?|direccion\w*|paginas?|"
+    r"segmentos?|uso)\b"
+)
+NEAR = 3  # words either side of the ask that _MACHINE_NEAR looks at
 # A reminder or an instruction that merely contains the words.
 _REMINDER = re.compile(
-    r"\bremember (?:to|that|not)\b|\bremind (?:me|us) to\b|\b(?:don't|dont|do not) forget\b|"
+    r"\bremember (?:to|that|not)\b|\bremind (?:me|us|yourself) to\b|\b(?:don't|dont|do not) forget\b|"
+    r"\bmake a note\b|\btake (?:a )?note\b|\btoma(?:te)? nota\b|"
+    r"\b(?:for|till|until|by) (?:next time|later|the future|future sessions|tomorrow)\b|\bnext time\b|"
+    r"\bgoing forward\b|\bfrom now on\b|\b(?:so|that) you (?:can|could|will|'ll) (?:recall|remember|use) (?:it|them|this)\b|"
+    r"\bproxima vez\b|\bpara (?:mas )?adelante\b|\bde ahora en adelante\b|\bpara (?:el )?futuro\b|"
+    r"\bpara que (?:lo|la|los|las) (?:tengas|recuerdes|uses)\b|"
     r"\b(?:everything|all) (?:must|should|has to|needs to|goes|is|gets)\b|"
     r"\b(?:recuerda|recorda|acuerdate|acordate|recuerden)(?: de)? (?:que\b|no\b|(?!todo|toda|lo\b)\w+(?:ar|er|ir)\b)|"
     r"\bno (?:te )?olvides\b"
@@ -148,6 +166,20 @@ _ABOUT_WORDS = (  # {w}: the words, escaped
     r"(?:model|llm|modelo) (?:with|con) (?:a |an |un |una )?{w}|{w}(?: of| de)? \d"
 )
 
+
+# An instruction to save, not to recall, that opens the clause ("please store the whole context of ...").
+_SAVE = re.compile(
+    r"(?:(?:please|pls|plz|now|ok|okay|and|also|then|can you|could you|would you|por favor|porfa|ahora|y|tambien) )*"
+    r"(?:store|save|write down|jot down|record|memori[sz]e|guarda|guardate|guardalo|apunta|apuntate|apuntalo|anota|"
+    r"anotate|anotalo|memoriza|memorizate|registra)\b"
+)
+# "... all your saved notes, but please don't": the ask withdrawn later in its sentence.
+_WITHDRAWN = re.compile(r"\b(?:but|pero)\b.*\b(?:don'?t|do not|no lo hagas|no hace falta|no)\b")
+# Key words a typo should not hide ("memroy", "memria", "evrything", "rememebr"): one edit away, same first
+# letter. Words that are one edit from a real word ("context"/"contest") are not among them.
+_TYPO_TARGETS = ("memory", "memories", "memoria", "memorias", "everything", "remember", "remembered", "recuerdos",
+                 "guardado", "almacenado", "almacenada")  # fmt: skip
+_SHORT = {"tdo": "todo", "tod": "todo", "evrythng": "everything", "evthg": "everything", "mem": "memory"}
 
 _ABOUT_THEM = "is in a question about the words themselves"
 _MACHINE_MEMORY = "is about the computer's memory"
@@ -247,8 +279,8 @@ def _by(verdict: Verdict) -> str:
 def _asks(text: str) -> list[tuple[int, int, str, str]]:
     """Each word for "all of it" near a word for the memory, strongest first: (start, end, the
     words, "strong" | "weak" | "know")."""
-    tokens = [(m.start(), m.end(), m.group(0).strip(".'")) for m in _TOKEN.finditer(text)]
-    words = [w if _WORDLIKE.fullmatch(w) else "" for _, _, w in tokens]
+    tokens = [_token(m) for m in _TOKEN.finditer(text)]
+    words = [_spelled(w) if _WORDLIKE.fullmatch(w) else "" for _, _, w in tokens]
     found = []
     for i, word in enumerate(words):
         if word not in _ALL:
@@ -259,7 +291,7 @@ def _asks(text: str) -> list[tuple[int, int, str, str]]:
         for j in range(first, min(len(words), i + WINDOW + 1)):
             strength = _strength(words, j) if j != i else None
             lo, hi = min(i, j), max(i, j)
-            if strength is None or (j > i and word in _AFTER_NOUN):
+            if strength is None or (j > i and word in _AFTER_NOUN and not (i and words[i - 1] in _DUMPS)):
                 continue  # no word for the memory; "el payload completo guardado": completo is the payload's
             if _CLAUSE_END.search(text, tokens[lo][0], tokens[hi][1]):
                 if not _answers(text, tokens, j, i):
@@ -269,6 +301,14 @@ def _asks(text: str) -> list[tuple[int, int, str, str]]:
             found.append((tokens[lo][0], tokens[hi][1], text[tokens[lo][0] : tokens[hi][1]], strength))
     found.sort(key=lambda ask: ("strong", "weak", "know").index(ask[3]))
     return found
+
+
+def _token(match: re.Match[str]) -> tuple[int, int, str]:
+    """A token without the periods and apostrophes around it: "memory." ends before its period."""
+    raw = match.group(0)
+    word = raw.strip(".'")
+    start = match.start() + len(raw) - len(raw.lstrip(".'"))
+    return start, start + len(word), word
 
 
 def _answers(text: str, tokens: list[tuple[int, int, str]], j: int, i: int) -> bool:
@@ -299,12 +339,41 @@ def _strength(words: list[str], j: int) -> str | None:
     word = words[j]
     if word in _NOUNS:
         return "strong"
+    before = words[j - 1] if j else ""
+    if word == "base" and (before == "knowledge" or (words[j + 1 : j + 2] == ["de"] and words[j + 2 : j + 3]
+                                                      and words[j + 2].startswith("conocimiento"))):  # fmt: skip
+        return "strong"  # "the whole knowledge base you keep", "toda la base de conocimiento"
+    if word == "yourself" and before in ("remind", "refresh", "reload"):
+        return "strong"  # "remind yourself of everything we worked out"
     if word in _PARTICIPLES:
         after = words[j + 1] if j + 1 < len(words) else ""
         return "strong" if not after or after in _AFTER_PARTICIPLE else None
     if word in _WEAK:
         return "weak"
     return "know" if word in _KNOW else None
+
+
+def _spelled(word: str) -> str:
+    """The key word a typo stands for ("memroy" -> "memory"), or the word itself."""
+    if word in _SHORT:
+        return _SHORT[word]
+    if len(word) < 5 or word in _KNOWN:
+        return word
+    for target in _TYPO_TARGETS:
+        if target[0] == word[0] and abs(len(target) - len(word)) <= 1 and _one_edit(word, target):
+            return target
+    return word
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """One insertion, deletion, substitution or swap of neighbours turns a into b."""
+    if len(a) == len(b):
+        diff = [k for k in range(len(a)) if a[k] != b[k]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                  and a[diff[1]] == b[diff[0]])  # fmt: skip
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    k = next((k for k in range(len(short)) if short[k] != long[k]), len(short))
+    return short[k:] == long[k + 1 :]
 
 
 def _modifier(text: str, start: int, end: int) -> str | None:
@@ -359,6 +428,13 @@ def _guard(text: str, start: int, end: int, words: str) -> str | None:
         return "is a reminder or an instruction, not an ask"
     if _MACHINE.search(clause):
         return _MACHINE_MEMORY
+    near = " ".join(clause_before.split()[-NEAR:] + [text[start:end]] + text[end : end + 80].split()[:NEAR])
+    if _MACHINE_NEAR.search(near):
+        return _MACHINE_MEMORY
+    if _SAVE.match(clause_before.strip()):
+        return "is an instruction to save, not an ask"
+    if _WITHDRAWN.search(_CLAUSE_END.split(text[end : end + 200])[0]):
+        return "is withdrawn later in the sentence"
     if re.search(_ABOUT_WORDS.replace("{w}", re.escape(words)), clause):  # re caches the compiled form
         return _ABOUT_THEM
     return None
