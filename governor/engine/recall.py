@@ -56,7 +56,8 @@ def _words(text: str) -> frozenset[str]:
 
 # Words for "all of it". Spanish puts some after the noun: "la memoria completa".
 _ALL = _words("everything all whole entire full complete every each todo toda todos todas cada completo completa "
-              "completos completas entero entera enteros enteras totalidad completito completita")  # fmt: skip
+              "completos completas entero entera enteros enteras totalidad completito completita integramente integro "
+              "integra integros integras")  # fmt: skip
 _AFTER_NOUN = _words("completo completa completos completas entero entera enteros enteras completito completita")
 # "el volcado completo de la memoria", "the full dump of your memory": the word for "all" is the dump's,
 # and the dump is of the memory.
@@ -70,7 +71,8 @@ _PARTICIPLES = _words(
     "guardaste guardamos guardo almacenado almacenada almacenados almacenadas anotado anotada anotados anotadas "
     "anotaste registrado registrada registrados registradas recordado recordada recordados recordadas memorizado "
     "memorizada memorizados memorizadas memorizaste apuntado apuntada apuntados apuntadas apuntaste guardando "
-    "apuntando anotando almacenando"
+    "apuntando anotando almacenando learned learnt persisted aprendido aprendida aprendidos aprendidas aprendiste "
+    "aprendimos persistido persistida persistidos persistidas"
 )
 # What a memory holds, by name: "all remembered decisions", "todo el conocimiento guardado".
 _CONTENTS = _words(
@@ -95,7 +97,7 @@ _HEAD_NOUNS = _words("memory memories context history notes memoria memorias con
 _AFTER_HEAD = _words(
     "for of on about from in into to you you've youve we we've i that which so and or please now dump again too "
     "here there with at across over since until before regarding concerning de del sobre en para desde que y o por "
-    "favor ya ahora aca aqui hasta acerca tuya tuyo"
+    "favor ya ahora aca aqui hasta acerca tuya tuyo porfa porfis pls plz xfa asap"
 )
 _VERBS = _words(
     "holds has have contains keeps says covers includes is are was tiene tienen contiene guarda dice es son"
@@ -117,14 +119,16 @@ _BETWEEN = (
         "far already currently previously your our my in on about for there is are it its this these those el la los "
         "las lo un una que de del tu tus su sus nuestro nuestra nuestros nuestras mi mis en has hemos han habia tienes "
         "tengas tenes tiene tenemos hay haya hayas hayamos tuviste me te nos se sobre ya hasta ahora aun and y "
-        "single thing things cosa cosas project repo u ur ya q k ido tenido hecho literally absolutely absolutamente"
+        "single thing things cosa cosas project repo u ur ya q k ido tenido hecho literally absolutely absolutamente "
+        "set collection list lot entries items entradas tenias tenia teniamos tengai tenis"
     )
     | _ALL
     | _CONTENTS
 )
 _KNOWN = _ALL | _NOUNS | _PARTICIPLES | _AFTER_PARTICIPLE | _HEAD_NOUNS | _AFTER_HEAD | _VERBS | _WEAK | _KNOW | _BETWEEN
 _ANCHOR = re.compile(
-    r"\b(?:about|on|of|regarding|sobre|de|acerca de) (?:me|mi)\b|\b(?:us|our|ours|we|my|this (?:project|repo|"
+    r"\b(?:about|on|of|regarding|sobre|de|acerca de) (?:me|mi)\b|\b(?:past|previous|earlier|prior|last) sessions?\b|"
+    r"\bsesion(?:es)? (?:pasadas?|anteriores?|previas?)\b|\b(?:us|our|ours|we|my|this (?:project|repo|"
     r"repository|codebase|app|service|team)|project|repo|repository|codebase|nosotros|nuestr[oa]s?|mis?|proyecto|"
     r"repositorio|codigo|equipo)\b"
 )
@@ -173,6 +177,14 @@ _SAVE = re.compile(
     r"(?:store|save|write down|jot down|record|memori[sz]e|guarda|guardate|guardalo|apunta|apuntate|apuntalo|anota|"
     r"anotate|anotalo|memoriza|memorizate|registra)\b"
 )
+# A question of opinion or design about loading memory, and another agent's memory ("all of its stored
+# memories", "their full context"), are not the user asking for theirs.
+_OPINION = re.compile(
+    r"\b(?:is it|would it be|isn't it|is that) (?:a |an )?(?:good|bad|wise|smart|sensible|terrible|great|better|worse)\b|"
+    r"\bshould (?:an?|the|my|our) (?:agent|assistant|model|llm|bot)s?\b|\bpros (?:and|y) (?:cons|contras)\b|"
+    r"\b(?:es|seria) (?:una )?(?:buena|mala) idea\b|\bventajas y desventajas\b|\bdeberia (?:un|el) (?:agente|asistente|modelo)\b"
+)
+_OTHERS = re.compile(r"\b(?:its|their|theirs|agent's|agents'|model's|bot's|his|her)\b")
 # "... all your saved notes, but please don't": the ask withdrawn later in its sentence.
 _WITHDRAWN = re.compile(r"\b(?:but|pero)\b.*\b(?:don'?t|do not|no lo hagas|no hace falta|no)\b")
 # Key words a typo should not hide ("memroy", "memria", "evrything", "rememebr"): one edit away, same first
@@ -436,5 +448,7 @@ def _guard(text: str, start: int, end: int, words: str) -> str | None:
     if _WITHDRAWN.search(_CLAUSE_END.split(text[end : end + 200])[0]):
         return "is withdrawn later in the sentence"
     if re.search(_ABOUT_WORDS.replace("{w}", re.escape(words)), clause):  # re caches the compiled form
+        return _ABOUT_THEM
+    if _OPINION.search(clause) or _OTHERS.search(" ".join(clause_before.split()[-2:] + [text[start:end]])):
         return _ABOUT_THEM
     return None
