@@ -57,8 +57,9 @@ def _words(text: str) -> frozenset[str]:
 # Words for "all of it". Spanish puts some after the noun: "la memoria completa".
 _ALL = _words("everything all whole entire full complete every each todo toda todos todas cada completo completa "
               "completos completas entero entera enteros enteras totalidad completito completita integramente integro "
-              "integra integros integras")  # fmt: skip
-_AFTER_NOUN = _words("completo completa completos completas entero entera enteros enteras completito completita")
+              "integra integros integras completico completica")  # fmt: skip
+_AFTER_NOUN = _words("completo completa completos completas entero entera enteros enteras completito completita "
+                     "completico completica")
 # "el volcado completo de la memoria", "the full dump of your memory": the word for "all" is the dump's,
 # and the dump is of the memory.
 _DUMPS = _words("volcado dump listado contenido repaso copia historial")
@@ -97,7 +98,7 @@ _HEAD_NOUNS = _words("memory memories context history notes memoria memorias con
 _AFTER_HEAD = _words(
     "for of on about from in into to you you've youve we we've i that which so and or please now dump again too "
     "here there with at across over since until before regarding concerning de del sobre en para desde que y o por "
-    "favor ya ahora aca aqui hasta acerca tuya tuyo porfa porfis pls plz xfa asap"
+    "favor ya ahora aca aqui hasta acerca tuya tuyo porfa porfis pls plz xfa asap store bank"
 )
 _VERBS = _words(
     "holds has have contains keeps says covers includes is are was tiene tienen contiene guarda dice es son"
@@ -120,7 +121,8 @@ _BETWEEN = (
         "las lo un una que de del tu tus su sus nuestro nuestra nuestros nuestras mi mis en has hemos han habia tienes "
         "tengas tenes tiene tenemos hay haya hayas hayamos tuviste me te nos se sobre ya hasta ahora aun and y "
         "single thing things cosa cosas project repo u ur ya q k ido tenido hecho literally absolutely absolutamente "
-        "set collection list lot entries items entradas tenias tenia teniamos tengai tenis"
+        "set collection list lot entries items entradas tenias tenia teniamos tengai tenis tenga tengan contents content "
+        "contenido contenidos almacen"
     )
     | _ALL
     | _CONTENTS
@@ -186,7 +188,22 @@ _OPINION = re.compile(
 )
 _OTHERS = re.compile(r"\b(?:its|their|theirs|agent's|agents'|model's|bot's|his|her)\b")
 # "... all your saved notes, but please don't": the ask withdrawn later in its sentence.
-_WITHDRAWN = re.compile(r"\b(?:but|pero)\b.*\b(?:don'?t|do not|no lo hagas|no hace falta|no)\b")
+_WITHDRAWN = re.compile(
+    r"\b(?:but|pero)\b.*\b(?:don'?t|do not|no lo hagas|no hace falta|no|never ?mind|forget it|olvidalo|mejor no|da igual)\b"
+)
+# A hypothesis, a design discussion or a coding task that contains the words: "if you loaded your entire
+# memory, how much ...", "estamos disenando la herramienta ...", "escribe una funcion que cargue todo ...".
+_NOT_ASKED = re.compile(
+    r"\bif (?:you|i|we|it|an? \w+) (?:\w+ed|were|was|had|could|would)\b|\bwhat if\b|\bimagine\b|\bsuppose\b|"
+    r"\bi was (?:going|about) to\b|\biba a\b|\bpensaba (?:pedir|en)\b|"
+    r"\bsi (?:\w+aras|\w+ases|\w+ieras|\w+ieses|tuvieras|pudieras)\b|\bsupon\w*\b|\bimagina\w*\b|"
+    r"\b(?:we're|we are|i'm|i am|estamos|estoy) (?:designing|building|writing|implementing|disenando|construyendo|"
+    r"escribiendo|implementando)\b|\b(?:antes de|before) (?:volcar|cargar|loading|dumping)\b|"
+    r"\b(?:deberia|should) (?:it |we |i |the tool |la herramienta )?(?:ask|prompt|warn|confirm|pedir|avisar|confirmar)\b|"
+    r"\b(?:write|implement|create|add|code|build|refactor|escribe|implementa|crea|anade|programa) (?:me )?"
+    r"(?:a |an |the |una? |el |la )?(?:\w+ )?(?:function|script|method|class|test|endpoint|query|job|funcion|metodo|"
+    r"clase|consulta|prueba)\b"
+)
 # Key words a typo should not hide ("memroy", "memria", "evrything", "rememebr"): one edit away, same first
 # letter. Words that are one edit from a real word ("context"/"contest") are not among them.
 _TYPO_TARGETS = ("memory", "memories", "memoria", "memorias", "everything", "remember", "remembered", "recuerdos",
@@ -361,6 +378,10 @@ def _strength(words: list[str], j: int) -> str | None:
         after = words[j + 1] if j + 1 < len(words) else ""
         return "strong" if not after or after in _AFTER_PARTICIPLE else None
     if word in _WEAK:
+        # "the notes from our past sessions", "las notas de nuestras sesiones anteriores": the memory itself
+        after = words[j + 1 : j + 5]
+        if after[:1] and after[0] in ("of", "from", "de", "del") and ({"sessions", "sesiones"} & set(after)):
+            return "strong"
         return "weak"
     return "know" if word in _KNOW else None
 
@@ -443,6 +464,8 @@ def _guard(text: str, start: int, end: int, words: str) -> str | None:
     near = " ".join(clause_before.split()[-NEAR:] + [text[start:end]] + text[end : end + 80].split()[:NEAR])
     if _MACHINE_NEAR.search(near):
         return _MACHINE_MEMORY
+    if _NOT_ASKED.search(clause):
+        return "is a hypothesis, a design question or a coding task, not an ask"
     if _SAVE.match(clause_before.strip()):
         return "is an instruction to save, not an ask"
     if _WITHDRAWN.search(_CLAUSE_END.split(text[end : end + 200])[0]):
