@@ -34,12 +34,35 @@ CLASS = "explicit_user_recall"
 WINDOW = 6  # words between the word for "all" and the word for the memory
 ANSWER_WORDS = 6  # "What have you stored? Give me all of it.": the longest such answer
 
+
+class _Lazy:
+    """A pattern compiled when first used: the guards run only on a prompt that asks, and compiling
+    them all would cost every UserPromptSubmit a few milliseconds."""
+
+    __slots__ = ("_compiled", "_pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self._pattern = pattern
+        self._compiled: re.Pattern[str] | None = None
+
+    def _re(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self._pattern)
+        return self._compiled
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self._re().search(text)
+
+    def match(self, text: str) -> re.Match[str] | None:
+        return self._re().match(text)
+
+
 # What a prompt shows rather than says: code, and quoted text.
 _SHOWN = re.compile(
     r"```[\s\S]*?(?:```|\Z)|`[^`\n]{0,500}`|\"[^\"\n]{0,500}\"|“[^”\n]{0,500}”|«[^»\n]{0,500}»"
     r"|(?<!\w)'[^'\n]{0,500}'(?!\w)"
 )
-_NEGATION = re.compile(
+_NEGATION = _Lazy(
     r"\b(?:not|no|never|without|nor|dont|don't|doesnt|doesn't|isnt|isn't|aren't|won't|shouldn't|shouldnt|mustn't|"
     r"can't|cannot|avoid|skip|rather than|instead of|nunca|sin|ni|tampoco|jamas|nada de|evita|evitar)\b"
 )
@@ -58,8 +81,9 @@ def _words(text: str) -> frozenset[str]:
 _ALL = _words("everything all whole entire full complete every each todo toda todos todas cada completo completa "
               "completos completas entero entera enteros enteras totalidad completito completita integramente integro "
               "integra integros integras completico completica")  # fmt: skip
-_AFTER_NOUN = _words("completo completa completos completas entero entera enteros enteras completito completita "
-                     "completico completica")
+_AFTER_NOUN = _words(
+    "completo completa completos completas entero entera enteros enteras completito completita completico completica"
+)
 # "el volcado completo de la memoria", "the full dump of your memory": the word for "all" is the dump's,
 # and the dump is of the memory.
 _DUMPS = _words("volcado dump listado contenido repaso copia historial")
@@ -127,8 +151,10 @@ _BETWEEN = (
     | _ALL
     | _CONTENTS
 )
-_KNOWN = _ALL | _NOUNS | _PARTICIPLES | _AFTER_PARTICIPLE | _HEAD_NOUNS | _AFTER_HEAD | _VERBS | _WEAK | _KNOW | _BETWEEN
-_ANCHOR = re.compile(
+_KNOWN = (
+    _ALL | _NOUNS | _PARTICIPLES | _AFTER_PARTICIPLE | _HEAD_NOUNS | _AFTER_HEAD | _VERBS | _WEAK | _KNOW | _BETWEEN
+)
+_ANCHOR = _Lazy(
     r"\b(?:about|on|of|regarding|sobre|de|acerca de) (?:me|mi)\b|\b(?:past|previous|earlier|prior|last) sessions?\b|"
     r"\bsesion(?:es)? (?:pasadas?|anteriores?|previas?)\b|\b(?:us|our|ours|we|my|this (?:project|repo|"
     r"repository|codebase|app|service|team)|project|repo|repository|codebase|nosotros|nuestr[oa]s?|mis?|proyecto|"
@@ -137,18 +163,18 @@ _ANCHOR = re.compile(
 # The computer's memory, not the assistant's: words that say so anywhere in the clause, and words that
 # say so only beside the words of the ask ("the memory map", "las paginas de memoria"; not "the same
 # page", "el repo de mapas").
-_MACHINE = re.compile(
+_MACHINE = _Lazy(
     r"\b(?:allocat\w*|leak\w*|heap|ram|garbage|oom|malloc|valgrind|swap|footprint|\d+ ?(?:[kmgt]i?b|gigs?)|"
     r"fugas?|consumo|consume|consumes|ocupa)\b"
 )
-_MACHINE_NEAR = re.compile(
+_MACHINE_NEAR = _Lazy(
     r"\b(?:free|frees|freeing|usage|profil\w*|barriers?|maps?|mapped|mapping|address\w*|pages?|paging|"
     r"segments?|bandwidth|libera\w*|reservad[ao]s?|reservar|reserva|barreras?|mapas?|direccion\w*|paginas?|"
     r"segmentos?|uso)\b"
 )
 NEAR = 3  # words either side of the ask that _MACHINE_NEAR looks at
 # A reminder or an instruction that merely contains the words.
-_REMINDER = re.compile(
+_REMINDER = _Lazy(
     r"\bremember (?:to|that|not)\b|\bremind (?:me|us|yourself) to\b|\b(?:don't|dont|do not) forget\b|"
     r"\bmake a note\b|\btake (?:a )?note\b|\btoma(?:te)? nota\b|"
     r"\b(?:for|till|until|by) (?:next time|later|the future|future sessions|tomorrow)\b|\bnext time\b|"
@@ -174,29 +200,29 @@ _ABOUT_WORDS = (  # {w}: the words, escaped
 
 
 # An instruction to save, not to recall, that opens the clause ("please store the whole context of ...").
-_SAVE = re.compile(
+_SAVE = _Lazy(
     r"(?:(?:please|pls|plz|now|ok|okay|and|also|then|can you|could you|would you|por favor|porfa|ahora|y|tambien) )*"
     r"(?:store|save|write down|jot down|record|memori[sz]e|guarda|guardate|guardalo|apunta|apuntate|apuntalo|anota|"
     r"anotate|anotalo|memoriza|memorizate|registra)\b"
 )
 # A question of opinion or design about loading memory, and another agent's memory ("all of its stored
 # memories", "their full context"), are not the user asking for theirs.
-_OPINION = re.compile(
+_OPINION = _Lazy(
     r"\b(?:is it|would it be|isn't it|is that) (?:a |an )?(?:good|bad|wise|smart|sensible|terrible|great|better|worse)\b|"
     r"\bshould (?:an?|the|my|our) (?:agent|assistant|model|llm|bot)s?\b|\bpros (?:and|y) (?:cons|contras)\b|"
     r"\b(?:es|seria) (?:una )?(?:buena|mala) idea\b|\bventajas y desventajas\b|\bdeberia (?:un|el) (?:agente|asistente|modelo)\b"
 )
-_OTHERS = re.compile(r"\b(?:its|their|theirs|agent's|agents'|model's|bot's|his|her)\b")
+_OTHERS = _Lazy(r"\b(?:its|their|theirs|agent's|agents'|model's|bot's|his|her)\b")
 # "... all your saved notes, but please don't": the ask withdrawn later in its sentence.
-_WITHDRAWN = re.compile(
+_WITHDRAWN = _Lazy(
     r"\b(?:but|pero)\b.*\b(?:don'?t|do not|no lo hagas|no hace falta|no|never ?mind|forget it|olvidalo|mejor no|da igual)\b"
 )
 # A hypothesis, a design discussion or a coding task that contains the words: "if you loaded your entire
 # memory, how much ...", "estamos disenando la herramienta ...", "escribe una funcion que cargue todo ...".
-_NOT_ASKED = re.compile(
+_NOT_ASKED = _Lazy(
     r"\bif (?:you|i|we|it|an? \w+) (?:\w+ed|were|was|had|could|would)\b|\bwhat if\b|\bimagine\b|\bsuppose\b|"
     r"\bi was (?:going|about) to\b|\biba a\b|\bpensaba (?:pedir|en)\b|"
-    r"\bsi (?:\w+aras|\w+ases|\w+ieras|\w+ieses|tuvieras|pudieras)\b|\bsupon\w*\b|\bimagina\w*\b|"
+    r"\bsi \w+(?:aras|ases|ieras|ieses)\b|\bsupon\w*\b|\bimagina\w*\b|"
     r"\b(?:we're|we are|i'm|i am|estamos|estoy) (?:designing|building|writing|implementing|disenando|construyendo|"
     r"escribiendo|implementando)\b|\b(?:antes de|before) (?:volcar|cargar|loading|dumping)\b|"
     r"\b(?:deberia|should) (?:it |we |i |the tool |la herramienta )?(?:ask|prompt|warn|confirm|pedir|avisar|confirmar)\b|"
@@ -379,8 +405,8 @@ def _strength(words: list[str], j: int) -> str | None:
         return "strong" if not after or after in _AFTER_PARTICIPLE else None
     if word in _WEAK:
         # "the notes from our past sessions", "las notas de nuestras sesiones anteriores": the memory itself
-        after = words[j + 1 : j + 5]
-        if after[:1] and after[0] in ("of", "from", "de", "del") and ({"sessions", "sesiones"} & set(after)):
+        following = words[j + 1 : j + 5]
+        if following[:1] and following[0] in ("of", "from", "de", "del") and {"sessions", "sesiones"} & set(following):
             return "strong"
         return "weak"
     return "know" if word in _KNOW else None
@@ -461,7 +487,7 @@ def _guard(text: str, start: int, end: int, words: str) -> str | None:
         return "is a reminder or an instruction, not an ask"
     if _MACHINE.search(clause):
         return _MACHINE_MEMORY
-    near = " ".join(clause_before.split()[-NEAR:] + [text[start:end]] + text[end : end + 80].split()[:NEAR])
+    near = " ".join([*clause_before.split()[-NEAR:], text[start:end], *text[end : end + 80].split()[:NEAR]])
     if _MACHINE_NEAR.search(near):
         return _MACHINE_MEMORY
     if _NOT_ASKED.search(clause):
@@ -472,6 +498,6 @@ def _guard(text: str, start: int, end: int, words: str) -> str | None:
         return "is withdrawn later in the sentence"
     if re.search(_ABOUT_WORDS.replace("{w}", re.escape(words)), clause):  # re caches the compiled form
         return _ABOUT_THEM
-    if _OPINION.search(clause) or _OTHERS.search(" ".join(clause_before.split()[-2:] + [text[start:end]])):
+    if _OPINION.search(clause) or _OTHERS.search(" ".join([*clause_before.split()[-2:], text[start:end]])):
         return _ABOUT_THEM
     return None
