@@ -32,6 +32,7 @@ from governor.engine.classify import HEAD, TAIL, Verdict, strip_accents
 
 CLASS = "explicit_user_recall"
 WINDOW = 6  # words between the word for "all" and the word for the memory
+WIDE = 15  # the same, within one clause, when the memory need is explicit_user_recall too
 ANSWER_WORDS = 6  # "What have you stored? Give me all of it.": the longest such answer
 
 
@@ -86,6 +87,7 @@ _AFTER_NOUN = _words(
 )
 # "el volcado completo de la memoria", "the full dump of your memory": the word for "all" is the dump's,
 # and the dump is of the memory.
+_ARTICLES = _words("la el los las tu tus su sus")  # "imprime entera la memoria guardada"
 _DUMPS = _words("volcado dump listado contenido repaso copia historial")
 # Words for the memory itself: enough with a word for "all" ("everything stored", "toda la memoria").
 _NOUNS = _words("memory memories memoria memorias recuerdos")
@@ -96,7 +98,8 @@ _PARTICIPLES = _words(
     "guardaste guardamos guardo almacenado almacenada almacenados almacenadas anotado anotada anotados anotadas "
     "anotaste registrado registrada registrados registradas recordado recordada recordados recordadas memorizado "
     "memorizada memorizados memorizadas memorizaste apuntado apuntada apuntados apuntadas apuntaste guardando "
-    "apuntando anotando almacenando learned learnt persisted aprendido aprendida aprendidos aprendidas aprendiste "
+    "apuntando anotando almacenando accumulated gathered collected stashed squirreled hoarded amassed acumulado "
+    "acumulada acumulados acumuladas acumulaste recopilado recopilada recopilados recopilaste learned learnt persisted aprendido aprendida aprendidos aprendidas aprendiste "
     "aprendimos persistido persistida persistidos persistidas"
 )
 # What a memory holds, by name: "all remembered decisions", "todo el conocimiento guardado".
@@ -146,7 +149,7 @@ _BETWEEN = (
         "tengas tenes tiene tenemos hay haya hayas hayamos tuviste me te nos se sobre ya hasta ahora aun and y "
         "single thing things cosa cosas project repo u ur ya q k ido tenido hecho literally absolutely absolutamente "
         "set collection list lot entries items entradas tenias tenia teniamos tengai tenis tenga tengan contents content "
-        "contenido contenidos almacen"
+        "contenido contenidos almacen inventory brain dump works"
     )
     | _ALL
     | _CONTENTS
@@ -292,6 +295,12 @@ def asks_for_everything(prompt: str, phrases: list[str], verdict: Verdict) -> Re
             return Recall(True, f'asks for all of it ("{words}") and the memory need is {CLASS} ({_by(verdict)})',
                           words)  # fmt: skip
         ask = ask or words
+    if verdict.need == CLASS:
+        for start, end, words in _wide_asks(text):
+            guard = _guard(text, start, end, words) or _modifier(text, start, end)
+            if guard is None:
+                return Recall(True, f'asks for all of it ("{words}") and the memory need is {CLASS} ({_by(verdict)})',
+                              words)  # fmt: skip
     if ask is not None:
         refused = refused or f'"{ask}" is said, but the memory need is {verdict.need} ({_by(verdict)}), not {CLASS}'
     answer = Recall(False, refused or "no phrase of the policy, and no ask for everything remembered")
@@ -346,7 +355,10 @@ def _asks(text: str) -> list[tuple[int, int, str, str]]:
         for j in range(first, min(len(words), i + WINDOW + 1)):
             strength = _strength(words, j) if j != i else None
             lo, hi = min(i, j), max(i, j)
-            if strength is None or (j > i and word in _AFTER_NOUN and not (i and words[i - 1] in _DUMPS)):
+            before_noun = j == i + 2 and words[i + 1] in _ARTICLES and strength == "strong"
+            if strength is None or (
+                j > i and word in _AFTER_NOUN and not (i and words[i - 1] in _DUMPS) and not before_noun
+            ):
                 continue  # no word for the memory; "el payload completo guardado": completo is the payload's
             if _CLAUSE_END.search(text, tokens[lo][0], tokens[hi][1]):
                 if not _answers(text, tokens, j, i):
@@ -364,6 +376,25 @@ def _token(match: re.Match[str]) -> tuple[int, int, str]:
     word = raw.strip(".'")
     start = match.start() + len(raw) - len(raw.lstrip(".'"))
     return start, start + len(word), word
+
+
+def _wide_asks(text: str) -> list[tuple[int, int, str]]:
+    """A word for "all of it" and a noun that can only mean the memory (memory, recuerdos; not
+    context or notes) within WIDE words of one clause, whatever stands between: "go into
+    your long term memory thing for this project and just spit out literally everything in there"."""
+    tokens = [_token(m) for m in _TOKEN.finditer(text)]
+    words = [_spelled(w) if _WORDLIKE.fullmatch(w) else "" for _, _, w in tokens]
+    found = []
+    for i, word in enumerate(words):
+        if word not in _ALL or word in _AFTER_NOUN:  # "el contenedor entero ... por memoria": the container's
+            continue
+        for j in range(max(0, i - WIDE), min(len(words), i + WIDE + 1)):
+            if j == i or words[j] not in _NOUNS:  # a participle needs its neighbours: "las busquedas guardadas"
+                continue
+            lo, hi = min(i, j), max(i, j)
+            if not _CLAUSE_END.search(text, tokens[lo][0], tokens[hi][1]):
+                found.append((tokens[lo][0], tokens[hi][1], text[tokens[lo][0] : tokens[hi][1]]))
+    return found
 
 
 def _answers(text: str, tokens: list[tuple[int, int, str]], j: int, i: int) -> bool:
