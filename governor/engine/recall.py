@@ -65,7 +65,8 @@ _SHOWN = re.compile(
 )
 _NEGATION = _Lazy(
     r"\b(?:not|no|never|without|nor|dont|don't|doesnt|doesn't|isnt|isn't|aren't|won't|shouldn't|shouldnt|mustn't|"
-    r"can't|cannot|avoid|skip|rather than|instead of|nunca|sin|ni|tampoco|jamas|nada de|evita|evitar)\b"
+    r"can't|cannot|avoid|skip|rather than|instead of|nunca|sin|ni|tampoco|jamas|nada de|evita|evitar|saltate|salta|"
+    r"saltar|saltarse|omite|omitir|pasa de)\b"
 )
 _CLAUSE_END = re.compile(r"[.!?;:\n]")
 _SPACES = re.compile(r"[^\S\n]+")
@@ -114,7 +115,7 @@ _AFTER_PARTICIPLE = (
         "context notes memories memory history knowledge observation observations entries about on in from for of so by "
         "over during since across until up these this last regarding concerning contexto notas memoria memorias historial recuerdos "
         "observacion observaciones entradas sobre de del en desde por para hasta durante estos estas este esta tu "
-        "usted vos ustedes"
+        "usted vos ustedes stuff things info information cosas informacion"
     )
 )
 # A noun for the memory is the thing asked for only when nothing but these follows it ("the full memory
@@ -173,12 +174,13 @@ _MACHINE = _Lazy(
 _MACHINE_NEAR = _Lazy(
     r"\b(?:free|frees|freeing|usage|profil\w*|barriers?|maps?|mapped|mapping|address\w*|pages?|paging|"
     r"segments?|bandwidth|libera\w*|reservad[ao]s?|reservar|reserva|barreras?|mapas?|direccion\w*|paginas?|"
-    r"segmentos?|uso)\b"
+    r"segmentos?|uso|objects?|buffers?|arrays?|variables?|threads?|process|processes|objetos?|procesos?|hilos?)\b"
 )
 NEAR = 3  # words either side of the ask that _MACHINE_NEAR looks at
 # A reminder or an instruction that merely contains the words.
 _REMINDER = _Lazy(
-    r"\bremember (?:to|that|not)\b|\bremind (?:me|us|yourself) to\b|\b(?:don't|dont|do not) forget\b|"
+    r"\bremember (?:to|that|not)\b|\bremind (?:me|us|yourself)(?: \w+){0,3} to\b|"
+    r"\brecuerdame (?:manana|luego|mas tarde|el (?:lunes|martes|miercoles|jueves|viernes|sabado|domingo))\b|\b(?:don't|dont|do not) forget\b|"
     r"\bmake a note\b|\btake (?:a )?note\b|\btoma(?:te)? nota\b|"
     r"\b(?:for|till|until|by) (?:next time|later|the future|future sessions|tomorrow)\b|\bnext time\b|"
     r"\bgoing forward\b|\bfrom now on\b|\b(?:so|that) you (?:can|could|will|'ll) (?:recall|remember|use) (?:it|them|this)\b|"
@@ -213,7 +215,22 @@ _SAVE = _Lazy(
 _OPINION = _Lazy(
     r"\b(?:is it|would it be|isn't it|is that) (?:a |an )?(?:good|bad|wise|smart|sensible|terrible|great|better|worse)\b|"
     r"\bshould (?:an?|the|my|our) (?:agent|assistant|model|llm|bot)s?\b|\bpros (?:and|y) (?:cons|contras)\b|"
+    r"\bhow (?:does|do|is|are) (?:your|the|its|their|an?) [\w' -]{0,30}\b(?:memory|memories|context|store)\b"
+    r"[\w' -]{0,20}\b(?:work|works|organi[sz]ed|structured)\b|"
+    r"\bcomo (?:funciona|se organiza)n? (?:tu |la |su |el |vuestra )?(?:memoria|contexto|almacen)\b|"
+    r"\b(?:do|does|did) you (?:store|keep|save|record|remember)\b.*\bor (?:only|just)\b|"
+    r"\b(?:guardas|almacenas|recuerdas|guardan) (?:todo|toda)\b.*\bo (?:solo|solamente)\b|"
     r"\b(?:es|seria) (?:una )?(?:buena|mala) idea\b|\bventajas y desventajas\b|\bdeberia (?:un|el) (?:agente|asistente|modelo)\b"
+)
+# What the words name when another thing stands beside them: "the full history of this branch".
+_OTHER_THING = _Lazy(
+    r"\b(?:branch|branches|commits?|git|rama|ramas|browser|navegador|shell|terminal|file|archivo|fichero|table|"
+    r"tabla|database|spreadsheet|hoja)\b"
+)
+# Verbs that destroy or rewrite what they name: "wipe the full history", "borra todo el historial".
+_UNDOING = _Lazy(
+    r"\b(?:wipe|delete|clear|erase|purge|remove|drop|reset|rewrite|squash|truncate|borra|borrar|elimina|eliminar|"
+    r"limpia|limpiar|vacia|vaciar|resetea|reescribe)\b"
 )
 _OTHERS = _Lazy(r"\b(?:its|their|theirs|agent's|agents'|model's|bot's|his|her)\b")
 # "... all your saved notes, but please don't": the ask withdrawn later in its sentence.
@@ -521,6 +538,8 @@ def _guard(text: str, start: int, end: int, words: str) -> str | None:
     near = " ".join([*clause_before.split()[-NEAR:], text[start:end], *text[end : end + 80].split()[:NEAR]])
     if _MACHINE_NEAR.search(near):
         return _MACHINE_MEMORY
+    if _UNDOING.search(" ".join(clause_before.split()[-WINDOW:])) or _OTHER_THING.search(near):
+        return "names another thing, or undoes it"
     if _NOT_ASKED.search(clause):
         return "is a hypothesis, a design question or a coding task, not an ask"
     if _SAVE.match(clause_before.strip()):
