@@ -66,9 +66,10 @@ _SHOWN = re.compile(
 _NEGATION = _Lazy(
     r"\b(?:not|no|never|without|nor|dont|don't|doesnt|doesn't|isnt|isn't|aren't|won't|shouldn't|shouldnt|mustn't|"
     r"can't|cannot|avoid|skip|rather than|instead of|nunca|sin|ni|tampoco|jamas|nada de|evita|evitar|saltate|salta|"
-    r"saltar|saltarse|omite|omitir|pasa de)\b"
+    r"saltar|saltarse|omite|omitir|pasa de|hold off|no ahora|not now|not yet|todavia no|aun no)\b"
 )
 _CLAUSE_END = re.compile(r"[.!?;:\n]")
+_SENTENCE_END = re.compile(r"[.!?\n]")
 _SPACES = re.compile(r"[^\S\n]+")
 # A token of the prompt; a word is one made of letters only (`full_memory.py`, `--all-context` are not).
 _TOKEN = re.compile(r"[^\s,;:!?¿¡()\[\]{}]+")
@@ -89,7 +90,7 @@ _AFTER_NOUN = _words(
 # "el volcado completo de la memoria", "the full dump of your memory": the word for "all" is the dump's,
 # and the dump is of the memory.
 _ARTICLES = _words("la el los las tu tus su sus")  # "imprime entera la memoria guardada"
-_DUMPS = _words("volcado dump listado contenido repaso copia historial")
+_DUMPS = _words("volcado dump listado contenido repaso copia historial conjunto")
 # Words for the memory itself: enough with a word for "all" ("everything stored", "toda la memoria").
 _NOUNS = _words("memory memories memoria memorias recuerdos")
 # Of these a participle counts when it ends the ask or a word for memory or a preposition follows it
@@ -150,7 +151,7 @@ _BETWEEN = (
         "tengas tenes tiene tenemos hay haya hayas hayamos tuviste me te nos se sobre ya hasta ahora aun and y "
         "single thing things cosa cosas project repo u ur ya q k ido tenido hecho literally absolutely absolutamente "
         "set collection list lot entries items entradas tenias tenia teniamos tengai tenis tenga tengan contents content "
-        "contenido contenidos almacen inventory brain dump works"
+        "contenido contenidos almacen inventory brain dump works readout rundown overview"
     )
     | _ALL
     | _CONTENTS
@@ -231,6 +232,20 @@ _OTHER_THING = _Lazy(
 _UNDOING = _Lazy(
     r"\b(?:wipe|delete|clear|erase|purge|remove|drop|reset|rewrite|squash|truncate|borra|borrar|elimina|eliminar|"
     r"limpia|limpiar|vacia|vaciar|resetea|reescribe)\b"
+)
+# A question asks for the memory only in the forms a request takes ("can you load ...?", "what have you
+# saved ...?", "¿me pasas ...?"); any other question with the words is about them ("what happens to your
+# context window if the full project memory is bigger than it?", "should a tool that injects all saved
+# memories be opt-in?").
+_REQUEST_FORM = _Lazy(
+    r"\b(?:can|could|would|will|wont|won't|wouldn't|may|might) (?:you|u|ya)\b|\bwould you mind\b|\bany chance\b|"
+    r"\bwhat (?:have|do|did|else) (?:you|u)\b|\bwhat(?:'s| is) (?:in|stored|saved|kept)\b|\bhow about\b|"
+    r"\bwhy don'?t you\b|\bmind (?:\w+ing)\b|\bis there (?:any )?way\b|\bis it possible\b|\bare you able\b|"
+    r"\bdo you mind\b|\bes posible\b|"
+    r"\b(?:puedes|puede|pueden|podrias|podria|podrian|podes|quieres|querrias|te importa|le importa|seria (?:tan amable|"
+    r"posible))\b|\b(?:me|nos) (?:das|da|pasas|pasa|pasan|muestras|muestra|traes|trae|cargas|carga|ensenas|lees|"
+    r"recuerdas|haces|sacas|dices|cuentas|repasas|listas|echas|tiras|compartes|comparte|mandas|envias|ensenas)\b|\bque (?:tienes|tiene|tenes|has|ha|recuerdas|"
+    r"recuerda|sabes|sabe|guardaste|guardo|tenias|hay)\b"
 )
 _OTHERS = _Lazy(r"\b(?:its|their|theirs|agent's|agents'|model's|bot's|his|her)\b")
 # "... all your saved notes, but please don't": the ask withdrawn later in its sentence.
@@ -380,7 +395,10 @@ def _asks(text: str) -> list[tuple[int, int, str, str]]:
             if _CLAUSE_END.search(text, tokens[lo][0], tokens[hi][1]):
                 if not _answers(text, tokens, j, i):
                     continue  # the two words are in different sentences
-            elif not all(w in _BETWEEN or _strength(words, k) for k, w in enumerate(words[lo + 1 : hi], lo + 1)):
+            elif not all(
+                w in _BETWEEN or w in _PARTICIPLES or _strength(words, k)
+                for k, w in enumerate(words[lo + 1 : hi], lo + 1)
+            ):
                 continue  # "all stored procedures", "the whole app runs out of memory": "all" is another thing's
             found.append((tokens[lo][0], tokens[hi][1], text[tokens[lo][0] : tokens[hi][1]], strength))
     found.sort(key=lambda ask: ("strong", "weak", "know").index(ask[3]))
@@ -524,6 +542,15 @@ def _clause_around(text: str, start: int, end: int) -> str:
     return before + text[start:end] + after
 
 
+def _questioned(text: str, start: int, end: int) -> bool:
+    """Whether the words are in a question that is not in a request's form."""
+    stop = _CLAUSE_END.search(text, end)
+    if stop is None or stop.group(0) != "?":
+        return False
+    opening = _SENTENCE_END.split(text[max(0, start - 300) : start])[-1]
+    return not _REQUEST_FORM.search(opening + text[start:end])
+
+
 def _guard(text: str, start: int, end: int, words: str) -> str | None:
     """Why the words at text[start:end] are no ask for the memory, or None."""
     clause_before = _CLAUSE_END.split(text[max(0, start - 120) : start])[-1]
@@ -538,7 +565,7 @@ def _guard(text: str, start: int, end: int, words: str) -> str | None:
     near = " ".join([*clause_before.split()[-NEAR:], text[start:end], *text[end : end + 80].split()[:NEAR]])
     if _MACHINE_NEAR.search(near):
         return _MACHINE_MEMORY
-    if _UNDOING.search(" ".join(clause_before.split()[-WINDOW:])) or _OTHER_THING.search(near):
+    if _UNDOING.search(" ".join(clause_before.split()[-3:])) or _OTHER_THING.search(near):
         return "names another thing, or undoes it"
     if _NOT_ASKED.search(clause):
         return "is a hypothesis, a design question or a coding task, not an ask"
@@ -548,6 +575,8 @@ def _guard(text: str, start: int, end: int, words: str) -> str | None:
         return "is withdrawn later in the sentence"
     if re.search(_ABOUT_WORDS.replace("{w}", re.escape(words)), clause):  # re caches the compiled form
         return _ABOUT_THEM
+    if _questioned(text, start, end):
+        return "is in a question that asks nothing of the memory"
     if _OPINION.search(clause) or _OTHERS.search(" ".join([*clause_before.split()[-2:], text[start:end]])):
         return _ABOUT_THEM
     return None
