@@ -83,7 +83,7 @@ def _words(text: str) -> frozenset[str]:
 # Words for "all of it". Spanish puts some after the noun: "la memoria completa".
 _ALL = _words("everything all whole entire full complete every each todo toda todos todas cada completo completa "
               "completos completas entero entera enteros enteras totalidad completito completita integramente integro "
-              "integra integros integras completico completica")  # fmt: skip
+              "integra integros integras completico completica entirety")  # fmt: skip
 _AFTER_NOUN = _words(
     "completo completa completos completas entero entera enteros enteras completito completita completico completica"
 )
@@ -116,7 +116,7 @@ _AFTER_PARTICIPLE = (
         "context notes memories memory history knowledge observation observations entries about on in from for of so by "
         "over during since across until up these this last regarding concerning contexto notas memoria memorias historial recuerdos "
         "observacion observaciones entradas sobre de del en desde por para hasta durante estos estas este esta tu "
-        "usted vos ustedes stuff things info information cosas informacion"
+        "usted vos ustedes stuff things info information cosas informacion abt bout"
     )
 )
 # A noun for the memory is the thing asked for only when nothing but these follows it ("the full memory
@@ -151,7 +151,7 @@ _BETWEEN = (
         "tengas tenes tiene tenemos hay haya hayas hayamos tuviste me te nos se sobre ya hasta ahora aun and y "
         "single thing things cosa cosas project repo u ur ya q k ido tenido hecho literally absolutely absolutamente "
         "set collection list lot entries items entradas tenias tenia teniamos tengai tenis tenga tengan contents content "
-        "contenido contenidos almacen inventory brain dump works readout rundown overview"
+        "contenido contenidos almacen inventory brain dump works readout rundown overview stuff info"
     )
     | _ALL
     | _CONTENTS
@@ -209,7 +209,8 @@ _ABOUT_WORDS = (  # {w}: the words, escaped
 _SAVE = _Lazy(
     r"(?:(?:please|pls|plz|now|ok|okay|and|also|then|can you|could you|would you|por favor|porfa|ahora|y|tambien) )*"
     r"(?:store|save|write down|jot down|record|memori[sz]e|guarda|guardate|guardalo|apunta|apuntate|apuntalo|anota|"
-    r"anotate|anotalo|memoriza|memorizate|registra)\b"
+    r"anotate|anotalo|memoriza|memorizate|registra|(?:add|put|agrega|agregale|anade|anadele|mete|pon|incluye|suma)"
+    r"(?: this| esto| eso)? (?:to|in|into|a|en) (?:your|tu|la|the) (?:memory|memoria))\b"
 )
 # A question of opinion or design about loading memory, and another agent's memory ("all of its stored
 # memories", "their full context"), are not the user asking for theirs.
@@ -226,7 +227,7 @@ _OPINION = _Lazy(
 # What the words name when another thing stands beside them: "the full history of this branch".
 _OTHER_THING = _Lazy(
     r"\b(?:branch|branches|commits?|git|rama|ramas|browser|navegador|shell|terminal|file|archivo|fichero|table|"
-    r"tabla|database|spreadsheet|hoja)\b"
+    r"tabla|database|spreadsheet|hoja|form|forms|formulario|formularios|localstorage|sessionstorage|cookies?|redux)\b"
 )
 # Verbs that destroy or rewrite what they name: "wipe the full history", "borra todo el historial".
 _UNDOING = _Lazy(
@@ -242,7 +243,7 @@ _REQUEST_FORM = _Lazy(
     r"\bwhat (?:have|do|did|else) (?:you|u)\b|\bwhat(?:'s| is) (?:in|stored|saved|kept)\b|\bhow about\b|"
     r"\bwhy don'?t you\b|\bmind (?:\w+ing)\b|\bis there (?:any )?way\b|\bis it possible\b|\bare you able\b|"
     r"\bdo you mind\b|\bes posible\b|"
-    r"\b(?:puedes|puede|pueden|podrias|podria|podrian|podes|quieres|querrias|te importa|le importa|seria (?:tan amable|"
+    r"\b(?:puedes|puede|pueden|podrias|podria|podrian|podes|podis|podei|quieres|querrias|te importa|le importa|seria (?:tan amable|"
     r"posible))\b|\b(?:me|nos) (?:das|da|pasas|pasa|pasan|muestras|muestra|traes|trae|cargas|carga|ensenas|lees|"
     r"recuerdas|haces|sacas|dices|cuentas|repasas|listas|echas|tiras|compartes|comparte|mandas|envias|ensenas)\b|\bque (?:tienes|tiene|tenes|has|ha|recuerdas|"
     r"recuerda|sabes|sabe|guardaste|guardo|tenias|hay)\b"
@@ -257,6 +258,7 @@ _WITHDRAWN = _Lazy(
 _NOT_ASKED = _Lazy(
     r"\bif (?:you|i|we|it|an? \w+) (?:\w+ed|were|was|had|could|would)\b|\bwhat if\b|\bimagine\b|\bsuppose\b|"
     r"\bi was (?:going|about) to\b|\biba a\b|\bpensaba (?:pedir|en)\b|"
+    r"\b(?:para que|so that|so it) (?:\w+ )?(?:guarde|cargue|almacene|restaure|saves?|stores?|loads?|keeps?|restores?)\b|"
     r"\bsi \w+(?:aras|ases|ieras|ieses)\b|\bsupon\w*\b|\bimagina\w*\b|"
     r"\b(?:we're|we are|i'm|i am|estamos|estoy) (?:designing|building|writing|implementing|disenando|construyendo|"
     r"escribiendo|implementando)\b|\b(?:antes de|before) (?:volcar|cargar|loading|dumping)\b|"
@@ -569,7 +571,7 @@ def _guard(text: str, start: int, end: int, words: str) -> str | None:
         return "names another thing, or undoes it"
     if _NOT_ASKED.search(clause):
         return "is a hypothesis, a design question or a coding task, not an ask"
-    if _SAVE.match(clause_before.strip()):
+    if _SAVE.match(clause.strip()):
         return "is an instruction to save, not an ask"
     if _WITHDRAWN.search(_CLAUSE_END.split(text[end : end + 200])[0]):
         return "is withdrawn later in the sentence"
