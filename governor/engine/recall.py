@@ -127,7 +127,7 @@ _HEAD_NOUNS = _words("memory memories context history notes memoria memorias con
 _AFTER_HEAD = _words(
     "for of on about from in into to you you've youve we we've i that which so and or please now dump again too "
     "here there with at across over since until before regarding concerning de del sobre en para desde que y o por "
-    "favor ya ahora aca aqui hasta acerca tuya tuyo porfa porfis pls plz xfa asap store bank"
+    "favor ya ahora aca aqui hasta acerca tuya tuyo porfa porfis pls plz xfa asap store bank dl d"
 )
 _VERBS = _words(
     "holds has have contains keeps says covers includes is are was tiene tienen contiene guarda dice es son"
@@ -151,7 +151,7 @@ _BETWEEN = (
         "tengas tenes tiene tenemos hay haya hayas hayamos tuviste me te nos se sobre ya hasta ahora aun and y "
         "single thing things cosa cosas project repo u ur ya q k ido tenido hecho literally absolutely absolutamente "
         "set collection list lot entries items entradas tenias tenia teniamos tengai tenis tenga tengan contents content "
-        "contenido contenidos almacen inventory brain dump works readout rundown overview stuff info"
+        "contenido contenidos almacen inventory brain dump works readout rundown overview stuff info informacion"
     )
     | _ALL
     | _CONTENTS
@@ -256,7 +256,7 @@ _WITHDRAWN = _Lazy(
 # A hypothesis, a design discussion or a coding task that contains the words: "if you loaded your entire
 # memory, how much ...", "estamos disenando la herramienta ...", "escribe una funcion que cargue todo ...".
 _NOT_ASKED = _Lazy(
-    r"\bif (?:you|i|we|it|an? \w+) (?:\w+ed|were|was|had|could|would)\b|\bwhat if\b|\bimagine\b|\bsuppose\b|"
+    r"\bif (?:you|i|we|it|an? \w+) (?:\w+ed|were|was|had)\b|\bwhat if\b|\bimagine\b|\bsuppose\b|"
     r"\bi was (?:going|about) to\b|\biba a\b|\bpensaba (?:pedir|en)\b|"
     r"\b(?:para que|so that|so it) (?:\w+ )?(?:guarde|cargue|almacene|restaure|saves?|stores?|loads?|keeps?|restores?)\b|"
     r"\bsi \w+(?:aras|ases|ieras|ieses)\b|\bsupon\w*\b|\bimagina\w*\b|"
@@ -272,6 +272,9 @@ _NOT_ASKED = _Lazy(
 _TYPO_TARGETS = ("memory", "memories", "memoria", "memorias", "everything", "remember", "remembered", "recuerdos",
                  "guardado", "almacenado", "almacenada")  # fmt: skip
 _SHORT = {"tdo": "todo", "tod": "todo", "evrythng": "everything", "evthg": "everything", "mem": "memory"}
+
+_MARK = "\x00"  # stands for the words of the ask in _ABOUT
+_ABOUT = _Lazy(_ABOUT_WORDS.replace("{w}", _MARK))
 
 _ABOUT_THEM = "is in a question about the words themselves"
 _MACHINE_MEMORY = "is about the computer's memory"
@@ -476,6 +479,10 @@ def _strength(words: list[str], j: int) -> str | None:
         following = words[j + 1 : j + 5]
         if following[:1] and following[0] in ("of", "from", "de", "del") and {"sessions", "sesiones"} & set(following):
             return "strong"
+        # "all of the notes you keep", "todas las notas que guardas": the ones the assistant keeps
+        if following[:2] in (["you", "keep"], ["you", "hold"], ["you", "store"], ["you", "saved"], ["you", "kept"],
+                             ["you've", "saved"], ["you've", "kept"], ["que", "guardas"], ["que", "tienes"]):  # fmt: skip
+            return "strong"
         return "weak"
     return "know" if word in _KNOW else None
 
@@ -575,7 +582,7 @@ def _guard(text: str, start: int, end: int, words: str) -> str | None:
         return "is an instruction to save, not an ask"
     if _WITHDRAWN.search(_CLAUSE_END.split(text[end : end + 200])[0]):
         return "is withdrawn later in the sentence"
-    if re.search(_ABOUT_WORDS.replace("{w}", re.escape(words)), clause):  # re caches the compiled form
+    if _ABOUT.search(clause.replace(words, _MARK)):  # the words, marked: one pattern compiled once, not one per ask
         return _ABOUT_THEM
     if _questioned(text, start, end):
         return "is in a question that asks nothing of the memory"
