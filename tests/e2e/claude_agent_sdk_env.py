@@ -61,6 +61,27 @@ def sdk_folder() -> Path:
     return folder
 
 
+TS_SDK_VERSION = "0.3.334"  # @anthropic-ai/claude-agent-sdk on npm (its platform package carries the binary)
+
+
+def ts_sdk_folder() -> Path:
+    """The pinned TypeScript SDK, installed once into the e2e cache by npm (tests/e2e/npm.py)."""
+    return npm.install("claude-agent-sdk-ts", {"@anthropic-ai/claude-agent-sdk": TS_SDK_VERSION}, _ts_ready)
+
+
+def ts_sdk_module(folder: Path) -> Path:
+    return folder / "node_modules" / "@anthropic-ai" / "claude-agent-sdk" / "sdk.mjs"
+
+
+def _ts_ready(folder: Path) -> bool:
+    manifest = folder / "node_modules" / "@anthropic-ai" / "claude-agent-sdk" / "package.json"
+    native = folder / "node_modules" / "@anthropic-ai" / "claude-agent-sdk-linux-x64" / "claude"
+    try:
+        return json.loads(manifest.read_text())["version"] == TS_SDK_VERSION and native.exists()
+    except (OSError, ValueError, KeyError):
+        return False
+
+
 def _ready(folder: Path) -> bool:
     version = folder / "claude_agent_sdk" / "_version.py"
     bundled = folder / "claude_agent_sdk" / "_bundled" / "claude"
@@ -84,15 +105,15 @@ class SdkHarness(Harness):
                              "tools": list(tools)}  # fmt: skip
 
     def run_sdk(self, prompt: str, main: Iterable[Step] = (), lanes: dict[str, Iterable[Step]] | None = None,
-                setting_sources: list[str] | None = None, govern: bool = True,
-                resume: str | None = None) -> Run:  # fmt: skip
+                setting_sources: list[str] | None = None, govern: bool = True, resume: str | None = None,
+                driver: list[str] | None = None, extra: dict[str, Any] | None = None) -> Run:  # fmt: skip
         self._write_mcp_config()
         servers = json.loads(self.mcp_config.read_text())["mcpServers"]
         self.model.script(main, lanes)
         spec = {
             "cwd": str(self.project), "env": self.env, "setting_sources": setting_sources, "mcp_servers": servers,
             "allowed_tools": [*ENGRAM_TOOLS, "Agent", "Task"], "agents": self.agents, "prompt": prompt,
-            "govern": govern, "own_hook_log": str(self.own_hook_log), "resume": resume,
+            "govern": govern, "own_hook_log": str(self.own_hook_log), "resume": resume, **(extra or {}),
         }  # fmt: skip
         spec_file = self.tmp / "sdk-spec.json"
         spec_file.write_text(json.dumps(spec))
@@ -100,7 +121,7 @@ class SdkHarness(Harness):
         env = {**self.env, "PYTHONPATH": os.pathsep.join([str(self.sdk), str(ROOT)])}
         mark = self.model.mark()
         started = time.monotonic()
-        proc = subprocess.run([PYTHON, str(HERE / "sdk_driver.py"), str(spec_file)], cwd=self.tmp, env=env,
+        proc = subprocess.run([*(driver or [PYTHON, str(HERE / "sdk_driver.py")]), str(spec_file)], cwd=self.tmp, env=env,
                               capture_output=True, text=True, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)  # fmt: skip
         lines = proc.stdout.strip().splitlines()
         proc.stdout = lines[-1] if lines else ""
@@ -111,6 +132,14 @@ class SdkHarness(Harness):
         left = {lane: n for lane, n in self.model.remaining().items() if n}
         assert not left, f"script steps never requested: {left}\n{run.describe()}"
         return run
+
+    def run_ts(self, prompt: str, main: Iterable[Step] = (), setting_sources: list[str] | None = None) -> Run:
+        """The same orchestrator on the TypeScript SDK, governed by the module `install claude-agent-sdk` wrote."""
+        ts = ts_sdk_folder()
+        self.governor("install", "claude-agent-sdk", "--project", str(self.tmp))
+        return self.run_sdk(prompt, main, setting_sources=setting_sources,
+                            driver=["node", str(HERE / "sdk_driver.mjs")],
+                            extra={"sdk": str(ts_sdk_module(ts)), "module": str(self.tmp / "memory-governor.mjs")})
 
     def own_hook_calls(self) -> list[dict[str, Any]]:
         if not self.own_hook_log.exists():

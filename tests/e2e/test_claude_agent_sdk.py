@@ -126,3 +126,21 @@ def test_settings_mode_a_clamp_is_applied_once_decided_by_either_observer(orches
     assert [c["arguments"]["limit"] for c in orchestrator.calls("mem_search")] == [3]
     pre = [r for r in orchestrator.decisions("pre_tool") if r["tool"] == "engram/mem_search"]
     assert [r["decision"] for r in pre] == ["rewrite"], pre
+
+
+# -- the TypeScript SDK, through the module `install claude-agent-sdk` writes ---------------
+
+
+def test_typescript_sdk_isolation_mode_two_of_four_clamped_to_3(orchestrator):
+    orchestrator.env["MEMORY_GOVERNOR_WARM_SERVER"] = "auto"  # the module forwards to the warm server
+    try:
+        run = orchestrator.run_ts("What did we decide about auth, search, the repository layer and storage?",
+                                  main=[_four_searches_at_10(), text("Summarised.")], setting_sources=ISOLATION)
+        _assert_two_of_four(run, orchestrator)
+        assert [c["arguments"]["limit"] for c in orchestrator.calls("mem_search")] == [3, 3]
+        own = [c for c in orchestrator.own_hook_calls() if c["tool"] == "mcp__engram__mem_search"]
+        assert len(own) == 4, own
+        assert {row["harness"] for row in orchestrator.decisions("pre_tool")} == {"claude-agent-sdk"}
+        assert (orchestrator.state / "run" / "governor.sock").exists(), "no warm server was started"
+    finally:
+        orchestrator.governor("serve", "--stop", check=False)
