@@ -18,6 +18,9 @@ docs/claude-agent-sdk.md):
 - No SessionStart callback fired on 0.2.189 (the settings hooks' SessionStart did).
 - The project is `options.cwd`: govern() passes it as CLAUDE_PROJECT_DIR, as the binary does
   for its command hooks.
+- The TypeScript SDK (`@anthropic-ai/claude-agent-sdk` 0.3.334) hands its callbacks the same
+  input; the module `install claude-agent-sdk` writes (govern.mjs) forwards it here through the
+  warm server or the hook process (`entry.py claude-agent-sdk`).
 - With the project's settings also loaded (`setting_sources` None or naming them), memory-
   governor's command hooks see the same events: both are observers of one call (`twin`), and
   the ledger decides and counts each event once, by its ids.
@@ -38,7 +41,7 @@ if TYPE_CHECKING:
     from governor.engine.events import Event
 
 NAME = "claude-agent-sdk"
-TITLE = "Claude Agent SDK (Python, in-process)"
+TITLE = "Claude Agent SDK (Python in-process; TypeScript module)"
 AGENT_DIRS = claude_code.AGENT_DIRS  # agents the binary loads from settings; programmatic ones have no file
 EVENTS = tuple(claude_code.EVENTS)  # the events govern() registers a callback for
 CAPABILITIES = {
@@ -49,7 +52,7 @@ CAPABILITIES = {
     "turn id": "yes: `prompt_id`",
     "call id": "yes: `tool_use_id` (the settings hooks' too: a call both see is counted once)",
     "subagent id": "yes: `agent_id`, `agent_type` (an `options.agents` key)",
-    "on crash": "fails open (the callback never raises: it answers or applies on_error)",
+    "on crash": "Python: the callback never raises (it answers or applies on_error); TypeScript: the module applies on_error when no governor answers",
 }
 
 event_name = claude_code.event_name
