@@ -43,7 +43,7 @@ def govern(options: Any, env: Mapping[str, str] | None = None) -> Any:
     project = os.path.abspath(os.fspath(options.cwd)) if options.cwd else os.getcwd()
     decide_env = {**(os.environ if env is None else env), **(options.env or {}), "CLAUDE_PROJECT_DIR": project}
     runner.keep_connections()  # a long-lived process: one ledger connection per worker thread
-    callback = callback_for(decide_env)
+    callback = callback_for(decide_env, resumed=bool(options.resume or options.continue_conversation))
     hooks: dict[str, list[Any]] = {event: list(matchers) for event, matchers in (options.hooks or {}).items()}
     for event in EVENTS:
         matchers = hooks.setdefault(event, [])
@@ -62,15 +62,40 @@ def decide(input_data: Any, env: Mapping[str, str]) -> dict[str, Any]:
     return out.answer or {}
 
 
-def callback_for(env: Mapping[str, str]) -> Callback:
-    """The async hook callback that decides each event in `env` (the project, the state directory)."""
+def callback_for(env: Mapping[str, str], resumed: bool = False) -> Callback:
+    """The async hook callback that decides each event in `env` (the project, the state directory).
+
+    `resumed`: the options resume a session (`resume`, `continue_conversation`). The binary fires
+    SessionStart `resume` for its command hooks but not for callbacks (0.2.189: only `compact`), so the first event
+    of each session seen here is preceded by that SessionStart, decided as the hooks would decide it
+    (the resume trigger, its idle time); what it adds to the model's context rides on the prompt."""
+    import threading
+
+    started: set[str] = set()
+    lock = threading.Lock()
+
+    def resume_first(input_data: Any) -> dict[str, Any]:
+        opening: dict[str, Any] = {}
+        if resumed and isinstance(input_data, dict) and isinstance(input_data.get("session_id"), str):
+            with lock:
+                first = input_data["session_id"] not in started
+                started.add(input_data["session_id"])
+            if first and input_data.get("hook_event_name") != "SessionStart":
+                fields = {k: input_data[k] for k in ("session_id", "transcript_path", "cwd") if k in input_data}
+                opening = decide({**fields, "hook_event_name": "SessionStart", "source": "resume"}, env)
+        answer = decide(input_data, env)
+        context = opening.get("hookSpecificOutput", {}).get("additionalContext")
+        if context and isinstance(input_data, dict) and input_data.get("hook_event_name") == "UserPromptSubmit":
+            own = answer.setdefault("hookSpecificOutput", {"hookEventName": "UserPromptSubmit"})
+            own["additionalContext"] = f"{context}\n{own['additionalContext']}" if own.get("additionalContext") else context
+        return answer
 
     async def memory_governor(input_data: dict[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
         try:
             from anyio import to_thread
         except ImportError:  # no anyio (the SDK brings it): decide on the loop's thread
-            return decide(input_data, env)
-        return await to_thread.run_sync(decide, input_data, env)
+            return resume_first(input_data)
+        return await to_thread.run_sync(resume_first, input_data)
 
     setattr(memory_governor, _MARK, True)
     return memory_governor

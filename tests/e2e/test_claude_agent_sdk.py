@@ -144,3 +144,37 @@ def test_typescript_sdk_isolation_mode_two_of_four_clamped_to_3(orchestrator):
         assert (orchestrator.state / "run" / "governor.sock").exists(), "no warm server was started"
     finally:
         orchestrator.governor("serve", "--stop", check=False)
+
+
+def test_isolation_mode_mem_context_unlocked_once_after_compact(orchestrator):
+    first = orchestrator.run_sdk("Continue with the auth work where we left off.",
+                                 main=[tool_uses(engram("mem_context", project="myapp")), text("Continuing.")],
+                                 setting_sources=ISOLATION)  # fmt: skip
+    [locked] = first.results_of("mem_context")
+    assert denied(locked, "is off outside post-compaction recovery"), locked.text
+    compact = orchestrator.run_sdk("/compact", resume=first.session_id, setting_sources=ISOLATION)
+    assert [r.lane for r in compact.requests] == ["compact"], compact.requests
+    after = orchestrator.run_sdk("Where were we?", resume=first.session_id, setting_sources=ISOLATION,
+                                 main=[tool_uses(engram("mem_context", project="myapp")),
+                                       tool_uses(engram("mem_context", project="myapp")), text("Recovered.")])  # fmt: skip
+    first_use, second_use = after.results_of("mem_context")
+    assert not first_use.is_error and first_use.text.startswith("## Memory from Previous Sessions"), first_use.text
+    assert denied(second_use, "is off outside post-compaction recovery"), second_use.text
+    assert len(orchestrator.calls("mem_context")) == 1
+
+
+def test_isolation_mode_a_resumed_session_arms_the_resume_trigger(orchestrator):
+    # The binary fires SessionStart resume for command hooks only; govern() decides one for a
+    # resumed session's first event. The shipped policy wants 30 idle minutes: this team wants none.
+    orchestrator.team_policy("mem_context:\n  unlocked_by:\n    session_resume:\n      scope: next_turn\n"
+                             "      uses: 1\n      min_idle_minutes: 0\n")  # fmt: skip
+    first = orchestrator.run_sdk("Where were we on the search endpoint?", setting_sources=ISOLATION,
+                                 main=[tool_uses(engram("mem_context", project="myapp")), text("OK.")])  # fmt: skip
+    [locked] = first.results_of("mem_context")
+    assert denied(locked, "is off outside"), locked.text
+    again = orchestrator.run_sdk("Pick up where we left off.", resume=first.session_id, setting_sources=ISOLATION,
+                                 main=[tool_uses(engram("mem_context", project="myapp")), text("OK.")])  # fmt: skip
+    [unlocked] = again.results_of("mem_context")
+    assert not unlocked.is_error, unlocked.text
+    starts = [r["code"] for r in orchestrator.decisions("session_start")]
+    assert starts == ["armed:session_resume"], starts

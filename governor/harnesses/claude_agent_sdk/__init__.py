@@ -15,7 +15,8 @@ docs/claude-agent-sdk.md):
   settings hooks of the same session see.
 - A subagent defined in `options.agents` reaches the callbacks as agent_id plus agent_type,
   the agent's key in that dict: the policy's `subagents.agents` gives it a tier by that name.
-- No SessionStart callback fired on 0.2.189 (the settings hooks' SessionStart did).
+- A SessionStart callback fired for `compact` only, not at startup or on `resume=` (govern()
+  decides a SessionStart resume itself for a resumed session).
 - The project is `options.cwd`: govern() passes it as CLAUDE_PROJECT_DIR, as the binary does
   for its command hooks.
 - The TypeScript SDK (`@anthropic-ai/claude-agent-sdk` 0.3.334) hands its callbacks the same
