@@ -178,3 +178,19 @@ def test_isolation_mode_a_resumed_session_arms_the_resume_trigger(orchestrator):
     assert not unlocked.is_error, unlocked.text
     starts = [r["code"] for r in orchestrator.decisions("session_start")]
     assert starts == ["armed:session_resume"], starts
+
+
+def test_settings_mode_a_trimmed_result_reaches_the_model_trimmed_and_counted_once(orchestrator):
+    orchestrator.install()
+    run = orchestrator.run_sdk(
+        "What did we decide about storage? Show the full SQLite memory.",
+        main=[tool_uses(engram("mem_search", query="sqlite storage wal", limit=3)),
+              tool_uses(engram("mem_get_observation", id=62)), text("Done.")],
+        setting_sources=["project"],
+    )  # fmt: skip
+    memory = run.results(prefix="mcp__engram__")
+    assert sum(o200k(r.text) for r in memory) <= 1200, run.describe()
+    [_, fetch] = memory
+    assert "[memory-governor]" in fetch.text and "Note 20 on sqlite storage" not in fetch.text, fetch.text
+    post = [r for r in orchestrator.decisions("post_tool") if r["tool"].startswith("engram/")]
+    assert [r["tool"] for r in post] == ["engram/mem_search", "engram/mem_get_observation"], post
