@@ -194,3 +194,22 @@ def test_settings_mode_a_trimmed_result_reaches_the_model_trimmed_and_counted_on
     assert "[memory-governor]" in fetch.text and "Note 20 on sqlite storage" not in fetch.text, fetch.text
     post = [r for r in orchestrator.decisions("post_tool") if r["tool"].startswith("engram/")]
     assert [r["tool"] for r in post] == ["engram/mem_search", "engram/mem_get_observation"], post
+
+
+def test_isolation_mode_the_policy_gives_a_programmatic_agent_search_by_name(orchestrator):
+    orchestrator.team_policy("subagents:\n  agents:\n    reviewer: search-capable\n")
+    marker = "LANE-REVIEWER"
+    orchestrator.define_agent("reviewer", f"You are the reviewer. Check the change against past decisions. {marker}",
+                              tools=["mcp__engram__mem_search"])  # fmt: skip
+    run = orchestrator.run_sdk(
+        "Review the refresh-token change.",
+        main=[dispatch("reviewer", f"Review src/auth/refresh.ts against what we decided. {marker}", background=False),
+              text("Reviewed.")],
+        lanes={marker: [tool_uses(engram("mem_search", query="token refresh", limit=10)), text("Looks right.")]},
+        setting_sources=ISOLATION,
+    )  # fmt: skip
+    [search] = run.results_of("mem_search", lane=marker)
+    assert not search.is_error and search.text.startswith("Found "), search.text
+    assert [c["arguments"]["limit"] for c in orchestrator.calls("mem_search")] == [3]
+    [row] = [r for r in orchestrator.decisions("pre_tool") if r["tool"] == "engram/mem_search"]
+    assert row["agent_type"] == "reviewer", row
