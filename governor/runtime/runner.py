@@ -35,7 +35,8 @@ def keep_connections() -> None:
     global _kept
     import threading
 
-    _kept = threading.local()
+    if _kept is None:  # a second call keeps the connections already open
+        _kept = threading.local()
 
 
 _closing = True  # leave_open: a process about to exit does not close its ledger
