@@ -217,3 +217,69 @@ def test_policy_accept_needs_the_users_own_terminal(env: Env, session: Session, 
     done = env.accept()  # the user, at their terminal, answers y
     assert "Put these in force?" in done.stdout and "in force now" in done.stdout, done.stdout
     assert _searches(session, 7) == [False] * 6 + [True]
+
+
+# -- 3. the installed package's shipped default: an upgrade is a new version built with it --------
+
+SHIPPED_LIMIT = "max_search_calls: {value: 2, enforce: block}"
+
+
+def _installed_copy(tmp: Path, version: str | None = None, limit: int | None = None) -> Path:
+    """The package built as a wheel and installed into `tmp`/site (what `pip install` leaves), from
+    the source tree, or from a copy of it at another `version` whose shipped default has `limit`."""
+    import hashlib
+
+    from tests.conftest import ROOT
+
+    source = ROOT
+    if version is not None:
+        source = tmp / "src"
+        shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".venv", ".git", "tests", "build", "*.egg-info",
+                                                                    "__pycache__", "docs"))  # fmt: skip
+        for rel in ("pyproject.toml", "governor/__init__.py"):
+            path = source / rel
+            path.write_text(path.read_text().replace('"0.1.0"', f'"{version}"', 1))
+        policy = source / "rules" / "memory-budget.yaml"
+        policy.write_text(policy.read_text().replace(SHIPPED_LIMIT, SHIPPED_LIMIT.replace("2", str(limit))))
+        digest = hashlib.sha256(policy.read_bytes()).hexdigest()
+        (source / "rules" / "memory-budget.sha256").write_text(f"{digest}  memory-budget.yaml\n")
+    wheels = tmp / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w",
+                    str(wheels), str(source)], check=True, capture_output=True, timeout=300)  # fmt: skip
+    wheel = max(wheels.glob("memory_governor-*.whl"), key=lambda p: p.stat().st_mtime)
+    site = tmp / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--upgrade", "--target",
+                    str(site), str(wheel)], check=True, capture_output=True, timeout=300)  # fmt: skip
+    return site
+
+
+def test_the_source_trees_shipped_default_matches_its_recorded_digest() -> None:
+    """rules/memory-budget.sha256 is what a build ships as the default's digest: after editing the
+    default, run `cd rules && sha256sum memory-budget.yaml > memory-budget.sha256`."""
+    import hashlib
+
+    from governor.policy.sources import built_digest
+    from tests.conftest import SHIPPED
+
+    assert built_digest() == hashlib.sha256(SHIPPED.read_bytes()).hexdigest()
+
+
+def test_an_edited_shipped_default_is_tampering_and_a_new_version_an_upgrade(env: Env, tmp_path: Path) -> None:
+    site = _installed_copy(tmp_path)
+    hook = [sys.executable, "-I", "-S", str(site / "governor" / "runtime" / "entry.py"), "claude-code"]
+    session = Session(env, command=hook)
+    session.start()
+    assert _searches(session, 3) == [False, False, True]
+    shipped = site / "governor" / "rules" / "memory-budget.yaml"  # its path is in the hook command
+    shipped.write_text(shipped.read_text().replace(SHIPPED_LIMIT, SHIPPED_LIMIT.replace("2", "6")))
+    session.prompt("what did we decide about the queue")
+    first = session.pre("mem_search", query="queue", limit=1)
+    rest = [session.pre("mem_search", query=f"queue {i}", limit=1).denied for i in range(2)]
+    assert [first.denied, *rest] == [False, False, True], first.raw  # the accepted 2, not the edited 6
+    told = first.message + first.stderr
+    assert "not the file memory-governor 0.1.0 was built with" in told and "Reinstall" in told, told
+    later = Session(env, "sess-2", command=hook)
+    later.start()
+    assert _searches(later, 3) == [False, False, True]  # and in the next session
+    _installed_copy(tmp_path, version="0.2.0", limit=4)  # a release that ships 4
+    assert _searches(later, 5) == [False] * 4 + [True]
