@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -283,3 +284,96 @@ def test_an_edited_shipped_default_is_tampering_and_a_new_version_an_upgrade(env
     assert _searches(later, 3) == [False, False, True]  # and in the next session
     _installed_copy(tmp_path, version="0.2.0", limit=4)  # a release that ships 4
     assert _searches(later, 5) == [False] * 4 + [True]
+
+
+# -- 6. each harness's hook and MCP configuration is the user's to change -------------------------
+
+SETTINGS_WRITES = {
+    "claude-code": [
+        ("Write", {"file_path": "{project}/.claude/settings.local.json", "content": '{"disableAllHooks": true}'}),
+        ("Edit", {"file_path": "{project}/.claude/settings.json", "old_string": "hooks", "new_string": "x"}),
+        ("Write", {"file_path": "{project}/.mcp.json", "content": '{"mcpServers": {"mem": {"command": "engram"}}}'}),
+        ("Bash", {"command": "jq '.env.MEMORY_GOVERNOR_STATE_DIR=\"/tmp/s\"' .claude/settings.json > t && mv t "
+                             ".claude/settings.json"}),
+        ("Bash", {"command": "cd .claude && echo '{\"disableAllHooks\":true}' > settings.local.json"}),
+        ("Bash", {"command": "mv .claude .claude-old"}),
+        ("Bash", {"command": "rm \"$HOME\"/.claude/sett''ings.json"}),
+    ],
+    "codex": [
+        ("Bash", {"command": "echo '{}' > ~/.codex/hooks.json"}),
+        ("Bash", {"command": "printf '[features]\\nhooks = false\\n' >> .codex/config.toml"}),
+    ],
+    "copilot": [
+        ("bash", {"command": "rm .github/hooks/memory-governor.json"}),
+        ("create", {"path": "{project}/.github/copilot/settings.json", "file_text": '{"disableAllHooks": true}'}),
+        ("edit", {"path": "{project}/.github/mcp.json", "old_str": "{", "new_str": "{ "}),
+        ("bash", {"command": "cat > ~/.copilot/mcp-config.json <<'E'\n{}\nE"}),
+    ],
+    "gemini-cli": [
+        ("write_file", {"file_path": "{project}/.gemini/settings.json", "content": '{"hooksConfig": {"enabled": false}}'}),
+        ("run_shell_command", {"command": "sed -i 's/BeforeTool/Nothing/' .gemini/settings.json"}),
+    ],
+    "opencode": [
+        ("write", {"filePath": "{project}/.opencode/plugin/memory-governor.js", "content": "export default {}"}),
+        ("bash", {"command": "rm -rf .opencode/plugin", "description": "clean"}),
+        ("edit", {"filePath": "{project}/opencode.json", "oldString": "engram", "newString": "mem"}),
+    ],
+}
+LEFT_ALONE = {"claude-code": [("Bash", {"command": "ls -la"}), ("Read", {"file_path": "{project}/.claude/settings.json"}),
+                              ("Write", {"file_path": "{project}/.claude/agents/reviewer.md", "content": "x"}),
+                              ("Bash", {"command": "grep -rn engram_access_tier .claude/agents"})],
+              "codex": [("Bash", {"command": "git log --oneline -5"})],
+              "copilot": [("bash", {"command": "cat .github/workflows/ci.yml"})],
+              "gemini-cli": [("run_shell_command", {"command": "ls .geminirc-notes"})],
+              "opencode": [("bash", {"command": "ls src", "description": "list"})]}  # fmt: skip
+
+
+def _pre_tool(env: Env, harness: str) -> Any:
+    """A callable(tool, input) -> denied reason or None, through `harness`'s hook process."""
+    from tests.harnesses.test_codex import Codex
+    from tests.harnesses.test_copilot import Copilot
+    from tests.harnesses.test_gemini_cli import GeminiSession
+    from tests.harnesses.test_opencode import OpenCodeSession
+
+    if harness == "claude-code":
+        claude = Session(env)
+        claude.prompt("tidy the repo")
+        return lambda tool, args: (lambda a: a.reason if a.denied else None)(claude.pre(tool, **args))
+    if harness == "codex":
+        codex = Codex(env)
+        codex.prompt("tidy the repo")
+
+        def codex_pre(tool: str, args: dict[str, Any]) -> str | None:
+            out = codex.hook(codex.payload("PreToolUse", tool_name=tool, tool_input=args, tool_use_id="call_1"))
+            specific = (out or {}).get("hookSpecificOutput", {})
+            return specific.get("permissionDecisionReason") if specific.get("permissionDecision") == "deny" else None
+
+        return codex_pre
+    if harness == "copilot":
+        copilot = Copilot(env)
+        copilot.prompt("tidy the repo")
+        return lambda tool, args: (lambda a: a.reason if a.denied else None)(
+            copilot.send("preToolUse", toolName=tool, toolArgs=args))
+    if harness == "gemini-cli":
+        gemini = GeminiSession(env)
+        gemini.prompt("tidy the repo")
+        return lambda tool, args: (lambda a: a.reason if a.denied else None)(
+            gemini.event("BeforeTool", tool_name=tool, tool_input=args))
+    opencode = OpenCodeSession(env)
+    opencode.prompt("tidy the repo")
+    return lambda tool, args: (lambda a: a.reason if a.denied else None)(opencode.before(tool, **args))
+
+
+def _filled(args: dict[str, Any], env: Env) -> dict[str, Any]:
+    return {k: v.replace("{project}", str(env.project)) if isinstance(v, str) else v for k, v in args.items()}
+
+
+@pytest.mark.parametrize("harness", sorted(SETTINGS_WRITES))
+def test_a_harness_hook_or_mcp_configuration_written_by_the_model_is_refused(env: Env, harness: str) -> None:
+    (env.project / ".claude").mkdir()
+    pre = _pre_tool(env, harness)
+    for tool, args in SETTINGS_WRITES[harness]:
+        reason = pre(tool, _filled(args, env))
+        assert reason is not None and "harness-settings" in reason, (tool, args, reason)
+    for tool, args in LEFT_ALONE[harness]:
+        assert pre(tool, _filled(args, env)) is None, (tool, args)
