@@ -377,3 +377,19 @@ def test_a_harness_hook_or_mcp_configuration_written_by_the_model_is_refused(env
         assert reason is not None and "harness-settings" in reason, (tool, args, reason)
     for tool, args in LEFT_ALONE[harness]:
         assert pre(tool, _filled(args, env)) is None, (tool, args)
+
+
+def test_a_state_directory_pointed_somewhere_new_does_not_start_from_first_seen(env: Env, session: Session) -> None:
+    """The model's `env` entry (MEMORY_GOVERNOR_STATE_DIR at a fresh folder) and a looser policy
+    file, in effect from its next turn: that turn's session still enforces the accepted policy."""
+    session.start()
+    assert _searches(session, 3) == [False, False, True]
+    env.write(".memory-governor/policy.yaml", LOOSER)
+    fresh = {"MEMORY_GOVERNOR_STATE_DIR": str(env.tmp / "fresh-state")}
+    later = Session(env, "sess-2", extra_env=fresh)
+    later.start()
+    later.prompt("what did we decide about the cache")
+    first = later.pre("mem_search", query="cache", limit=1)
+    rest = [later.pre("mem_search", query=f"cache {i}", limit=1).denied for i in range(2)]
+    assert [first.denied, *rest] == [False, False, True], first.raw
+    assert "held back" in first.message + first.stderr

@@ -8,7 +8,10 @@ back as a whole: the accepted policy stays in force, and the user is told once p
 what was held and that `memory-governor policy accept` applies it.
 
 One record per project in the state directory (`accepted/<key>.json`): the accepted compiled
-policy, when it was accepted, and the shipped default it was accepted over. A project with no
+policy, when it was accepted, and the shipped default it was accepted over. It is kept in the
+default state directory too when MEMORY_GOVERNOR_STATE_DIR moves the state elsewhere, and a
+directory with no record of its own starts from that one: an `env` entry pointing the variable
+at a fresh directory does not make the policy files "first seen". A project with no
 record starts from its policy files as committed at git HEAD (governor.policy.committed): what
 the working tree changed since is held back if it loosens them. Outside git, the first policy a
 project is seen with, at a session's first event in a folder never seen (before the model acts:
@@ -77,13 +80,34 @@ def accepted_blob(state: str, project: str) -> dict[str, Any] | None:
 
 
 def write(state: str, sources: Sources, blob: dict[str, Any], accepted_at: float) -> None:
-    """Record `blob` as the project's accepted policy (the policy first, then the record)."""
+    """Record `blob` as the project's accepted policy (the policy first, then the record), in the
+    state directory and, when MEMORY_GOVERNOR_STATE_DIR moved that, in the default one too."""
+    record = {"project": sources.project, "digest": blob.get("digest"), "accepted_at": accepted_at,
+              "shipped": _shipped(sources)}  # fmt: skip
+    for folder in dict.fromkeys([state, sources.anchor]):
+        path = record_path(folder, sources.project)
+        try:
+            ensure_dir(os.path.dirname(path))
+            write_atomic(path[: -len(".json")] + ".policy.json", jsonio.dumps(blob).encode())
+            write_atomic(path, jsonio.dumps(record).encode())
+        except OSError:
+            if folder == state:
+                raise
+
+
+def _anchored(state: str, sources: Sources) -> dict[str, Any] | None:
+    """No record in a state directory MEMORY_GOVERNOR_STATE_DIR points at: the one kept in the
+    default state directory, copied in, so a fresh directory does not start from "first seen"."""
+    if os.path.abspath(sources.anchor) == os.path.abspath(state):
+        return None
+    record, blob = read(sources.anchor, sources.project), accepted_blob(sources.anchor, sources.project)
+    if record is None or blob is None:
+        return None
     path = record_path(state, sources.project)
     ensure_dir(os.path.dirname(path))
     write_atomic(path[: -len(".json")] + ".policy.json", jsonio.dumps(blob).encode())
-    record = {"project": sources.project, "digest": blob.get("digest"), "accepted_at": accepted_at,
-              "shipped": _shipped(sources)}  # fmt: skip
     write_atomic(path, jsonio.dumps(record).encode())
+    return record
 
 
 def _shipped(sources: Sources) -> dict[str, Any]:
@@ -136,7 +160,7 @@ def enforced(policy: CompiledPolicy, notices: list[str], sources: Sources, state
     from governor.engine.rules import CompiledPolicy
 
     try:
-        record = read(state, sources.project)
+        record = read(state, sources.project) or _anchored(state, sources)
         if record is None:
             record = _first_record(policy, sources, state, first)
             if record is None:
