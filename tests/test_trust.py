@@ -393,3 +393,61 @@ def test_a_state_directory_pointed_somewhere_new_does_not_start_from_first_seen(
     rest = [later.pre("mem_search", query=f"cache {i}", limit=1).denied for i in range(2)]
     assert [first.denied, *rest] == [False, False, True], first.raw
     assert "held back" in first.message + first.stderr
+
+
+def _settings_edit(path: Path, **keys: Any) -> None:
+    import json
+
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data.update(keys)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+# harness -> (install scope, the change a model makes that leaves a SessionStart hook running)
+TAMPERED = {
+    "claude-code": ("project", lambda env: _settings_edit(env.project / ".claude" / "settings.local.json",
+                                                          env={"MEMORY_GOVERNOR_STATE_DIR": str(env.tmp / "x")})),
+    "codex": ("user", lambda env: (env.home / ".codex" / "config.toml").write_text(
+        (env.home / ".codex" / "config.toml").read_text() + "\n[features]\nhooks = false\n")),
+    "copilot": ("project", lambda env: _settings_edit(env.project / ".github" / "hooks" / "memory-governor.json",
+                                                      hooks={})),
+    "gemini-cli": ("project", lambda env: _settings_edit(env.home / ".gemini" / "settings.json",
+                                                         hooksConfig={"enabled": False})),
+    "opencode": ("project", lambda env: (env.project / ".opencode" / "plugin" / "memory-governor.js").write_text(
+        "export default async () => ({})\n")),
+}  # fmt: skip
+
+
+def _session_start(env: Env, harness: str) -> str:
+    """What the user is told (stderr and message) at a session's start, through `harness`'s hook."""
+    from tests.harnesses.test_codex import Codex
+    from tests.harnesses.test_copilot import Copilot
+    from tests.harnesses.test_gemini_cli import GeminiSession
+    from tests.harnesses.test_opencode import OpenCodeSession
+
+    if harness == "codex":
+        import json
+
+        codex = Codex(env, session_id=f"01a23104-183e-7f53-a834-{time.monotonic_ns() % 10**12:012d}")
+        proc = subprocess.run(HOOK_CODEX, input=json.dumps(codex.payload("SessionStart", source="startup")).encode(),
+                              capture_output=True, env=env.vars, cwd=str(env.project), timeout=60)  # fmt: skip
+        return proc.stdout.decode() + proc.stderr.decode()
+    answer: Any = {"claude-code": lambda: Session(env, f"s-{time.monotonic_ns()}").start(),
+                   "copilot": lambda: Copilot(env).start(), "gemini-cli": lambda: GeminiSession(env).start(),
+                   "opencode": lambda: OpenCodeSession(env, session_id=f"ses_{time.monotonic_ns()}").start()}[harness]()  # fmt: skip
+    return str(answer.data) + answer.stderr
+
+
+HOOK_CODEX = [sys.executable, "-I", "-S", str(Path(__file__).resolve().parent.parent / "governor" / "runtime" /
+                                              "entry.py"), "codex"]  # fmt: skip
+
+
+@pytest.mark.parametrize("harness", sorted(TAMPERED))
+def test_installed_hooks_changed_since_install_are_named_at_session_start(env: Env, harness: str) -> None:
+    scope, tamper = TAMPERED[harness]
+    env.cli("install", harness, "--scope", scope, check=True)
+    assert "changed since install" not in _session_start(env, harness)
+    tamper(env)
+    told = _session_start(env, harness)
+    assert "changed since install" in told and f"memory-governor install {harness}" in told, told
