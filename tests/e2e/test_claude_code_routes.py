@@ -94,3 +94,16 @@ def test_the_models_rewrite_of_its_hook_settings_is_refused_and_the_next_turn_is
     cc.run("What did we decide about auth?", main=[tool_uses(engram("mem_search", query="auth", limit=20)),
                                                    text("Found it.")], resume=run.session_id)  # fmt: skip
     assert [c["arguments"]["limit"] for c in cc.calls("mem_search")] == [3], cc.calls()
+
+
+def test_the_memory_registered_under_another_name_starts_the_installed_hooks(cc):
+    """The model's `.mcp.json` registers the same server as `mem`: the matchers `install` wrote
+    name the memory by its tools (`mcp__.+__mem_.*`), so the hooks run and clamp it as Engram."""
+    cc.engram_key = "mem"
+    run = cc.run("What did we decide about auth, search and storage?",
+                 main=[tool_uses(*[call("mcp__mem__mem_search", {"query": q, "limit": 20})
+                                   for q in ("jwt auth", "fts5 search", "storage")]),
+                       text("Summarised.")])  # fmt: skip
+    results = run.results_of("mem_search")
+    assert sorted(r.is_error for r in results) == [False, False, True], run.describe()
+    assert [c["arguments"]["limit"] for c in cc.calls("mem_search")] == [3, 3]
