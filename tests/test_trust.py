@@ -451,3 +451,12 @@ def test_installed_hooks_changed_since_install_are_named_at_session_start(env: E
     tamper(env)
     told = _session_start(env, harness)
     assert "changed since install" in told and f"memory-governor install {harness}" in told, told
+
+
+def test_doctor_names_hooks_switched_off_since_install(env: Env) -> None:
+    """`disableAllHooks` stops every hook, SessionStart's too: doctor is where the user hears of it."""
+    env.cli("install", "claude-code", check=True)
+    assert "since install" not in env.cli("doctor").stdout
+    _settings_edit(env.project / ".claude" / "settings.local.json", disableAllHooks=True)
+    out = env.cli("doctor").stdout
+    assert "claude-code (since install)" in out and "settings.local.json" in out, out
