@@ -460,3 +460,15 @@ def test_doctor_names_hooks_switched_off_since_install(env: Env) -> None:
     _settings_edit(env.project / ".claude" / "settings.local.json", disableAllHooks=True)
     out = env.cli("doctor").stdout
     assert "claude-code (since install)" in out and "settings.local.json" in out, out
+
+
+def test_settings_a_harness_changes_itself_are_no_change_of_the_hooks(env: Env) -> None:
+    """Codex trusting another folder, Claude Code keeping a permission the user granted: the hooks,
+    their switches and their environment are as installed, so nothing is said."""
+    env.cli("install", "codex", "--scope", "user", check=True)
+    env.cli("install", "claude-code", check=True)
+    config = env.home / ".codex" / "config.toml"
+    config.write_text(config.read_text() + '\n[projects."/elsewhere"]\ntrust_level = "trusted"\n')
+    _settings_edit(env.project / ".claude" / "settings.local.json", permissions={"allow": ["Bash(ls:*)"]})
+    assert "changed since install" not in _session_start(env, "codex")
+    assert "changed since install" not in _session_start(env, "claude-code")

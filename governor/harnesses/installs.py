@@ -3,8 +3,8 @@
 `install <harness>` records, in the state directory (and in the default one when
 MEMORY_GOVERNOR_STATE_DIR moves it), each file it wrote with a digest of what the hooks depend
 on: in a JSON settings file its `hooks`, the switches that turn them off (`disableAllHooks`,
-`hooksConfig`) and the `env` the hooks run with; any other file (Codex's config.toml, OpenCode's
-plugin) whole. At SessionStart the hook compares; a file changed since, or gone, is named to the
+`hooksConfig`) and the `env` the hooks run with; in Codex's config.toml its `[hooks…]` tables (the
+hooks' trust) and `[features]`; any other file (OpenCode's plugin) whole. At SessionStart the hook compares; a file changed since, or gone, is named to the
 user, who re-runs `install` if the change was theirs. A hook that was switched off runs no
 SessionStart, so this tells of the changes that leave some hook running (another scope's,
 another event's); the harness-settings route refuses the model's writes to these files.
@@ -29,14 +29,17 @@ MAX_FILE = 4 * 1024 * 1024
 
 
 def _digest(path: str) -> str | None:
-    """What the hooks depend on in `path`, as a sha256; None when the file is not there."""
+    """What the hooks depend on in `path`, as a sha256; None when a file other than JSON settings is
+    not there."""
     from hashlib import sha256
 
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_FILE)
     except FileNotFoundError:
-        return None
+        if not path.endswith(".json"):
+            return None
+        data = b"{}"  # a settings file that is not there holds no hooks, switches or env either
     except OSError:
         return "unreadable"
     if path.endswith(".json"):
@@ -46,7 +49,24 @@ def _digest(path: str) -> str | None:
             parsed = None
         if isinstance(parsed, dict):
             data = jsonio.dumps({key: parsed[key] for key in KEYS if key in parsed}).encode()
+    elif path.endswith(".toml"):
+        data = _toml_hook_lines(data)
     return sha256(data).hexdigest()
+
+
+def _toml_hook_lines(data: bytes) -> bytes:
+    """Codex's config.toml: only its `[hooks…]` and `[features]` tables (the hooks' trust and
+    their switch), so Codex trusting another folder or a model setting is no change of the hooks."""
+    import re
+
+    kept, inside = [], False
+    for line in data.decode("utf-8", "replace").splitlines():
+        bare = line.strip()
+        if bare.startswith("["):
+            inside = re.match(r"\[+\s*(?:hooks|features)\b", bare) is not None
+        if (inside or re.match(r"(?:hooks|features)\s*\.", bare)) and bare and not bare.startswith("#"):
+            kept.append(bare)
+    return "\n".join(kept).encode()
 
 
 def _path(state: str, harness: str, project: str, scope: str) -> str:
