@@ -4,7 +4,9 @@
 `.claude/settings.local.json`; `--scope user`: `~/.claude/settings.json`) with narrow
 matchers: the exact tool names the policy governs, the dispatch tools, the tools that read a
 spilled result back and the tools the policy's routes go through, so no other tool starts a
-hook process. Matchers of plain names joined by `|` match those names exactly.
+hook process, and any server's tools named like the memory's (`mcp__.+__mem_.*`: the memory
+registered again under another name). Matchers of plain names joined by `|` match those names
+exactly; with a pattern among them the matcher is one anchored regex.
 
 The project scope is committed, so its command is the project's launcher
 (`sh "$CLAUDE_PROJECT_DIR/.memory-governor/hook" claude-code`, governor.harnesses.launcher),
@@ -24,8 +26,11 @@ from governor.harnesses.checks import BAD, MEMORY_LIKE, OK, WARN, Check, isolati
 from governor.harnesses.claude_code import FILE_TOOLS
 from governor.harnesses.settings import (
     Change,
+    any_server_patterns,
+    exact_matcher,
     hook_groups,
     json_text,
+    matcher_names,
     read_json,
     removal,
     route_tools,
@@ -65,6 +70,13 @@ def governed_tools(policy: dict[str, Any]) -> list[str]:
     return names
 
 
+def tool_matcher(names: list[str], policy: dict[str, Any]) -> str:
+    """Plain names joined by `|` match exactly; with the memory under any server name the matcher
+    is a regex (Claude Code tests it unanchored), anchored here to match nothing else."""
+    patterns = any_server_patterns(policy, "mcp__", "__")
+    return exact_matcher(names, patterns) if patterns else "|".join(names)
+
+
 def is_ours(hook: Any) -> bool:
     return isinstance(hook, dict) and isinstance(hook.get("command"), str) and bool(OURS.search(hook["command"]))
 
@@ -77,11 +89,11 @@ def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, 
         *FILE_TOOLS,
         *route_tools(policy),
     ]
-    pre_matcher = "|".join(dict.fromkeys([*tools, *others]))
+    pre_matcher = tool_matcher(list(dict.fromkeys([*tools, *others])), policy)
     out: dict[str, list[dict[str, Any]]] = {
         "PreToolUse": [{"matcher": pre_matcher, "hooks": [entry]}],
-        "PostToolUse": [{"matcher": "|".join(tools), "hooks": [entry]}],
-        "PostToolUseFailure": [{"matcher": "|".join(tools), "hooks": [entry]}],
+        "PostToolUse": [{"matcher": tool_matcher(tools, policy), "hooks": [entry]}],
+        "PostToolUseFailure": [{"matcher": tool_matcher(tools, policy), "hooks": [entry]}],
     }
     for event in SESSION_EVENTS:
         out[event] = [{"hooks": [entry]}]
@@ -136,7 +148,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         if scope == "project":
             checks += launcher.doctor(project, NAME, path, commands, PROJECT_VARIABLE)
         missing = [e for e in (*TOOL_EVENTS, *SESSION_EVENTS) if e not in events]
-        matched = {name for matcher, _ in events.get("PreToolUse", []) for name in matcher.split("|")}
+        matched = {name for matcher, _ in events.get("PreToolUse", []) for name in matcher_names(matcher)}
         uncovered = [t for t in tools if t not in matched]
         if missing or uncovered:
             detail = (f"missing events: {', '.join(missing)}; " if missing else "") + (
