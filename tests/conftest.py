@@ -14,6 +14,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "rules" / "memory-budget.yaml"
+# The governor's environment first on PATH, as an activated or installed one is: the project's
+# hook launcher finds `memory-governor` there (governor.harnesses.launcher).
+GOVERNOR_PATH = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 
 class Env:
@@ -27,7 +30,7 @@ class Env:
         for d in (self.home, self.project):
             d.mkdir(parents=True, exist_ok=True)
         self.vars = {
-            "PATH": os.environ.get("PATH", ""),
+            "PATH": GOVERNOR_PATH,
             "HOME": str(self.home),
             "XDG_CONFIG_HOME": str(self.home / ".config"),
             "XDG_STATE_HOME": str(self.home / ".local" / "state"),

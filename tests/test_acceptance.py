@@ -109,3 +109,41 @@ def test_the_model_cannot_accept_for_the_user_through_its_shell(env: Env, sessio
         answer = session.event("PreToolUse", tool_name="Write", tool_input={"file_path": path, "content": "{}"},
                                tool_use_id=session.next_id())  # fmt: skip
         assert answer.denied, path
+
+
+def test_policy_explain_shows_what_the_hooks_enforce_while_a_loosening_is_held_back(env: Env, session: Session) -> None:
+    session.start()
+    env.write(".memory-governor/policy.yaml", LOOSER)
+    assert _searches(session, 3) == [False, False, True]  # the hooks hold the accepted 2
+    explained = env.cli_json("policy", "explain", "--format", "json")
+    assert explained["in_force"] == "accepted"
+    assert [(c["path"], c["old"], c["new"]) for c in explained["held_back"]] == [
+        ("limits.max_search_calls.value", 2, 6)
+    ]
+    (rule,) = [r for r in explained["rules"] if r["key"].startswith("limits.max_search_calls")]
+    assert "2" in rule["statement"] and "6" not in rule["statement"], rule
+    assert rule["layer"] == "accepted" and rule["held_back"], rule
+    text = env.cli("policy", "explain", check=True).stdout
+    assert "Held back: 1 change(s)" in text and "held back: loosened" in text, text
+    env.accept()
+    after = env.cli_json("policy", "explain", "--format", "json")
+    assert after["in_force"] == "files" and not after["held_back"]
+    (rule,) = [r for r in after["rules"] if r["key"].startswith("limits.max_search_calls")]
+    assert "6" in rule["statement"] and rule["layer"] == "team", rule
+
+
+def test_doctor_tells_a_committed_change_from_one_only_in_the_working_tree(env: Env, session: Session) -> None:
+    from tests.test_trust import _git
+
+    env.write(".memory-governor/policy.yaml", TIGHTER.replace("1", "2"))
+    _git(env, "init", "-q")
+    _git(env, "add", ".memory-governor/policy.yaml")
+    _git(env, "commit", "-qm", "team policy")
+    session.start()
+    env.write(".memory-governor/policy.yaml", LOOSER)
+    uncommitted = env.cli("doctor").stdout
+    assert "in the working tree, not committed" in uncommitted and "git checkout" in uncommitted, uncommitted
+    _git(env, "commit", "-qam", "lead: six searches")  # the lead's change, as a clone pulls it
+    committed = env.cli("doctor").stdout
+    assert "held back" in committed and "as committed (git HEAD)" in committed, committed
+    assert "if you made them" not in committed

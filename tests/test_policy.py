@@ -297,3 +297,14 @@ def test_installed_copy_finds_the_shipped_policy(tmp_path: Path) -> None:
         env=env, capture_output=True, text=True, cwd=tmp_path, check=True,
     )  # fmt: skip
     assert json.loads(explain.stdout)["rule"]["via"] == "model", explain.stdout
+
+
+def test_policy_check_compares_a_local_override_with_the_team_file_it_overrides(env: Env) -> None:
+    env.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: {value: 6, enforce: block}\n")
+    local = env.write(
+        ".memory-governor/policy.local.yaml", "limits:\n  max_search_calls: {value: 10, enforce: block}\n"
+    )
+    named = env.cli("policy", "check", str(local))
+    whole = env.cli("policy", "check")
+    for out in (named, whole):
+        assert out.returncode == 1 and "max_search_calls.value is loosened (6 -> 10)" in out.stderr, out.stderr

@@ -50,6 +50,20 @@ def test_report_shows_per_turn_usage_denials_and_savings(env: Env, session: Sess
     assert "2 turn(s)" in table and "denials by reason: max_search_calls 1, mem_context_locked 1" in table
 
 
+def test_report_shows_each_turn_against_the_limits_in_force_at_that_turn(env: Env, session: Session) -> None:
+    session.prompt("what did we decide about caching?")
+    session.pre("mem_search", query="cache", limit=3)
+    env.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: {value: 1, enforce: block}\n")
+    session.prompt("and about the queue?")  # a tightening is in force at once
+    session.pre("mem_search", query="queue", limit=3)
+    first, second = env.cli_json("report", "--format", "json")["turns"]
+    assert (first["limits"]["max_search_calls"], second["limits"]["max_search_calls"]) == (2, 1)
+    assert first["policy"] != second["policy"]
+    assert "max_search_calls" not in first["at_limit"] and "max_search_calls" in second["at_limit"]
+    rows = env.cli("report", check=True).stdout.splitlines()[1:3]
+    assert " 1/2 " in rows[0] and " 1/1 " in rows[1], rows
+
+
 def test_report_filters_by_session_and_date(env: Env, session: Session) -> None:
     busy_session(session)
     other = Session(env, "other-session")

@@ -298,6 +298,8 @@ SETTINGS_WRITES = {
         ("Bash", {"command": "cd .claude && echo '{\"disableAllHooks\":true}' > settings.local.json"}),
         ("Bash", {"command": "mv .claude .claude-old"}),
         ("Bash", {"command": "rm \"$HOME\"/.claude/sett''ings.json"}),
+        ("Write", {"file_path": "{project}/.memory-governor/hook", "content": "exit 0\n"}),  # the launcher
+        ("Bash", {"command": "printf 'exit 0\\n' > .memory-governor/hook"}),
     ],
     "codex": [
         ("Bash", {"command": "echo '{}' > ~/.codex/hooks.json"}),

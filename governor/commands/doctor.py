@@ -157,7 +157,8 @@ def _held(report: Report, sources: Sources, policy: CompiledPolicy) -> None:
     state = state_dir(os.environ)
     record = acceptance.read(state, sources.project)
     if record is None:
-        report.add(INFO, "accepted policy", "none recorded yet: the first hook accepts the policy files as they are")
+        report.add(INFO, "accepted policy", "none recorded yet: the first hook takes the policy as committed "
+                   "(git HEAD), else the files as they are")  # fmt: skip
         return
     current, _ = compiled.from_files(sources, state)
     accepted = acceptance.accepted_blob(state, sources.project)
@@ -167,9 +168,31 @@ def _held(report: Report, sources: Sources, policy: CompiledPolicy) -> None:
     if held or definitions:
         named = [str(c).split("  (")[0].strip() for c in held[:3]] + [path for path, _ in definitions[:3]]
         report.add(WARN, "accepted policy", f"{len(held) + len(definitions)} change(s) held back: {'; '.join(named)}",
-                   "if you made them: memory-governor policy accept")  # fmt: skip
+                   _held_fix(sources, current.digest) if held else "if you made them: memory-governor policy accept")  # fmt: skip
     else:
         report.add(OK, "accepted policy", "the policy files are in force as written")
+
+
+def _held_fix(sources: Sources, digest: str) -> str:
+    """What to do about a held-back change: a committed one is the team's (a lead's change reaching
+    this clone); one only in the working tree is nobody's yet, and may be an agent's."""
+    from governor import with_site_packages
+
+    with_site_packages()
+    from governor.policy.files import compile_committed
+
+    committed = compile_committed(sources)
+    if committed is not None and committed["digest"] == digest:
+        return (
+            "the files are as committed (git HEAD): a change the team committed. Review it (git log -p "
+            ".memory-governor/), then accept it in your own terminal: memory-governor policy accept"
+        )
+    if committed is not None:
+        return (
+            "the change is in the working tree, not committed: if you made it, memory-governor policy accept "
+            "in your terminal; if not (an agent can write files), git checkout -- .memory-governor/"
+        )
+    return "if you made them: memory-governor policy accept  (in your own terminal)"
 
 
 def _telemetry(report: Report, env: Mapping[str, str], policy: CompiledPolicy) -> None:

@@ -68,35 +68,76 @@ def check(files: tuple[str, ...], fmt: str) -> int:
     return 0 if ok else EXIT_INVALID
 
 
+def _in_force(sources: Sources) -> tuple[dict[str, Any] | None, list[Any], str]:
+    """What the hooks enforce here: (the policy in force, or None when it is the files as they
+    are; the changes in the files that are held back; a note when nothing was accepted yet)."""
+    from governor.policy import acceptance, compiled
+    from governor.state import state_dir
+
+    state = state_dir(os.environ)
+    if acceptance.read(state, sources.project) is None:
+        return None, [], ("no policy has been accepted here yet: a session's first hook takes the committed files "
+                          "(git HEAD), else these files as they are (docs/teams.md)")  # fmt: skip
+    current, notices = compiled.from_files(sources, state)
+    enforcing, _ = acceptance.enforced(current, notices, sources, state, first=False)
+    if enforcing.digest == current.digest:
+        return None, [], ""
+    return enforcing.data, acceptance.held_changes(enforcing.blob, current), ""
+
+
+def _touches(key: str, changes: list[Any]) -> list[Any]:
+    return [c for c in changes if key == c.path or key.startswith(c.path + ".") or c.path.startswith(key + ".")]
+
+
 @group.command("explain")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def explain(fmt: str) -> int:
-    """The effective policy of this project in plain words, each value with the file it came from."""
+@click.option("--shipped", is_flag=True, help="Explain the shipped default policy instead of this project's.")
+def explain(fmt: str, shipped: bool) -> int:
+    """The policy the hooks enforce in this project, in plain words, each value with where it
+    came from; a change in the files that is held back (it loosens what was accepted) is listed
+    beside the value in force."""
     from governor.policy.text import explain_statements
 
     sources, eff = _current()
+    if shipped:
+        eff = build([("default", shipped_policy_path())])
     if not eff.ok:
         _print_problems(eff)
         return EXIT_INVALID
-    policy = eff.dumped()
+    enforcing, held, note = (None, [], "") if shipped else _in_force(sources)
+    policy = enforcing or eff.dumped()
     rows: list[dict[str, Any]] = []
     for heading, sentence, path in explain_statements(policy):
-        origin = eff.origin_of(tuple(int(p) if p.isdigit() else p for p in path))
+        key = ".".join(path)
+        waiting = _touches(key, held)
+        origin = None if waiting else eff.origin_of(tuple(int(p) if p.isdigit() else p for p in path))
         rows.append(
             {
                 "section": heading,
                 "statement": sentence,
-                "key": ".".join(path),
-                "layer": origin.kind if origin else "default",
-                "source": f"{origin.file}:{origin.line}" if origin else shipped_policy_path(),
+                "key": key,
+                "layer": "accepted" if waiting else origin.kind if origin else "default",
+                "source": ("the accepted policy (the files' change is held back)" if waiting
+                           else f"{origin.file}:{origin.line}" if origin else shipped_policy_path()),
+                "held_back": [str(c) for c in waiting],
             }
-        )
+        )  # fmt: skip
     if fmt == "json":
-        click.echo(json.dumps({"digest": digest_of(policy), "project": sources.project, "rules": rows}, indent=2))
+        click.echo(json.dumps({"digest": digest_of(policy), "project": sources.project, "in_force":
+                               "accepted" if enforcing else "files", "held_back": [c.as_dict() for c in held],
+                               "note": note, "rules": rows}, indent=2))  # fmt: skip
         return 0
-    click.echo(f"Effective policy for {sources.project} (digest {digest_of(policy)[:12]})")
-    for kind, file in sources.layers():
+    where = "the shipped default" if shipped else sources.project
+    click.echo(f"Policy in force for {where} (digest {digest_of(policy)[:12]})")
+    for kind, file in [("default", shipped_policy_path())] if shipped else sources.layers():
         click.echo(f"  {kind:8} {file}")
+    if held:
+        click.echo(f"\nHeld back: {len(held)} change(s) in the files loosen the accepted policy; the hooks enforce "
+                   "the accepted values below until a person runs `memory-governor policy accept` in a terminal:")  # fmt: skip
+        for change in held:
+            click.echo(f"  {change}")
+    if note:
+        click.echo(f"\n{note}")
     section: str | None = None
     for row in rows:
         if row["section"] != section:
@@ -104,18 +145,24 @@ def explain(fmt: str) -> int:
             click.echo(f"\n{section}")
         click.echo(f"  - {row['statement']}")
         click.echo(f"      from {row['layer']}: {row['source']}")
+        for change in row["held_back"]:
+            click.echo(f"      held back: {change}")
     return 0
 
 
 @group.command("diff")
-@click.argument("old", type=click.Path(dir_okay=False))
-@click.argument("new", type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--shipped", is_flag=True, help="Compare the shipped default with NEW: `policy diff --shipped NEW`.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def diff(old: str, new: str, fmt: str) -> int:
-    """What changes from policy OLD to NEW (each layered over the shipped default).
+def diff(files: tuple[str, ...], shipped: bool, fmt: str) -> int:
+    """What changes from policy OLD to NEW (each layered over the shipped default); with
+    --shipped, from the shipped default to NEW.
 
     Exit 0 when nothing is loosened, 3 when anything is (so CI can require review), 1 when a
     file is invalid."""
+    if len(files) != (1 if shipped else 2):
+        raise click.UsageError("give OLD and NEW, or --shipped and NEW")
+    old, new = (shipped_policy_path(), files[0]) if shipped else files
     effs = [check_files([old]), check_files([new])]
     for eff in effs:
         if not eff.ok:

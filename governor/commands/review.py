@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from governor.policy import compiled
+from governor.policy import compiled, history
 from governor.state import state_dir
 
 
@@ -37,7 +37,9 @@ def report(session_id: str | None, since: str | None, fmt: str, output: str | No
         moment = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
     ledger = open_for(os.environ, policy.data["ledger"])
     try:
-        data = reporting.build(ledger, policy.limits, policy.unit, key(session_id) if session_id else None, moment)
+        state = state_dir(os.environ)
+        data = reporting.build(ledger, policy.limits, policy.unit, key(session_id) if session_id else None, moment,
+                               lambda digest: history.limits_of(state, digest))  # fmt: skip
     finally:
         ledger.close()
     text = (
@@ -100,11 +102,15 @@ def replay(transcript: str, policy: str | None, compare: str | None, fmt: str) -
 @click.command("test")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--junit", type=click.Path(dir_okay=False), help="Also write a JUnit XML report here.")
-def test(files: tuple[str, ...], junit: str | None) -> int:
-    """Run policy scenario files; exit 1 on any mismatch, 2 on an invalid file."""
+@click.option("--shipped", is_flag=True, help="Run them against the shipped default policy, whatever they name.")
+def test(files: tuple[str, ...], junit: str | None, shipped: bool) -> int:
+    """Run policy scenario files (docs/scenarios.md); exit 1 on any mismatch, 2 on an invalid file."""
+    from governor.policy.sources import shipped_policy_path
     from governor.review import scenarios
 
     loaded = [scenarios.load(path) for path in files]
+    for file in loaded if shipped else ():
+        file.policy = shipped_policy_path()
     invalid = [problem for file in loaded for problem in file.problems]
     for problem in invalid:
         click.echo(str(problem), err=True)

@@ -648,7 +648,7 @@ class Ledger:
 
     def audit(self, session: str | None = None, since: float | None = None) -> list[Any]:
         """The audit trail, oldest first: (ts, session, turn, agent_type, event, role, decision, code,
-        mode, tokens_delivered, tokens_saved, tokens_deduped, turn number)."""
+        mode, tokens_delivered, tokens_saved, tokens_deduped, turn number, policy digest)."""
         where: list[str] = ["1=1"]
         args: list[Any] = []
         if session is not None:
@@ -659,7 +659,7 @@ class Ledger:
             args.append(since)
         return self.q(
             "SELECT d.ts, d.session, d.turn, d.agent_type, d.event, d.role, d.decision, d.code, d.mode, "
-            "d.tokens_delivered, d.tokens_saved, d.tokens_deduped, COALESCE(t.seq, 0) FROM decisions d "
+            "d.tokens_delivered, d.tokens_saved, d.tokens_deduped, COALESCE(t.seq, 0), d.policy FROM decisions d "
             "LEFT JOIN turns t ON t.session=d.session AND t.turn=d.turn "
             f"WHERE {' AND '.join(where)} ORDER BY d.ts, d.id",
             *args,

@@ -373,7 +373,7 @@ class RedisLedger(Ledger):
     def audit(self, session: str | None = None, since: float | None = None) -> list[Any]:
         rows: list[tuple[Any, ...]] = []
         fields = ("ts", "session", "turn", "agent_type", "event", "role", "decision", "code", "mode",
-                  "tokens_delivered", "tokens_saved", "tokens_deduped", "seq")  # fmt: skip
+                  "tokens_delivered", "tokens_saved", "tokens_deduped", "seq", "policy")  # fmt: skip
         start = "-"
         while True:
             batch = self._call(self.client.xrange, PREFIX + "audit", min=start, count=5000)

@@ -51,21 +51,26 @@ def isolation(harness: str, command: str) -> Check | None:
         words = shlex.split(command)
     except ValueError:
         return None
-    if "-I" in words[1:3] or "hook" in words[1:2]:
-        return None
+    if "-I" in words[1:3] or "hook" in words[1:2] or (words[1:2] and words[1].endswith(".memory-governor/hook")):
+        return None  # the project's launcher runs the governor isolated (governor.harnesses.launcher)
     return Check(BAD, f"{harness} hook", "the installed command runs without -I, so modules on the user's path "
                  "could stand in for the governor's", f"memory-governor install {harness}  (writes it with -I)")  # fmt: skip
 
 
-def run_hook_command(command: str, payload: dict[str, Any]) -> HookRun:
-    """Run an installed hook command on one payload, against a scratch state directory."""
+def run_hook_command(command: str, payload: dict[str, Any], harness_env: dict[str, str] | None = None,
+                     cwd: str | None = None) -> HookRun:  # fmt: skip
+    """Run an installed hook command on one payload, against a scratch state directory.
+    `harness_env`: the variables the harness sets for its hooks (its project directory), which
+    the command may name (`$CLAUDE_PROJECT_DIR`): then it runs in a shell, as the harness runs it,
+    in `cwd` (the project)."""
     with tempfile.TemporaryDirectory(prefix="memory-governor-doctor-") as scratch:
-        env = {**os.environ, "MEMORY_GOVERNOR_STATE_DIR": os.path.join(scratch, "state"),
+        env = {**os.environ, **(harness_env or {}), "MEMORY_GOVERNOR_STATE_DIR": os.path.join(scratch, "state"),
                "MEMORY_GOVERNOR_WARM_SERVER": "off"}  # fmt: skip
         started = time.perf_counter()
         try:
-            proc = subprocess.run(shlex.split(command), input=json.dumps(payload).encode(), capture_output=True,
-                                  env=env, timeout=30)  # fmt: skip
+            words = ["/bin/sh", "-c", command] if harness_env is not None else shlex.split(command)
+            proc = subprocess.run(words, input=json.dumps(payload).encode(), capture_output=True,
+                                  env=env, timeout=30, cwd=cwd)  # fmt: skip
         except (OSError, subprocess.TimeoutExpired, ValueError) as err:
             return HookRun(-1, None, "", 0.0, f"the installed command does not run: {err}")
         millis = (time.perf_counter() - started) * 1000

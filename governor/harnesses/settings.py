@@ -2,7 +2,11 @@
 
 - Idempotent: a second install computes the same file and changes nothing.
 - Atomic: the new file replaces the old in one rename; a reader never sees half of it.
-- Backed up: the file it replaces is copied to `<file>.bak-<time>` first.
+- Backed up: the file it replaces is copied to `<file>.bak-<time>` first, under a name no
+  earlier backup has (an install and an uninstall in the same second keep both).
+- Modes kept: a file it rewrites keeps its permissions; a new one gets the usual (umask) ones.
+- Leaves no trace: a file the install created and the uninstall empties of ours is removed
+  (`Change.created`), and so is a folder left empty that the install made.
 - Other hooks kept: only entries whose command is ours are added or removed.
 - Refuses what it cannot read: a settings file that is not valid JSON is left untouched and
   the error says where (file:line:col).
@@ -21,11 +25,12 @@ import json
 import os
 import re
 import shutil
+import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from governor.state import write_atomic
+from governor.state import ensure_dir, state_dir, write_atomic
 
 
 class SettingsError(ValueError):
@@ -35,8 +40,11 @@ class SettingsError(ValueError):
 class Change:
     """One settings file: what it holds (`before`) and what it should hold (`after`)."""
 
-    def __init__(self, path: str, before: Any, after: Any, done: str, same: str, render: Callable[[Any], str]) -> None:
+    def __init__(self, path: str, before: Any, after: Any, done: str, same: str, render: Callable[[Any], str],
+                 mode: int = 0o644, backup: bool = True) -> None:  # fmt: skip
         self.path = path
+        self.mode = mode  # a new file's permissions, before the umask
+        self.backup = backup  # False: what it replaces is ours alone (a generated file)
         self.before = before
         self.after = after
         self.done = done  # what applying it did, in words
@@ -120,18 +128,108 @@ def apply(change: Change, dry_run: bool, echo: Callable[[str], None]) -> None:
         echo(change.render(change.after).rstrip("\n"))
         return
     folder = os.path.dirname(change.path)
-    os.makedirs(folder, exist_ok=True)
+    made = _make_folders(folder)
     backup = None
-    if os.path.exists(change.path):
-        backup = f"{change.path}.bak-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        mode = stat.S_IMODE(os.stat(change.path).st_mode)
+    except FileNotFoundError:
+        mode = change.mode & ~_umask()
+    existed = os.path.exists(change.path)
+    if existed and change.backup and not _ours_alone(change):
+        backup = _backup_name(change.path)
         shutil.copy2(change.path, backup)
     if change.after is None:
         os.unlink(change.path)
+        _record(drop=[change.path])
+        _remove_empty(folder)
     else:
         write_atomic(change.path, change.render(change.after).encode())
+        os.chmod(change.path, mode)
+        if made or not existed:
+            _record(add=[*made, *([] if existed else [change.path])])
     echo(f"{change.path}: {change.done}")
     if backup:
         echo(f"previous settings saved as {backup}")
+
+
+def removal(path: str, after: Any, empty: Callable[[Any], bool] = lambda data: not data) -> Any:
+    """What a file should hold after an uninstall: None (remove it) when what is left is `empty`
+    and the install created it, so a project without the file is left without it."""
+    gone = empty(after) and os.path.exists(path) and _created_by_us(path)
+    return None if gone else after
+
+
+def _backup_name(path: str) -> str:
+    """`<path>.bak-<time>`, with `-2`, `-3`, ... where a backup of that second exists."""
+    stem = f"{path}.bak-{time.strftime('%Y%m%d-%H%M%S')}"
+    name, n = stem, 1
+    while os.path.exists(name):
+        n += 1
+        name = f"{stem}-{n}"
+    return name
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# Files and folders an install created, kept in the state directory (nothing beside them in the
+# project), so the uninstall on this machine can leave the project as it found it.
+_CREATED = "installed-files.json"
+
+
+def _created() -> dict[str, str]:
+    try:
+        with open(os.path.join(state_dir(os.environ), _CREATED), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _record(add: Sequence[str] = (), drop: Sequence[str] = ()) -> None:
+    data = _created()
+    data.update({os.path.abspath(p): "created" for p in add})
+    for p in drop:
+        data.pop(os.path.abspath(p), None)
+    try:
+        ensure_dir(state_dir(os.environ))
+        write_atomic(os.path.join(state_dir(os.environ), _CREATED), json.dumps(data, indent=1).encode())
+    except OSError:
+        pass  # no state directory here: the install stands; its uninstall then keeps what it made
+
+
+def _created_by_us(path: str) -> bool:
+    return os.path.abspath(path) in _created()
+
+
+def _ours_alone(change: Change) -> bool:
+    """A file the install created is not backed up when its uninstall removes it."""
+    return change.after is None and _created_by_us(change.path)
+
+
+def _make_folders(folder: str) -> list[str]:
+    """Create `folder` and its missing parents; the ones created."""
+    made = []
+    while folder and not os.path.isdir(folder):
+        made.append(folder)
+        folder = os.path.dirname(folder)
+    for path in reversed(made):
+        os.makedirs(path, exist_ok=True)
+    return made
+
+
+def _remove_empty(folder: str) -> None:
+    """Remove `folder` (and its parents) while empty and made by an install."""
+    while folder and _created_by_us(folder):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
+        _record(drop=[folder])
+        folder = os.path.dirname(folder)
 
 
 # -- Claude-style hook groups ---------------------------------------------------------------

@@ -36,6 +36,7 @@ import os
 import time
 
 from governor import jsonio
+from governor.policy import history
 from governor.state import ensure_dir, write_atomic
 
 TYPE_CHECKING = False
@@ -93,6 +94,7 @@ def write(state: str, sources: Sources, blob: dict[str, Any], accepted_at: float
         except OSError:
             if folder == state:
                 raise
+    history.remember(state, blob)
 
 
 def _anchored(state: str, sources: Sources) -> dict[str, Any] | None:

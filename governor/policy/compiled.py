@@ -13,6 +13,7 @@ import os
 
 from governor import jsonio, with_site_packages
 from governor.engine.rules import CompiledPolicy
+from governor.policy import history
 from governor.policy.sources import Sources
 from governor.state import ensure_dir, write_atomic
 
@@ -114,6 +115,7 @@ def from_files(sources: Sources, state: str) -> tuple[CompiledPolicy, list[str]]
     if blob is not None:
         blob["format"], blob["signature"] = CACHE_FORMAT, signature
         _store(good_path, blob)
+        history.remember(state, blob)
         if broken_path:
             try:
                 os.unlink(broken_path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 import types
 import typing
 from typing import Any
@@ -380,8 +381,16 @@ def compile_committed(sources: Sources) -> dict[str, Any] | None:
 
 
 def check_files(files: list[str]) -> Effective:
-    """`policy check FILE`: a team policy file is checked as a layer over the shipped default."""
+    """`policy check FILE`: a team policy file is checked as a layer over the shipped default; a
+    local override (`*.local.yaml`) over the team file beside it, the layer it overrides, as the
+    hooks and doctor compare it."""
     layers = [("default", shipped_policy_path())]
     for file in files:
-        layers.append(("local" if file.endswith(".local.yaml") else "team", file))
+        if file.endswith(".local.yaml"):
+            team = file[: -len(".local.yaml")] + ".yaml"
+            if os.path.isfile(team) and ("team", team) not in layers:
+                layers.append(("team", team))
+            layers.append(("local", file))
+        else:
+            layers.append(("team", file))
     return build(layers)

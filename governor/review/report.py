@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from governor.engine.ledger import Ledger
@@ -20,18 +21,24 @@ LIMIT_ROLES = {
 
 
 def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session: str | None = None,
-          since: float | None = None) -> dict[str, Any]:  # fmt: skip
+          since: float | None = None, limits_of: Callable[[str], dict[str, Any] | None] = lambda _d: None
+          ) -> dict[str, Any]:  # fmt: skip
+    """`limits`: the policy in force now; `limits_of(digest)`: those of the policy a turn was
+    decided under (the audit row names it), so each turn is shown against its own limits."""
     rows = ledger.audit(session, since)
+    now = {name: spec["value"] for name, spec in limits.items()}
     turns: dict[tuple[str, str], dict[str, Any]] = {}
     denials: Counter[str] = Counter()
     would: Counter[str] = Counter()
     by_session: Counter[str] = Counter()
     by_agent: Counter[str] = Counter()
-    for ts, sess, turn, agent_type, event, role, decision, code, mode, delivered, saved, deduped, seq in rows:
+    for ts, sess, turn, agent_type, event, role, decision, code, mode, delivered, saved, deduped, seq, digest in rows:
         entry = turns.setdefault((sess, turn), {
             "session": sess, "turn": turn, "turn_number": seq, "started": ts, "calls": Counter(), "tokens": 0,
             "denied": 0, "would_deny": 0, "trimmed": 0, "tokens_saved": 0, "tokens_deduped": 0, "mode": mode,
+            "policy": digest,
         })  # fmt: skip
+        entry["policy"] = entry["policy"] or digest
         if event == "pre_tool" and role and decision != "deny":
             entry["calls"][role] += 1
         if event in ("post_tool", "prompt", "session_start") or role == "governor":
@@ -56,12 +63,16 @@ def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session:
     for entry in turns.values():
         usage = {name: sum(entry["calls"][r] for r in roles) for name, roles in LIMIT_ROLES.items()}
         usage["max_memory_tokens_injected"] = entry["tokens"]
-        at_limit = [name for name, used in usage.items() if used >= limits[name]["value"] and limits[name]["value"] > 0]
+        then = {**now, **(limits_of(entry["policy"]) or {})} if entry["policy"] else now
+        at_limit = [
+            name for name, used in usage.items() if isinstance(then.get(name), (int, float)) and 0 < then[name] <= used
+        ]
         hits.update(at_limit)
         out_turns.append({
             "session": entry["session"], "turn": entry["turn"], "turn_number": entry["turn_number"],
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(entry["started"])), "mode": entry["mode"],
-            "usage": usage, "at_limit": at_limit, "denied": entry["denied"], "would_deny": entry["would_deny"],
+            "usage": usage, "limits": then, "policy": entry["policy"], "at_limit": at_limit,
+            "denied": entry["denied"], "would_deny": entry["would_deny"],
             "trimmed": entry["trimmed"], "tokens_saved": entry["tokens_saved"],
             "tokens_deduped": entry["tokens_deduped"],
         })  # fmt: skip
@@ -90,9 +101,8 @@ def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session:
 def table(report: dict[str, Any]) -> str:
     lines = [f"{'session':14} {'turn':>4} {'searches':>8} {'fetches':>7} {'saves':>5} {'tokens':>8} "
              f"{'denied':>6} {'trimmed':>7} {'saved':>6}"]  # fmt: skip
-    limits = report["limits"]
     for t in report["turns"]:
-        u = t["usage"]
+        u, limits = t["usage"], t.get("limits") or report["limits"]
         mark = "*" if "max_memory_tokens_injected" in t["at_limit"] else " "
         denied = f"{t['denied']}" + (f"(+{t['would_deny']})" if t["would_deny"] else "")
         lines.append(f"{t['session'][-14:]:14} {t['turn_number']:>4} {u['max_search_calls']:>5}/{limits['max_search_calls']:<2} "

@@ -2,7 +2,8 @@
 
 A scenario file (YAML):
 
-    policy: ../.memory-governor/policy.yaml   # optional, relative to this file; default: effective
+    policy: ../.memory-governor/policy.yaml   # optional, relative to this file, or `shipped` (the
+                                               # default policy); without it: the effective policy
     server: engram                             # optional: the MCP server short tool names belong to
     scenarios:
       - name: the third search in a turn is denied
@@ -21,7 +22,8 @@ A scenario file (YAML):
 `expect` is a decision (allow, deny, clamp, trim, warn) or a mapping of: decision, reason (a
 substring of what the model is told), input (keys the clamped input must have), context (a
 substring of advice added to the model's context), memory_need (for a prompt), trimmed.
-Steps run through the same code the hook runs (governor.review.player).
+Steps run through the same code the hook runs (governor.review.player). docs/scenarios.md
+documents the format with an example to copy.
 """
 
 from __future__ import annotations
@@ -80,7 +82,11 @@ def load(path: str) -> ScenarioFile:
     for key in data:
         if key not in ("policy", "server", "scenarios"):
             bad((key,), f"unknown key {key!r}: expected policy, server, scenarios", at_key=True)
-    if isinstance(data.get("policy"), str):
+    if data.get("policy") == "shipped":
+        from governor.policy.sources import shipped_policy_path
+
+        out.policy = shipped_policy_path()
+    elif isinstance(data.get("policy"), str):
         out.policy = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), data["policy"]))
         if not os.path.isfile(out.policy):
             bad(("policy",), f"the policy file {out.policy} does not exist")

@@ -31,6 +31,8 @@ import pytest
 import seed
 from fake_responses import FakeResponses, Request, Step, ToolResult
 
+from tests.conftest import GOVERNOR_PATH
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -138,7 +140,7 @@ class CodexHarness:
         self.installed = False
         self.runs: list[Run] = []
         self.env = {
-            "PATH": f"{tools.bin}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PATH": f"{tools.bin}{os.pathsep}{GOVERNOR_PATH}",
             "HOME": str(self.home),
             "CODEX_HOME": str(self.codex_home),
             "XDG_CONFIG_HOME": str(self.home / ".config"),

@@ -71,7 +71,6 @@ probe hook that logged its stdin and printed chosen answers; re-checked by the t
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -90,6 +89,7 @@ import seed  # noqa: E402
 from fake_model import FakeModel, Request, Step, ToolResult  # noqa: E402
 
 from governor.harnesses.claude_code import spelled  # noqa: E402
+from tests.conftest import GOVERNOR_PATH  # noqa: E402
 
 ROOT = HERE.parent.parent
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -264,7 +264,7 @@ class Harness:
         self.warm_server = warm_server
         self.runs: list[Run] = []
         self.env = {
-            "PATH": os.environ.get("PATH", ""),
+            "PATH": GOVERNOR_PATH,
             "HOME": str(self.home),
             "XDG_CONFIG_HOME": str(self.home / ".config"),
             "XDG_STATE_HOME": str(self.home / ".local" / "state"),

@@ -57,6 +57,8 @@ import npm  # noqa: E402
 import seed  # noqa: E402
 from fake_chat import FakeChat, Request, Step, ToolResult  # noqa: E402
 
+from tests.conftest import GOVERNOR_PATH  # noqa: E402
+
 ROOT = HERE.parent.parent
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 PYTHON = str(VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable))
@@ -78,7 +80,7 @@ class Tools:
     def ready(self) -> bool:
         if not self.copilot.exists():
             return False
-        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(self.root), "COPILOT_PKG_CACHE_HOME": str(self.pkg_cache),
+        env = {"PATH": GOVERNOR_PATH, "HOME": str(self.root), "COPILOT_PKG_CACHE_HOME": str(self.pkg_cache),
                "COPILOT_AUTO_UPDATE": "false"}  # fmt: skip
         try:
             out = subprocess.run([str(self.copilot), "--version"], capture_output=True, text=True, timeout=300, env=env)
@@ -168,7 +170,7 @@ class Copilot:
         self.installed = False
         self.runs: list[Run] = []
         self.env = {
-            "PATH": os.environ.get("PATH", ""),
+            "PATH": GOVERNOR_PATH,
             "HOME": str(self.home),
             "XDG_CONFIG_HOME": str(self.home / ".config"),
             "XDG_STATE_HOME": str(self.home / ".local" / "state"),

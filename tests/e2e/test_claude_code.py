@@ -848,3 +848,27 @@ def test_policy_accept_forged_by_spelling_is_refused_or_has_no_effect_and_the_us
                    main=[tool_uses(*[engram("mem_search", query=q, limit=1) for q in ("a", "b", "c")]),
                          text("Done.")])  # fmt: skip
     assert [r.is_error for r in again.results_of("mem_search")] == [False, False, False], again.describe()
+
+
+# -- a committed install on a machine without the governor (docs/teams.md) -----------------------
+
+
+def test_a_clone_on_a_machine_without_the_governor_tells_the_user_and_refuses_memory_calls(cc):
+    """The project's settings run the committed launcher; with no memory-governor on PATH it
+    tells the user at session start and, under on_error: closed, refuses each memory call."""
+    cc.team_policy("on_error: closed\n")
+    cc.install()
+    assert "/.memory-governor/hook" in (cc.project / ".claude" / "settings.json").read_text()
+    cc.env["PATH"] = "/usr/bin:/bin"  # this machine has no governor (node is in /usr/bin)
+    run = cc.run("What did we decide about auth?",
+                 main=[tool_uses(engram("mem_search", query="auth", limit=3)), text("Done.")])  # fmt: skip
+    (result,) = run.results_of("mem_search")
+    assert result.is_error and "memory-governor is not installed on this machine" in result.text, result.text
+    assert cc.calls("mem_search") == [], "the refused call never reached the server"
+    # Seen on both pins: a SessionStart systemMessage is a `hook_system_message` attachment, shown to the user.
+    entries = [json.loads(line) for line in cc.transcript(run).read_text().splitlines() if line.strip()]
+    shown = [e["attachment"]["content"] for e in entries
+             if isinstance(e.get("attachment"), dict) and e["attachment"].get("type") == "hook_system_message"]  # fmt: skip
+    assert any("memory-governor is not installed on this machine" in m and "on_error: closed" in m for m in shown), (
+        shown
+    )

@@ -76,7 +76,7 @@ def test_installed_hooks_are_trusted_by_codex_and_doctor_says_so(codex):
     assert "ok    codex hook " in doctor.stdout and "clamped limit 10 -> 3" in doctor.stdout, doctor.stdout
     # A second install changes nothing; an edited hook loses its trust, which Codex and doctor both see.
     again = codex.governor("install", "codex", "--project", str(codex.project))
-    assert again.stdout.count("nothing changed") == 2, again.stdout
+    assert again.stdout.count("nothing changed") == 3, again.stdout  # launcher, hooks, trust
     hooks_file = codex.project / ".codex" / "hooks.json"
     edited = json.loads(hooks_file.read_text())
     edited["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"] = 11
@@ -101,7 +101,7 @@ def test_uninstall_removes_the_hooks_and_their_trust(codex):
     codex.governor("uninstall", "codex", "--project", str(codex.project))
     assert "trusted_hash" not in config.read_text()
     assert '[projects."' in config.read_text() and "[mcp_servers.engram]" in config.read_text()
-    assert json.loads((codex.project / ".codex" / "hooks.json").read_text()) == {}
+    assert not (codex.project / ".codex" / "hooks.json").exists(), "the file the install created is gone"
 
 
 # -- L1: the per-turn search cap, in one parallel batch -----------------------------------

@@ -381,6 +381,29 @@ def test_on_error_closed_refuses_memory_calls_and_says_so(gem):
     gem.env["MEMORY_GOVERNOR_STATE_DIR"] = str(gem.state)  # the fixture reads the error log here
 
 
+def test_a_clone_on_a_machine_without_the_governor_tells_the_user_and_refuses_memory_calls(gem):
+    """The project's settings run the committed launcher (docs/teams.md); with no memory-governor
+    on PATH it tells the user at session start and, under on_error: closed, refuses memory calls."""
+    gem.team_policy("version: 1\non_error: closed\n")
+    gem.install()
+    assert "/.memory-governor/hook" in gem.settings_file.read_text()
+    gem.env["PATH"] = "/usr/bin:/bin"  # this machine has no governor (node is in /usr/bin)
+    run = gem.run("What did we decide about auth?",
+                  main=[tool_uses(engram("mem_search", query="auth", limit=3)), text("Without memory.")])  # fmt: skip
+    [result] = run.results_of("mem_search")
+    assert result.is_error and result.text.startswith(BLOCKED + "memory-governor is not installed"), result.text
+    assert gem.calls("mem_search") == []
+    # The user was told, through Gemini's own channel for a hook's systemMessage.
+    assert "memory-governor is not installed on this machine" in run.stderr, run.stderr[-2000:]
+    # on_error: open: the call runs ungoverned, and the session-start message says so.
+    gem.write(".memory-governor/policy.yaml", "version: 1\non_error: open\n")
+    run = gem.run("And about sessions?",
+                  main=[tool_uses(engram("mem_search", query="sessions", limit=3)), text("Done.")])  # fmt: skip
+    [result] = run.results_of("mem_search")
+    assert not result.is_error and len(gem.calls("mem_search")) == 1, result.text
+    assert "memory calls pass ungoverned" in run.stderr, run.stderr[-2000:]
+
+
 # -- replay: Gemini's own session log -------------------------------------------------------
 
 

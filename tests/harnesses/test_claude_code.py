@@ -633,13 +633,25 @@ def test_install_then_uninstall_round_trip(env: Env) -> None:
 
     assert "mcp__engram__mem_search" in matcher_names(ours["matcher"])
     assert "mcp__plugin_engram_engram__mem_get_observation" in matcher_names(ours["matcher"])
-    assert ours["hooks"][0]["timeout"] == 10 and Path(ours["hooks"][0]["command"].split('"')[1]).is_absolute()
+    # the committed file names no machine's paths: the project's launcher finds the governor
+    assert ours["hooks"][0] == {"type": "command", "timeout": 10,
+                                "command": 'sh "${CLAUDE_PROJECT_DIR:-.}/.memory-governor/hook" claude-code'}  # fmt: skip
+    assert (env.project / ".memory-governor" / "hook").is_file()
     assert set(installed["hooks"]) >= {"PostToolUse", "UserPromptSubmit", "SessionStart", "PreCompact"}
     again = env.cli("install", "claude-code")
     assert "nothing changed" in again.stdout and json.loads(settings.read_text()) == installed
     assert list(settings.parent.glob("settings.json.bak-*"))
     assert env.cli("uninstall", "claude-code").returncode == 0
     assert json.loads(settings.read_text()) == json.loads(original)
+    assert not (env.project / ".memory-governor" / "hook").exists()
+
+
+def test_local_scope_names_this_machines_interpreter(env: Env) -> None:
+    env.cli("install", "claude-code", "--scope", "local", check=True)
+    local = json.loads((env.project / ".claude" / "settings.local.json").read_text())
+    command = local["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+    assert Path(command.split('"')[1]).is_absolute() and " -I -S " in command
+    assert not (env.project / ".memory-governor" / "hook").exists(), "no launcher for a per-machine scope"
 
 
 def test_install_refuses_a_settings_file_that_is_not_json(env: Env) -> None:
@@ -716,8 +728,8 @@ def test_a_copilot_payload_is_decided_by_the_copilot_adapter(env: Env) -> None:
 
 
 def test_doctor_says_when_an_installed_command_is_not_isolated(env: Env) -> None:
-    env.cli("install", "claude-code", check=True)
-    settings = env.project / ".claude" / "settings.json"
+    env.cli("install", "claude-code", "--scope", "local", check=True)
+    settings = env.project / ".claude" / "settings.local.json"
     settings.write_text(settings.read_text().replace('\\" -I -S \\"', '\\" -S \\"'))
     out = env.cli("doctor")
     assert out.returncode == 1 and "runs without -I" in out.stdout

@@ -228,7 +228,7 @@ def test_install_writes_hooks_and_their_trust_keeping_everything_else(env: Env) 
     assert all(f'[hooks.state."{key}"]\ntrusted_hash = "{value}"' in text for key, value in entries.items())
     # A second install changes nothing; uninstall takes exactly ours away.
     again = env.cli("install", "codex", "--project", str(env.project))
-    assert again.stdout.count("nothing changed") == 2, again.stdout
+    assert again.stdout.count("nothing changed") == 3, again.stdout  # the launcher, the hooks, their trust
     assert env.cli("uninstall", "codex", "--project", str(env.project)).returncode == 0
     assert json.loads(hooks.read_text()) == {"hooks": {"Stop": [{"hooks": [theirs]}]}}
     assert "trusted_hash" in config.read_text() and not any(key in config.read_text() for key in entries)

@@ -2,10 +2,15 @@
 
 `install claude-code` writes hooks into `.claude/settings.json` (`--scope local`:
 `.claude/settings.local.json`; `--scope user`: `~/.claude/settings.json`) with narrow
-matchers: the exact tool names the policy governs plus the dispatch tools, so no other tool
-starts a hook process, and any server's tools named like the memory's (`mcp__.+__mem_.*`: the
-memory registered again under another name). Matchers of plain names joined by `|` match those
-names exactly; with a pattern among them the matcher is one anchored regex.
+matchers: the exact tool names the policy governs, the dispatch tools, the tools that read a
+spilled result back and the tools the policy's routes go through, so no other tool starts a
+hook process, and any server's tools named like the memory's (`mcp__.+__mem_.*`: the memory
+registered again under another name). Matchers of plain names joined by `|` match those names
+exactly; with a pattern among them the matcher is one anchored regex.
+
+The project scope is committed, so its command is the project's launcher
+(`sh "$CLAUDE_PROJECT_DIR/.memory-governor/hook" claude-code`, governor.harnesses.launcher),
+the same on every clone; `local` and `user` name this machine's interpreter.
 
 Cold path.
 """
@@ -16,7 +21,7 @@ import os
 import re
 from typing import Any
 
-from governor.harnesses import hook_command
+from governor.harnesses import launcher
 from governor.harnesses.checks import BAD, MEMORY_LIKE, OK, WARN, Check, isolation, run_hook_command
 from governor.harnesses.claude_code import FILE_TOOLS
 from governor.harnesses.settings import (
@@ -27,6 +32,7 @@ from governor.harnesses.settings import (
     json_text,
     matcher_names,
     read_json,
+    removal,
     route_tools,
     with_hooks,
     without_hooks,
@@ -38,6 +44,7 @@ TIMEOUT_SECONDS = 10
 # What marks a hook entry as ours, whichever install (path, venv, layout) wrote it.
 OURS = re.compile(
     r"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+claude-code|memory-governor\"?\s+hook\s+claude-code"
+    r"|\.memory-governor[/\\]hook\"?\s+claude-code"
     r"|sdd-memory-budget\.sh"
 )
 TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
@@ -93,19 +100,30 @@ def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, 
     return out
 
 
+PROJECT_VARIABLE = "CLAUDE_PROJECT_DIR"  # set for every hook command (Doc)
+
+
 def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Change]:
     path = settings_path(scope, project)
     before = read_json(path)
-    after = with_hooks(before, our_hooks(policy, hook_command(NAME)), is_ours)
+    after = with_hooks(before, our_hooks(policy, launcher.hook_command_for(scope, NAME, PROJECT_VARIABLE)), is_ours)
     tools = len(governed_tools(policy))
-    done = f"installed hooks for {tools} memory tools and {len(SESSION_EVENTS)} session events"
-    return [Change(path, before, after, done, "already installed", json_text)]
+    events = len(TOOL_EVENTS) + len(SESSION_EVENTS)
+    done = f"installed hooks on {events} events ({len(SESSION_EVENTS)} session events) for {tools} memory tools"
+    return launcher.with_install(scope, project, Change(path, before, after, done, "already installed", json_text))
+
+
+def project_files(project: str) -> list[str]:
+    """The project-scope files whose hooks run the launcher."""
+    return [settings_path("project", project)]
 
 
 def plan_uninstall(scope: str, project: str) -> list[Change]:
     path = settings_path(scope, project)
     before = read_json(path)
-    return [Change(path, before, without_hooks(before, is_ours), "hooks removed", "not installed", json_text)]
+    after = removal(path, without_hooks(before, is_ours))
+    settings = Change(path, before, after, "hooks removed", "not installed", json_text)
+    return launcher.with_uninstall(scope, project, NAME, settings)
 
 
 def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
@@ -127,6 +145,8 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         if not events:
             continue
         commands += [hook["command"] for groups in events.values() for _, hook in groups]
+        if scope == "project":
+            checks += launcher.doctor(project, NAME, path, commands, PROJECT_VARIABLE)
         missing = [e for e in (*TOOL_EVENTS, *SESSION_EVENTS) if e not in events]
         matched = {name for matcher, _ in events.get("PreToolUse", []) for name in matcher_names(matcher)}
         uncovered = [t for t in tools if t not in matched]
@@ -148,7 +168,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     if commands:
         checks += _server_spellings(policy)
     if commands and tools:
-        checks.append(_selftest(commands[0], tools[0]))
+        checks.append(_selftest(commands[0], tools[0], project))
     return checks
 
 
@@ -201,11 +221,11 @@ def _server_spellings(policy: dict[str, Any]) -> list[Check]:
     return checks
 
 
-def _selftest(command: str, tool: str) -> Check:
+def _selftest(command: str, tool: str, project: str) -> Check:
     """Run the installed command on a synthetic search with limit 10: it must clamp to the ladder."""
     payload = {"session_id": "doctor", "hook_event_name": "PreToolUse", "cwd": os.getcwd(), "tool_name": tool,
                "tool_input": {"query": "doctor", "limit": 10}, "tool_use_id": "doctor-1"}  # fmt: skip
-    run = run_hook_command(command, payload)
+    run = run_hook_command(command, payload, {PROJECT_VARIABLE: os.path.abspath(project)})
     answer = run.answer if isinstance(run.answer, dict) else {}
     clamped = answer.get("hookSpecificOutput", {}).get("updatedInput", {}).get("limit")
     if run.returncode == 0 and clamped is not None:

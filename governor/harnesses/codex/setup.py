@@ -29,7 +29,7 @@ import os
 import re
 from typing import Any
 
-from governor.harnesses import hook_command
+from governor.harnesses import launcher
 from governor.harnesses.checks import BAD, OK, WARN, Check, isolation, run_hook_command
 from governor.harnesses.settings import (
     Change,
@@ -40,6 +40,7 @@ from governor.harnesses.settings import (
     json_text,
     matcher_names,
     read_json,
+    removal,
     route_tools,
     with_hooks,
     without_hooks,
@@ -49,7 +50,11 @@ NAME = "codex"
 SCOPES = ("project", "user")
 TIMEOUT_SECONDS = 10
 # What marks a hook entry as ours, whichever install (path, venv, layout) wrote it.
-OURS = re.compile(r"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+codex\b|memory-governor\"?\s+hook\s+codex\b")
+OURS = re.compile(
+    r"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+codex\b|memory-governor\"?\s+hook\s+codex\b"
+    r"|\.memory-governor[/\\]hook\"?\s+codex\b"
+)
+PROJECT_VARIABLE = None  # Codex sets no project directory for hooks: the launcher is found at the git top
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 SESSION_EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "SubagentStart", "SubagentStop", "Stop")
 # The labels Codex keys hook state with (codex-rs/hooks: hook_event_key_label).
@@ -232,7 +237,7 @@ def project_trusted(doc: Any, project: str) -> bool:
 def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Change]:
     path = hooks_path(scope, project)
     before = read_json(path)
-    after = with_hooks(before, our_hooks(policy, hook_command(NAME)), is_ours)
+    after = with_hooks(before, our_hooks(policy, launcher.hook_command_for(scope, NAME, PROJECT_VARIABLE)), is_ours)
     config = read_toml(config_path())
     trusted = with_trust(config, trust_entries(path, before), trust_entries(path, after))
     tools = len(governed_tools(policy))
@@ -241,19 +246,26 @@ def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Chang
         done += (f"; Codex reads {os.path.dirname(path)} only in a trusted project, and {os.path.abspath(project)} is "
                  "not trusted yet: start `codex` there once and trust it, or install with --scope user")  # fmt: skip
     return [
-        Change(path, before, after, done, "already installed", json_text),
+        *launcher.with_install(scope, project, Change(path, before, after, done, "already installed", json_text)),
         Change(config_path(), config, trusted, "trusted the memory-governor hooks (hooks.state)", "hooks already trusted",
                toml_text),
     ]  # fmt: skip
 
 
+def project_files(project: str) -> list[str]:
+    """The project-scope files whose hooks run the launcher."""
+    return [hooks_path("project", project)]
+
+
 def plan_uninstall(scope: str, project: str) -> list[Change]:
     path = hooks_path(scope, project)
     before = read_json(path)
-    changes = [Change(path, before, without_hooks(before, is_ours), "hooks removed", "not installed", json_text)]
+    after = removal(path, without_hooks(before, is_ours))
+    changes = launcher.with_uninstall(scope, project, NAME, Change(path, before, after, "hooks removed",
+                                                                   "not installed", json_text))  # fmt: skip
     if os.path.exists(config_path()):
         config = read_toml(config_path())
-        untrusted = with_trust(config, trust_entries(path, before), {})
+        untrusted = removal(config_path(), with_trust(config, trust_entries(path, before), {}))
         changes.append(Change(config_path(), config, untrusted, "hook trust removed", "no hook trust of ours",
                               toml_text))  # fmt: skip
     return changes
@@ -288,6 +300,8 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         installed.append(path)
         fix = f"memory-governor install codex --scope {scope}"
         commands += [hook["command"] for groups in events.values() for _, hook in groups]
+        if scope == "project":
+            checks += launcher.doctor(project, NAME, path, commands, PROJECT_VARIABLE)
         missing = [e for e in (*TOOL_EVENTS, *SESSION_EVENTS) if e not in events]
         matched = set().union(*(matched_tools(m) for m, _ in events.get("PreToolUse", []))) if events.get(
             "PreToolUse") else set()  # fmt: skip
@@ -319,7 +333,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         if unsafe is not None:
             checks.append(unsafe)
     if commands and tools:
-        checks.append(_selftest(commands[0], tools[0]))
+        checks.append(_selftest(commands[0], tools[0], project))
     return checks
 
 
@@ -386,11 +400,11 @@ def _read_answer(stream: Any, wanted: int, timeout: float) -> dict[str, Any] | N
     return None
 
 
-def _selftest(command: str, tool: str) -> Check:
+def _selftest(command: str, tool: str, project: str) -> Check:
     """Run the installed command on a synthetic search with limit 10: it must clamp to the ladder."""
     payload = {"session_id": "doctor", "turn_id": "doctor-turn", "hook_event_name": "PreToolUse", "cwd": os.getcwd(),
                "tool_name": tool, "tool_input": {"query": "doctor", "limit": 10}, "tool_use_id": "doctor-1"}  # fmt: skip
-    run = run_hook_command(command, payload)
+    run = run_hook_command(command, payload, {}, os.path.abspath(project))
     answer = run.answer if isinstance(run.answer, dict) else {}
     specific = answer.get("hookSpecificOutput", {})
     clamped = specific.get("updatedInput", {}).get("limit") if specific.get("permissionDecision") == "allow" else None

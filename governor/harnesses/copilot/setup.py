@@ -30,7 +30,15 @@ from typing import Any
 from governor.harnesses import hook_command
 from governor.harnesses.checks import BAD, INFO, OK, WARN, Check, run_hook_command
 from governor.harnesses.copilot import HOOKS_FILE, NAME, server_name, user_hooks_dir
-from governor.harnesses.settings import Change, SettingsError, any_server_patterns, json_text, read_json, route_tools
+from governor.harnesses.settings import (
+    Change,
+    SettingsError,
+    any_server_patterns,
+    json_text,
+    read_json,
+    removal,
+    route_tools,
+)
 
 SCOPES = ("project", "user")
 TIMEOUT_SECONDS = 10
@@ -167,7 +175,7 @@ def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Chang
 def plan_uninstall(scope: str, project: str) -> list[Change]:
     path = hooks_path(scope, project)
     before = _read(path)
-    after = without_ours(before) if before else before
+    after = removal(path, without_ours(before) if before else before, lambda data: not data.get("hooks"))
     return [Change(path, before, after, "hooks removed", "not installed", json_text)]
 
 

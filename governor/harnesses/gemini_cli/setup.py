@@ -19,7 +19,7 @@ import os
 import re
 from typing import Any
 
-from governor.harnesses import hook_command
+from governor.harnesses import launcher
 from governor.harnesses.checks import BAD, OK, WARN, Check, run_hook_command
 from governor.harnesses.gemini_cli import DISPATCH_TOOL
 from governor.harnesses.settings import (
@@ -28,6 +28,7 @@ from governor.harnesses.settings import (
     hook_groups,
     json_text,
     read_json,
+    removal,
     route_tools,
     with_hooks,
     without_hooks,
@@ -38,7 +39,11 @@ SCOPES = ("project", "user")
 TIMEOUT_MS = 10_000
 HOOK_NAME = "memory-governor"  # what Gemini shows in its warnings, and what hooksConfig.disabled names
 # What marks a hook entry as ours, whichever install (path, venv, layout) wrote it.
-OURS = re.compile(r"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+gemini-cli|memory-governor\"?\s+hook\s+gemini-cli")
+OURS = re.compile(
+    r"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+gemini-cli|memory-governor\"?\s+hook\s+gemini-cli"
+    r"|\.memory-governor[/\\]hook\"?\s+gemini-cli"
+)
+PROJECT_VARIABLE = "GEMINI_PROJECT_DIR"  # set for every hook command (Doc); the project scope's launcher names it
 TOOL_EVENTS = ("BeforeTool", "AfterTool")
 SESSION_EVENTS = ("BeforeAgent", "SessionStart", "PreCompress", "AfterAgent")
 EVENT_MATCHERS = {"PreCompress": "manual"}
@@ -113,18 +118,25 @@ def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, 
 def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Change]:
     path = settings_path(scope, project)
     before = read_json(path)
-    after = with_hooks(before, our_hooks(policy, hook_command(NAME)), is_ours)
+    after = with_hooks(before, our_hooks(policy, launcher.hook_command_for(scope, NAME, PROJECT_VARIABLE)), is_ours)
     tools = len(governed_tools(policy))
     done = f"installed hooks for {tools} memory tools and {len(SESSION_EVENTS)} session events"
     if scope == "project":
         done += " (Gemini runs project hooks only in a trusted folder)"
-    return [Change(path, before, after, done, "already installed", json_text)]
+    return launcher.with_install(scope, project, Change(path, before, after, done, "already installed", json_text))
+
+
+def project_files(project: str) -> list[str]:
+    """The project-scope files whose hooks run the launcher."""
+    return [settings_path("project", project)]
 
 
 def plan_uninstall(scope: str, project: str) -> list[Change]:
     path = settings_path(scope, project)
     before = read_json(path)
-    return [Change(path, before, without_hooks(before, is_ours), "hooks removed", "not installed", json_text)]
+    after = removal(path, without_hooks(before, is_ours))
+    return launcher.with_uninstall(scope, project, NAME, Change(path, before, after, "hooks removed", "not installed",
+                                                                json_text))  # fmt: skip
 
 
 def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
@@ -151,6 +163,8 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
             continue
         installed.append(scope)
         commands += [hook["command"] for groups in events.values() for _, hook in groups]
+        if scope == "project":
+            checks += launcher.doctor(project, NAME, path, commands, PROJECT_VARIABLE)
         missing = [e for e in (*TOOL_EVENTS, *SESSION_EVENTS) if e not in events]
         uncovered = [t for t in [*tools, DISPATCH_TOOL]
                      if not any(matches(m, t) for m, _ in events.get("BeforeTool", []))]  # fmt: skip
@@ -173,7 +187,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     if installed == ["project"]:
         checks += _untrusted_route(readable.get("user", {}), policy, project)
     if commands and tools:
-        checks.append(_selftest(commands[0], tools[0], policy))
+        checks.append(_selftest(commands[0], tools[0], policy, project))
     return checks
 
 
@@ -222,14 +236,14 @@ def _migrated(settings: dict[str, Any], scope: str, path: str) -> list[Check]:
                   "Gemini's tool names", f"memory-governor install gemini-cli --scope {scope}, then remove those")]  # fmt: skip
 
 
-def _selftest(command: str, tool: str, policy: dict[str, Any]) -> Check:
+def _selftest(command: str, tool: str, policy: dict[str, Any], project: str) -> Check:
     """Run the installed command on a synthetic search with limit 10: it must clamp to the ladder."""
     server, bare = next(((s, t) for m in policy["tools"] for s in m["servers"] for t in m["map"]
                          if tool_name(s, t) == tool), ("", ""))  # fmt: skip
     payload = {"session_id": "doctor", "hook_event_name": "BeforeTool", "cwd": os.getcwd(), "tool_name": tool,
                "tool_input": {"query": "doctor", "limit": 10}, "timestamp": "2026-01-01T00:00:00.000Z",
                "mcp_context": {"server_name": server, "tool_name": bare}}  # fmt: skip
-    run = run_hook_command(command, payload)
+    run = run_hook_command(command, payload, {PROJECT_VARIABLE: os.path.abspath(project)})
     answer = run.answer if isinstance(run.answer, dict) else {}
     specific = answer.get("hookSpecificOutput")
     clamped = specific.get("tool_input", {}).get("limit") if isinstance(specific, dict) else None
