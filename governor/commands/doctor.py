@@ -49,7 +49,8 @@ def _installs(report: Report, project: str, policy: dict[str, object]) -> None:
             report.add(WARN, f"{name} (since install)", notice.removeprefix("memory-governor: "),
                        f"memory-governor install {name}")  # fmt: skip
     if not found:
-        first, *others = harnesses.names()
+        names = harnesses.names()  # Claude Code first: the harness most projects install
+        first, *others = sorted(names, key=lambda name: name != "claude-code")
         fix = f"memory-governor install {first}" + (f"  (or: {', '.join(others)})" if others else "")
         report.add(BAD, "install", "no harness settings here have memory-governor's hooks", fix)
 
