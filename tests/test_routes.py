@@ -211,3 +211,45 @@ def test_commands_that_only_look_alike_are_left_alone(env: Env) -> None:
     for command in ("engram --help", "pip install engram-tools", "ls english*.txt", "curl http://example.com:7437/",
                     "python -m http.server 8000", "grep -rn 127.0.0.1 config/"):  # fmt: skip
         assert session.pre("Bash", command=command).silent, command
+
+
+# -- 6. from the newest versions ---------------------------------------------------------------------
+
+
+def _observation_with_history(versions: int = 3) -> str:
+    """What Engram v2's mem_get_observation returns with include_history: true (its envelope, the
+    observation, then every earlier version, oldest first, in the text and in `history`)."""
+    import json as _json
+
+    old = [f"Auth design, revision {v}: " + "the gateway validates tokens and refreshes them on expiry " * 20
+           for v in range(1, versions + 1)]  # fmt: skip
+    text = ("#42 [decision] Switched from sessions to JWT\nOAuth2 via the gateway.\nSession: s1\nProject: myapp\n"
+            f"Scope: project\nTopic: decision/auth-model\nDuplicates: 1\nRevisions: {versions}\nCreated: 2025-03-01 14:22:05"
+            f"\n\nHistory ({versions} previous versions):")  # fmt: skip
+    history = []
+    for v, content in enumerate(old, start=1):
+        text += f"\n\n--- Version {v} (2025-02-0{v}10:00:00) ---\nAuth architecture\n{content}"
+        history.append({"version": v, "title": "Auth architecture", "content": content, "created_at": f"2025-02-0{v}"})
+    return _json.dumps({"project": "myapp", "result": text, "version_count": versions, "history": history})
+
+
+def test_a_fetch_with_its_history_keeps_the_observation_and_the_newest_versions_that_fit(env: Env) -> None:
+    """1,170 of 1,200 tokens left was enough for the observation, not for all its history: the
+    history is trimmed (oldest first), never the observation refused whole."""
+    import json as _json
+
+    result = _observation_with_history()
+    assert O200K(result) > 1200
+    session = Session(env)
+    session.prompt("what did we decide about auth?")
+    session.call("mem_search", SEARCH, query="auth", limit=3)
+    before, after = session.call("mem_get_observation", result, id=42, include_history=True)
+    assert not before.denied, before.reason
+    assert after is not None and after.output is not None
+    delivered = _json.loads(after.output)
+    text = delivered["result"]
+    assert text.startswith("#42 [decision] Switched from sessions to JWT\nOAuth2 via the gateway."), text[:200]
+    assert "--- Version 3 " in text and "--- Version 1 " not in text, "the newest version first, the oldest dropped"
+    assert [item["version"] for item in delivered["history"]] == [v for v in (1, 2, 3) if f"--- Version {v} " in text]
+    assert "earlier versions of this observation held back" in text
+    assert O200K(after.output) <= 1200 - 245, O200K(after.output)
