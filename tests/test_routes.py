@@ -253,3 +253,16 @@ def test_a_fetch_with_its_history_keeps_the_observation_and_the_newest_versions_
     assert [item["version"] for item in delivered["history"]] == [v for v in (1, 2, 3) if f"--- Version {v} " in text]
     assert "earlier versions of this observation held back" in text
     assert O200K(after.output) <= 1200 - 245, O200K(after.output)
+
+
+def test_a_search_that_only_fits_cut_to_nothing_is_refused_before_it_runs(env: Env) -> None:
+    """About 110 tokens left: a search lowered to limit 1 used to run, cost a search, and come back held
+    back whole (its one hit and the note did not fit). It is refused before it runs instead, and
+    the turn keeps its search for a narrower ask."""
+    env.write(".memory-governor/policy.yaml", "limits:\n  max_memory_tokens_injected: {value: 130, enforce: block}\n")
+    one_hit = "Found 1 memories:\n\n" + SEARCH.split("\n\n")[2].replace("[2] #57", "[1] #57", 1) + "\n"
+    session = Session(env)
+    session.prompt("what did we decide about the search endpoint?")
+    before, after = session.call("mem_search", one_hit, query="fts5", limit=3)
+    assert before.denied and "budget is spent" in before.reason, (before.specific, after and after.output)
+    assert ("search", "denied") in _ledger_roles(env) and ("search", "committed") not in _ledger_roles(env)

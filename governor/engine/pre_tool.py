@@ -306,9 +306,12 @@ def _judge_search(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tu
         count = requested if max_limit is None else min(requested, max_limit)
     left, budget, budget_enforce = _budget_left(case, usage)
     if budget_enforce == "block" and count * per_result > left:
-        fits = max(0, left // per_result) if per_result else count
+        # Lowered to what fits, with room for the header and note around its hits: a search cut to
+        # fewer hits than the turn can then hold would run, cost a search, and deliver nothing.
+        frame = case.text_tokens("static:search_frame")
+        fits = max(0, (left - frame) // per_result) if per_result else count
         if fits < 1:
-            return _spent(case, budget - left, budget, per_result), 0
+            return _spent(case, budget - left, budget, per_result + frame), 0
         count = fits
     decision = Decision(code="allow")
     updated = dict(case.event.tool_input)
