@@ -266,3 +266,31 @@ def test_a_search_that_only_fits_cut_to_nothing_is_refused_before_it_runs(env: E
     before, after = session.call("mem_search", one_hit, query="fts5", limit=3)
     assert before.denied and "budget is spent" in before.reason, (before.specific, after and after.output)
     assert ("search", "denied") in _ledger_roles(env) and ("search", "committed") not in _ledger_roles(env)
+
+
+def _context_of(size: int) -> str:
+    """Engram's mem_context, grown with observations and cut to `size` bytes as v2 cuts it."""
+    base = fixture_text("engram/context_v1.txt")
+    head, tail = base.split("\n---\nMemory stats:", 1)
+    more = "".join(f"- [decision] **Entry {i}**: the cache layer keeps its own clock and retries twice\n"
+                   for i in range(400))  # fmt: skip
+    whole = f"{head.rstrip()}\n{more}\n---\nMemory stats:{tail}"
+    data = whole.encode()
+    return whole if len(data) <= size else data[: size - len("\n[truncated]\n")].decode("utf-8", "ignore") + "\n[truncated]\n"
+
+
+def test_an_allowed_mem_context_asks_the_server_for_what_fits(env: Env) -> None:
+    """The user asked for everything remembered: the call goes with max_bytes near what the turn
+    has left and compact, so what comes back fits instead of 16 KiB trimmed afterwards."""
+    session = Session(env)
+    session.prompt("recordar todo lo del proyecto")
+    before = session.pre("mem_context", call_id="toolu_ctx")
+    asked = before.updated_input or {}
+    assert asked.get("compact") is True, before.specific
+    assert 2000 <= asked.get("max_bytes", 0) <= 3600, asked
+    after = session.post("mem_context", "toolu_ctx", _context_of(asked["max_bytes"]), **asked)
+    assert after.silent, f"what the server sent for that size fits: {after.output and after.output[-200:]}"
+    assert O200K(_context_of(16384)) > 3000, "what it would have sent unasked"
+    session.prompt("recordar todo lo que tengas guardado")
+    smaller = session.pre("mem_context", max_bytes=500)
+    assert smaller.updated_input == {"max_bytes": 500, "compact": True}, smaller.specific

@@ -436,11 +436,16 @@ def _clamp_neighbours(case: Case, spec: dict[str, Any], layer: dict[str, Any]) -
             continue
         if asked is None or not _is_count(asked) or count > most:
             updated[param] = min(count, most)
+    return _rewritten(case, "allow", "clamp_neighbours", updated)
+
+
+def _rewritten(case: Case, code: str, rewrite_code: str, updated: dict[str, Any]) -> Decision:
+    """The call as it was asked (`code`), or rewritten to `updated`, its reason naming each change."""
     if updated == case.event.tool_input:
-        return Decision(code="allow")
+        return Decision(code=code)
     changed = ", ".join(f"{k} {case.event.tool_input.get(k, '(unset)')} -> {v}" for k, v in updated.items()
                         if case.event.tool_input.get(k) != v)  # fmt: skip
-    decision = Decision(ev.REWRITE, "clamp_neighbours", updated_input=updated)
+    decision = Decision(ev.REWRITE, rewrite_code, updated_input=updated)
     decision.reason = changed
     return decision
 
@@ -486,7 +491,32 @@ def _judge_context(case: Case, usage: dict[str, int]) -> tuple[Decision, int]:
     if armed:
         case.ledger.consume(case.session, armed[0])
         code = f"unlocked_by:{armed[0]}"
-    return Decision(code=code), expected
+    return _ask_to_fit(case, code, left if enforce == "block" else None), expected
+
+
+# Bytes per token of the policy's unit, at the low end for memory text (so what the server sends
+# fits), and the most Engram v2's mem_context returns.
+BYTES_PER_TOKEN = {"chars": 1, "chars_div4": 4}
+BPE_BYTES_PER_TOKEN = 3
+MAX_CONTEXT_BYTES = 65536
+
+
+def _ask_to_fit(case: Case, code: str, left: int | None) -> Decision:
+    """An allowed mem_context asks the server for what fits (where the map names the arguments):
+    `max_bytes` near what the turn has left, less room for the governor's note, and `compact`; the
+    result is still counted and trimmed after it. A smaller max_bytes the model asked for stays."""
+    spec = case.spec() or {}
+    size, compact = spec.get("max_bytes_param"), spec.get("compact_param")
+    updated = dict(case.event.tool_input)
+    if size and left is not None:
+        room = max(1, left - case.text_tokens("static:search_frame"))
+        most = min(MAX_CONTEXT_BYTES, room * BYTES_PER_TOKEN.get(case.policy.unit, BPE_BYTES_PER_TOKEN))
+        asked = updated.get(size)
+        if not (_is_count(asked) and 0 < int(asked) <= most):
+            updated[size] = most
+    if compact and updated.get(compact) is not True:
+        updated[compact] = True
+    return _rewritten(case, code, code, updated)
 
 
 def _tool_for_role(case: Case, role: str) -> str:
