@@ -45,8 +45,9 @@ def pre_tool(case: Case) -> Decision:
     spec = case.spec()
     if spec is None:
         if case.event.spilled is not None and _governs_spill(case, case.event.spilled):
-            return _route(case, "spilled-result", "That file holds a memory result: what of it fits this turn's budget "
-                          "was delivered as the call's result. Search (limit<=3) for what you still need.")  # fmt: skip
+            return _route(case, "spilled-result", "That file holds memory results the harness kept whole: what of "
+                          "them fit the turn's budget was delivered as the calls' results. Search (limit<=3) for what "
+                          "you still need.")  # fmt: skip
         route = case.prepared.get("route")
         if route is not None:
             return _route(case, route["name"], f"Use the memory server's {route['use']} tool instead.",
