@@ -513,7 +513,7 @@ def _ask_to_fit(case: Case, code: str, left: int | None) -> Decision:
         room = max(1, left - case.text_tokens("static:search_frame"))
         most = min(MAX_CONTEXT_BYTES, room * BYTES_PER_TOKEN.get(case.policy.unit, BPE_BYTES_PER_TOKEN))
         asked = updated.get(size)
-        if not (_is_count(asked) and 0 < int(asked) <= most):
+        if not (_is_count(asked) and 0 < int(asked or 0) <= most):
             updated[size] = most
     if compact and updated.get(compact) is not True:
         updated[compact] = True
