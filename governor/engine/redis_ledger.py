@@ -29,8 +29,8 @@ Keys, all under `mg:`; every one expires by the policy's retention (no gc needed
   mg:audit         stream: the audit trail, one JSON object per decision, trimmed by age (read by
                    `audit_after` from a stream id, as telemetry reads it)
   mg:fence         the fencing counter
-  mg:p:<project>   a project's acceptance record, and mg:pp:<project> the policy accepted for it
-                   (governor.policy.acceptance: accepted on one host, accepted on all)
+  mg:p:<project>   a project's acceptance, and mg:pp:<project> its accepted policy
+                   (governor.engine.redis_acceptance)
 
 Session ids are the ledger's keys (governor.engine.ledger.key): plain ids as they are, others
 hashed, so an id from outside never becomes another key's name. A standalone Redis (or one
@@ -206,41 +206,6 @@ def _round_trip(url: str, step: Any, *args: Any, **kwargs: Any) -> Any:
         else:
             how = "answered with an error"
         raise LedgerUnavailable(f"the Redis ledger at {masked(url)} {how} ({_said(err, url)})") from None
-
-
-# A project's acceptance (governor.policy.acceptance), shared by every host on this Redis:
-#   mg:p:<project key>   the record (digest, when, shipped default), JSON
-#   mg:pp:<project key>  the accepted compiled policy, JSON
-# written together in one transaction; a read renews both, so a project in use keeps its record.
-ACCEPTANCE_TTL = 400 * 86400
-
-
-def read_acceptance(url: str, key: str, policy: bool = False) -> str | None:
-    """The project's acceptance record (`policy`: the accepted compiled policy) as JSON text, or None."""
-    client, _ = _client(url)
-
-    def read() -> Any:
-        pipe = client.pipeline(transaction=False)
-        pipe.get(PREFIX + ("pp:" if policy else "p:") + key)
-        pipe.expire(PREFIX + "p:" + key, ACCEPTANCE_TTL)
-        pipe.expire(PREFIX + "pp:" + key, ACCEPTANCE_TTL)
-        return pipe.execute()[0]
-
-    found = _round_trip(url, read)
-    return found if isinstance(found, str) else None
-
-
-def write_acceptance(url: str, key: str, record: str, policy: str) -> None:
-    """Record a project's accepted policy for every host: both keys at once."""
-    client, _ = _client(url)
-
-    def write() -> None:
-        pipe = client.pipeline(transaction=True)
-        pipe.set(PREFIX + "pp:" + key, policy, ex=ACCEPTANCE_TTL)
-        pipe.set(PREFIX + "p:" + key, record, ex=ACCEPTANCE_TTL)
-        pipe.execute()
-
-    _round_trip(url, write)
 
 
 def _said(err: BaseException, url: str) -> str:

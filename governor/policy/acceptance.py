@@ -9,8 +9,8 @@ what was held and that `memory-governor policy accept` applies it.
 
 One record per project in the state directory (`accepted/<key>.json`): the accepted compiled
 policy, when it was accepted, and the shipped default it was accepted over. With the ledger on
-Redis (MEMORY_GOVERNOR_LEDGER_URL) the record is kept there instead (governor.engine.
-redis_ledger), so every host that shares the ledger shares it: a policy accepted on one host is
+Redis (MEMORY_GOVERNOR_LEDGER_URL) the record is kept there instead
+(governor.engine.redis_acceptance), so every host that shares the ledger shares it: a policy accepted on one host is
 accepted on all, and a loosening held back on one is held back on all. A project with no
 record starts from its policy files as committed at git HEAD (governor.policy.committed): what
 the working tree changed since is held back if it loosens them. Outside git, the first policy a
@@ -64,7 +64,7 @@ def _stored(state: str, project: str, url: str | None, policy: bool) -> Any:
     ledger URL on that Redis, where every host that shares the ledger shares it. None: not there
     or unreadable; a Redis that does not answer raises LedgerUnavailable (its message masked)."""
     if url:
-        from governor.engine.redis_ledger import read_acceptance
+        from governor.engine.redis_acceptance import read_acceptance
 
         text = read_acceptance(url, project_key(project), policy)
         data = text.encode("utf-8", "surrogatepass") if text is not None else None
@@ -99,7 +99,7 @@ def write(state: str, sources: Sources, blob: dict[str, Any], accepted_at: float
     record = {"project": sources.project, "digest": blob.get("digest"), "accepted_at": accepted_at,
               "shipped": _shipped(sources)}  # fmt: skip
     if sources.ledger_url:
-        from governor.engine.redis_ledger import write_acceptance
+        from governor.engine.redis_acceptance import write_acceptance
 
         write_acceptance(sources.ledger_url, project_key(sources.project), jsonio.dumps(record),
                          jsonio.dumps(blob))  # fmt: skip
