@@ -9,6 +9,8 @@ Hot path: standard library only.
 from __future__ import annotations
 
 from governor.engine import events as ev
+from governor.engine.arguments import is_count, rewritten
+from governor.engine.budgets import budget_left, spent
 from governor.engine.events import Decision
 from governor.engine.ledger import key
 from governor.engine.rules import FIXED_LINES
@@ -259,21 +261,6 @@ def _tier_refusal(case: Case, role: str) -> Decision | None:
     )
 
 
-def _budget_left(case: Case, usage: dict[str, int]) -> tuple[int, int, str]:
-    budget, enforce = case.limit("max_memory_tokens_injected")
-    return budget - usage["tokens"], budget, enforce
-
-
-def _spent(case: Case, used: int, budget: int, need: int) -> Decision:
-    unit = case.policy.unit
-    return Decision(
-        ev.DENY,
-        "token_budget",
-        f"memory-governor: this turn's memory budget is spent ({used} of {budget} {unit} tokens used; this call "
-        f"needs ~{need}). Work with what you have; the budget resets next turn.",
-    )
-
-
 def _judge_search(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tuple[Decision, int]:
     layer = case.policy.ladder["L1"]
     per_result = layer["expected_tokens"]
@@ -302,19 +289,19 @@ def _judge_search(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tu
     max_limit: int | None = layer.get("max_limit")
     limit_param = spec.get("limit_param")
     asked = case.event.tool_input.get(limit_param) if limit_param else None
-    requested = int(asked) if asked is not None and _is_count(asked) else None
+    requested = int(asked) if asked is not None and is_count(asked) else None
     if requested is None:
         count = max_limit if max_limit is not None else SERVER_DEFAULT_LIMIT
     else:
         count = requested if max_limit is None else min(requested, max_limit)
-    left, budget, budget_enforce = _budget_left(case, usage)
+    left, budget, budget_enforce = budget_left(case, usage)
     if budget_enforce == "block" and count * per_result > left:
         # Lowered to what fits, with room for the header and note around its hits: a search cut to
         # fewer hits than the turn can then hold would run, cost a search, and deliver nothing.
         frame = case.text_tokens("static:search_frame")
         fits = max(0, (left - frame) // per_result) if per_result else count
         if fits < 1:
-            return _spent(case, budget - left, budget, per_result + frame), 0
+            return spent(case, budget - left, budget, per_result + frame), 0
         count = fits
     decision = Decision(code="allow")
     updated = dict(case.event.tool_input)
@@ -335,9 +322,9 @@ def _judge_search(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tu
 def _judge_other(case: Case, usage: dict[str, int]) -> Decision:
     """A tool of a governed server that the policy does not map: it runs while the turn has budget
     left, and its result is counted and trimmed against it afterwards (post_tool)."""
-    left, budget, enforce = _budget_left(case, usage)
+    left, budget, enforce = budget_left(case, usage)
     if enforce == "block" and left <= 0:
-        return _spent(case, budget - left, budget, 1)
+        return spent(case, budget - left, budget, 1)
     return Decision(code="unmapped")
 
 
@@ -361,10 +348,6 @@ def _own_project(case: Case, spec: dict[str, Any], updated: dict[str, Any]) -> l
             changed.append(f"{named} {asked!r} dropped (this session's project only)")
             del updated[named]
     return changed
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 and value == int(value)
 
 
 def _tier_search_cap(case: Case) -> int | None:
@@ -419,9 +402,9 @@ def _judge_by_id(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tup
                 "turn. Search first (limit<=3) and use an id it returns; do not guess ids.",
             ), 0
     expected = layer["expected_tokens"]
-    left, budget, enforce = _budget_left(case, usage)
+    left, budget, enforce = budget_left(case, usage)
     if enforce == "block" and expected > left:
-        return _spent(case, budget - left, budget, expected), 0
+        return spent(case, budget - left, budget, expected), 0
     return _clamp_neighbours(case, spec, layer), expected
 
 
@@ -434,29 +417,12 @@ def _clamp_neighbours(case: Case, spec: dict[str, Any], layer: dict[str, Any]) -
         if not param or most is None:
             continue
         asked = updated.get(param)
-        count = int(asked) if asked is not None and _is_count(asked) else SERVER_DEFAULT_NEIGHBOURS
+        count = int(asked) if asked is not None and is_count(asked) else SERVER_DEFAULT_NEIGHBOURS
         if asked is None and count <= most:
             continue
-        if asked is None or not _is_count(asked) or count > most:
+        if asked is None or not is_count(asked) or count > most:
             updated[param] = min(count, most)
-    return _rewritten(case, "allow", "clamp_neighbours", updated)
-
-
-def _rewritten(case: Case, code: str, rewrite_code: str, updated: dict[str, Any]) -> Decision:
-    """The call as it was asked (`code`), or rewritten to `updated`, its reason naming each change."""
-    if updated == case.event.tool_input:
-        return Decision(code=code)
-    changed = ", ".join(f"{k} {case.event.tool_input.get(k, '(unset)')} -> {v}" for k, v in updated.items()
-                        if case.event.tool_input.get(k) != v)  # fmt: skip
-    decision = Decision(ev.REWRITE, rewrite_code, updated_input=updated)
-    decision.reason = changed
-    return decision
-
-
-def _tool_for_role(case: Case, role: str) -> str:
-    """The tool of the same server that plays `role` (for advice that names real tools)."""
-    tools = case.policy.tools.get(case.event.server or "", {})
-    return next((name for name, spec in tools.items() if spec["role"] == role), "the search tool")
+    return rewritten(case, "allow", "clamp_neighbours", updated)
 
 
 def _save_type(case: Case) -> str | None:

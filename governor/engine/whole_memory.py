@@ -9,8 +9,9 @@ Hot path: standard library only.
 from __future__ import annotations
 
 from governor.engine import events as ev
+from governor.engine.arguments import is_count, rewritten
+from governor.engine.budgets import budget_left, spent
 from governor.engine.events import Decision
-from governor.engine.pre_tool import _budget_left, _is_count, _rewritten, _spent, _tool_for_role
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,9 +55,9 @@ def judge_context(case: Case, usage: dict[str, int]) -> tuple[Decision, int]:
                 f"(limit<={case.policy.ladder['L1'].get('max_limit') or 3}) instead.",
             ), 0
     expected = ctx["expected_tokens"]
-    left, budget, enforce = _budget_left(case, usage)
+    left, budget, enforce = budget_left(case, usage)
     if enforce == "block" and expected > left:
-        return _spent(case, budget - left, budget, expected), 0  # refused before the trigger is spent
+        return spent(case, budget - left, budget, expected), 0  # refused before the trigger is spent
     if armed:
         case.ledger.consume(case.session, armed[0])
         code = f"unlocked_by:{armed[0]}"
@@ -81,8 +82,14 @@ def _ask_to_fit(case: Case, code: str, left: int | None) -> Decision:
         room = max(1, left - case.text_tokens("static:search_frame"))
         most = min(MAX_CONTEXT_BYTES, room * BYTES_PER_TOKEN.get(case.policy.unit, BPE_BYTES_PER_TOKEN))
         asked = updated.get(size)
-        if not (_is_count(asked) and 0 < int(asked or 0) <= most):
+        if not (is_count(asked) and 0 < int(asked or 0) <= most):
             updated[size] = most
     if compact and updated.get(compact) is not True:
         updated[compact] = True
-    return _rewritten(case, code, code, updated)
+    return rewritten(case, code, code, updated)
+
+
+def _tool_for_role(case: Case, role: str) -> str:
+    """The tool of the same server that plays `role` (for advice that names real tools)."""
+    tools = case.policy.tools.get(case.event.server or "", {})
+    return next((name for name, spec in tools.items() if spec["role"] == role), "the search tool")
