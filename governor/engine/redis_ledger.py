@@ -192,13 +192,23 @@ def _client(url: str) -> tuple[Any, dict[str, Any]]:
         return client, scripts
 
 
+_hung: dict[str, float] = {}  # URL -> until when (monotonic) a Redis that just timed out is not waited for again
+
+
 def _round_trip(url: str, step: Any, *args: Any, **kwargs: Any) -> Any:
-    """One round trip; a failure of Redis is the governor's own (on_error), said without secrets."""
+    """One round trip; a failure of Redis is the governor's own (on_error), said without secrets.
+    A Redis that just timed out is not waited for again for a read timeout, so one decision (its
+    acceptance read, then its ledger) costs at most one."""
     import redis
 
+    if _hung.get(url, 0.0) > time.monotonic():
+        raise LedgerUnavailable(f"the Redis ledger at {masked(url)} cannot be reached (TimeoutError: no answer "
+                                f"within {READ_TIMEOUT:g} s a moment ago)")  # fmt: skip
     try:
         return step(*args, **kwargs)
     except redis.RedisError as err:
+        if isinstance(err, redis.TimeoutError):
+            _hung[url] = time.monotonic() + READ_TIMEOUT
         if isinstance(err, redis.AuthenticationError):
             how = "refused the user and password of MEMORY_GOVERNOR_LEDGER_URL"
         elif isinstance(err, (redis.ConnectionError, redis.TimeoutError)):
