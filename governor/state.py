@@ -24,6 +24,12 @@ def state_dir(env: Mapping[str, str]) -> str:
     return os.path.join(home, ".local", "state", "memory-governor")
 
 
+def default_state_dir(env: Mapping[str, str]) -> str:
+    """Where the state directory is when MEMORY_GOVERNOR_STATE_DIR does not move it: acceptance
+    records are kept here too, so a state directory pointed somewhere new does not start over."""
+    return state_dir({k: v for k, v in env.items() if k != "MEMORY_GOVERNOR_STATE_DIR"})
+
+
 def cache_dir(env: Mapping[str, str]) -> str:
     """What can be rebuilt from elsewhere (the tokenizer table governor.engine.bpe reads)."""
     return os.path.join(state_dir(env), "cache")

@@ -821,6 +821,61 @@ def time_prompt(runs: int, baseline: Path | None) -> list[dict[str, Any]]:
     return rows
 
 
+SDK_CASES = ("PreToolUse (memory tool)", "PostToolUse (search result)", "PreToolUse (non-memory tool)")
+
+
+def time_sdk(runs: int) -> list[dict[str, Any]]:
+    """The Claude Agent SDK's in-process callbacks (governor.sdk.claude_agent) per governed call:
+    the decision alone, and the whole async callback (its hop to a worker thread), beside the
+    hook process the settings hooks run (warm server up, and off) for the same events."""
+    import asyncio
+
+    from governor.runtime import runner
+    from governor.sdk.claude_agent import callback_for, decide
+
+    cases = {name: hook_cases("o200k_base")[name] for name in SDK_CASES}
+    rows: list[dict[str, Any]] = []
+    box = Sandbox("o200k_base", warm=False, harness="claude-code")
+    env = {**box.env, "MEMORY_GOVERNOR_WARM_SERVER": "off"}
+    runner.keep_connections()  # as govern() does
+    callback = callback_for(env)
+    in_process = max(200, runs * 10)
+    for name, make in cases.items():
+        decide(json.loads(make(box)), env)  # warm-up: the policy cache, the counter
+        direct: list[float] = []
+        for _ in range(in_process):
+            payload = json.loads(make(box))
+            started = time.perf_counter()
+            decide(payload, env)
+            direct.append(time.perf_counter() - started)
+
+        async def through_callback(name: str = name, make: Any = make) -> list[float]:
+            out = []
+            for _ in range(in_process):
+                payload = json.loads(make(box))
+                started = time.perf_counter()
+                await callback(payload, payload.get("tool_use_id"), None)
+                out.append(time.perf_counter() - started)
+            return out
+
+        for path, values in (("in-process decision", direct), ("in-process callback", asyncio.run(through_callback()))):
+            rows.append({"event": name, "path": path, "samples": len(values), "median_ms": statistics.median(values) * 1000,
+                         "p99_ms": pct(values, 0.99) * 1000})  # fmt: skip
+    for warm in (True, False):
+        hooked = Sandbox("o200k_base", warm, "claude-code")
+        if warm:
+            hooked.start_server()
+        for name, make in cases.items():
+            hooked.hook(make(hooked))
+            values = [hooked.hook(make(hooked)) for _ in range(runs)]
+            rows.append({"event": name, "path": "hook process, warm server" if warm else "hook process, alone",
+                         "samples": len(values), "median_ms": statistics.median(values) * 1000,
+                         "p99_ms": pct(values, 0.99) * 1000})  # fmt: skip
+        if warm:
+            hooked.stop_server()
+    return rows
+
+
 def pathological_cases() -> dict[str, tuple[str, dict[str, Any]]]:
     """One input per content check, built against it (docs/reliability.md): (event, fields)."""
     save = "mcp__engram__mem_save"
@@ -1139,7 +1194,7 @@ def main() -> int:
     parser.add_argument("--harness", choices=("claude-code", "gemini-cli"),
                         help="Only the hook table, with this harness's payloads.")  # fmt: skip
     parser.add_argument("--baseline", type=Path, help="--only prompt: also time this other checkout, in the same run.")
-    parser.add_argument("--only", choices=["proxy", "pathological", "redis", "telemetry", "prompt", "cold"],
+    parser.add_argument("--only", choices=["proxy", "pathological", "redis", "telemetry", "prompt", "cold", "sdk"],
                         help="Time one section and print its rows (proxy, redis, telemetry: --write replaces its section).")  # fmt: skip
     args = parser.parse_args()
     runs = 5 if args.quick else args.runs
@@ -1192,6 +1247,13 @@ def main() -> int:
         return 0
     if args.only == "pathological":
         print("\n".join(pathological_lines(time_pathological(min(runs, 5)))))
+        return 0
+    if args.only == "sdk":
+        load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+        for row in time_sdk(runs):
+            print(f"{row['path']:26} {row['event']:30} median {row['median_ms']:7.3f} ms  p99 {row['p99_ms']:7.3f} ms"
+                  f"  ({row['samples']} calls)")  # fmt: skip
+        print(f"load average {load} -> " + " / ".join(f"{x:.1f}" for x in os.getloadavg()))
         return 0
     units = ("o200k_base",) if args.quick else UNITS
     subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "governor")], check=True)

@@ -3,7 +3,8 @@
 # Installs: the project and its test tools into .venv; Debian's chromium (for the HTML report
 # test) and redis-server (the Redis ledger's tests start their own on a free loopback port and
 # never use a service the package may start), when missing and this user may install packages.
-# The end-to-end tests install the pinned harness binaries from npm into a cache outside the checkout
+# The end-to-end tests install the pinned harness binaries from npm (and the Claude Agent SDK's wheel
+# from PyPI, with pip) into a cache outside the checkout
 # (~/.cache/memory-governor-e2e, see tests/e2e/npm.py) on first use.
 set -euo pipefail
 . "$(dirname "$0")/venv.sh" test,dev

@@ -21,7 +21,8 @@ ROOMS = {
     "harnesses": {"foundation", "engine", "policy"},
     "runtime": {"foundation", "engine", "policy", "harnesses"},
     "review": {"foundation", "engine", "policy", "harnesses", "runtime"},
-    "commands": {"foundation", "engine", "policy", "harnesses", "runtime", "review"},
+    "sdk": {"foundation", "engine", "policy", "harnesses", "runtime"},
+    "commands": {"foundation", "engine", "policy", "harnesses", "runtime", "review", "sdk"},
 }
 FOUNDATION = {"governor", "governor.state", "governor.jsonio"}
 TOP = {"governor.cli": "commands", "governor.__main__": "commands"}

@@ -4,7 +4,10 @@ the policy does not map is counted and trimmed, and a search widened to every pr
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+import pytest
 
 from governor.engine.tokens import counter
 from tests.conftest import Env, Session, fixture_text
@@ -213,6 +216,36 @@ def test_commands_that_only_look_alike_are_left_alone(env: Env) -> None:
         assert session.pre("Bash", command=command).silent, command
 
 
+# -- 1b. the installed matchers start the hooks for the memory under another name ------------------
+
+# harness -> (the file `install --scope project` writes, its before-tool event, how the harness
+# names the renamed server's search, another server's tool, and how it applies a matcher)
+MATCHERS = {
+    "claude-code": (".claude/settings.json", "PreToolUse", "mcp__mem__mem_search", "mcp__github__list_issues",
+                    lambda m, name: re.search(m, name) is not None if re.search(r"[^\w|-]", m) else name in m.split("|")),
+    "codex": (".codex/hooks.json", "PreToolUse", "mcp__mem__mem_search", "mcp__github__list_issues",
+              lambda m, name: re.search(m, name) is not None),
+    "copilot": (".github/hooks/memory-governor.json", "preToolUse", "mem-mem_search", "github-list_issues",
+                lambda m, name: re.fullmatch(m, name) is not None),
+    "gemini-cli": (".gemini/settings.json", "BeforeTool", "mcp_mem_mem_search", "mcp_github_list_issues",
+                   lambda m, name: re.search(m, name) is not None),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("harness", sorted(MATCHERS))
+def test_the_installed_matchers_catch_the_memory_under_another_name(env: Env, harness: str) -> None:
+    import json
+
+    path, event, renamed, other, applies = MATCHERS[harness]
+    env.cli("install", harness, "--scope", "project", check=True)
+    groups = json.loads((env.project / path).read_text())["hooks"][event]
+    matchers = [str(g.get("matcher") or next(h for h in g["hooks"]).get("matcher", "")) for g in groups]
+    unmapped = renamed.replace("mem_search", "mem_review").replace("mem", "engram", 1)  # Engram v2's, unmapped
+    for name in (renamed, unmapped):
+        assert any(applies(m, name) for m in matchers), (harness, name, matchers)
+    assert not any(applies(m, other) for m in matchers), (harness, other)
+
+
 # -- 6. from the newest versions ---------------------------------------------------------------------
 
 
@@ -276,7 +309,11 @@ def _context_of(size: int) -> str:
                    for i in range(400))  # fmt: skip
     whole = f"{head.rstrip()}\n{more}\n---\nMemory stats:{tail}"
     data = whole.encode()
-    return whole if len(data) <= size else data[: size - len("\n[truncated]\n")].decode("utf-8", "ignore") + "\n[truncated]\n"
+    return (
+        whole
+        if len(data) <= size
+        else data[: size - len("\n[truncated]\n")].decode("utf-8", "ignore") + "\n[truncated]\n"
+    )
 
 
 def test_an_allowed_mem_context_asks_the_server_for_what_fits(env: Env) -> None:

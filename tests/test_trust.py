@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -217,3 +218,257 @@ def test_policy_accept_needs_the_users_own_terminal(env: Env, session: Session, 
     done = env.accept()  # the user, at their terminal, answers y
     assert "Put these in force?" in done.stdout and "in force now" in done.stdout, done.stdout
     assert _searches(session, 7) == [False] * 6 + [True]
+
+
+# -- 3. the installed package's shipped default: an upgrade is a new version built with it --------
+
+SHIPPED_LIMIT = "max_search_calls: {value: 2, enforce: block}"
+
+
+def _installed_copy(tmp: Path, version: str | None = None, limit: int | None = None) -> Path:
+    """The package built as a wheel and installed into `tmp`/site (what `pip install` leaves), from
+    the source tree, or from a copy of it at another `version` whose shipped default has `limit`."""
+    import hashlib
+
+    from tests.conftest import ROOT
+
+    source = ROOT
+    if version is not None:
+        source = tmp / "src"
+        shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".venv", ".git", "tests", "build", "*.egg-info",
+                                                                    "__pycache__", "docs"))  # fmt: skip
+        for rel in ("pyproject.toml", "governor/__init__.py"):
+            path = source / rel
+            path.write_text(path.read_text().replace('"0.1.0"', f'"{version}"', 1))
+        policy = source / "rules" / "memory-budget.yaml"
+        policy.write_text(policy.read_text().replace(SHIPPED_LIMIT, SHIPPED_LIMIT.replace("2", str(limit))))
+        digest = hashlib.sha256(policy.read_bytes()).hexdigest()
+        (source / "rules" / "memory-budget.sha256").write_text(f"{digest}  memory-budget.yaml\n")
+    wheels = tmp / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w",
+                    str(wheels), str(source)], check=True, capture_output=True, timeout=300)  # fmt: skip
+    wheel = max(wheels.glob("memory_governor-*.whl"), key=lambda p: p.stat().st_mtime)
+    site = tmp / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--upgrade", "--target",
+                    str(site), str(wheel)], check=True, capture_output=True, timeout=300)  # fmt: skip
+    return site
+
+
+def test_the_source_trees_shipped_default_matches_its_recorded_digest() -> None:
+    """rules/memory-budget.sha256 is what a build ships as the default's digest: after editing the
+    default, run `cd rules && sha256sum memory-budget.yaml > memory-budget.sha256`."""
+    import hashlib
+
+    from governor.policy.sources import built_digest
+    from tests.conftest import SHIPPED
+
+    assert built_digest() == hashlib.sha256(SHIPPED.read_bytes()).hexdigest()
+
+
+def test_an_edited_shipped_default_is_tampering_and_a_new_version_an_upgrade(env: Env, tmp_path: Path) -> None:
+    site = _installed_copy(tmp_path)
+    hook = [sys.executable, "-I", "-S", str(site / "governor" / "runtime" / "entry.py"), "claude-code"]
+    session = Session(env, command=hook)
+    session.start()
+    assert _searches(session, 3) == [False, False, True]
+    shipped = site / "governor" / "rules" / "memory-budget.yaml"  # its path is in the hook command
+    shipped.write_text(shipped.read_text().replace(SHIPPED_LIMIT, SHIPPED_LIMIT.replace("2", "6")))
+    session.prompt("what did we decide about the queue")
+    first = session.pre("mem_search", query="queue", limit=1)
+    rest = [session.pre("mem_search", query=f"queue {i}", limit=1).denied for i in range(2)]
+    assert [first.denied, *rest] == [False, False, True], first.raw  # the accepted 2, not the edited 6
+    told = first.message + first.stderr
+    assert "not the file memory-governor 0.1.0 was built with" in told and "Reinstall" in told, told
+    later = Session(env, "sess-2", command=hook)
+    later.start()
+    assert _searches(later, 3) == [False, False, True]  # and in the next session
+    _installed_copy(tmp_path, version="0.2.0", limit=4)  # a release that ships 4
+    assert _searches(later, 5) == [False] * 4 + [True]
+
+
+# -- 6. each harness's hook and MCP configuration is the user's to change -------------------------
+
+SETTINGS_WRITES = {
+    "claude-code": [
+        ("Write", {"file_path": "{project}/.claude/settings.local.json", "content": '{"disableAllHooks": true}'}),
+        ("Edit", {"file_path": "{project}/.claude/settings.json", "old_string": "hooks", "new_string": "x"}),
+        ("Write", {"file_path": "{project}/.mcp.json", "content": '{"mcpServers": {"mem": {"command": "engram"}}}'}),
+        ("Bash", {"command": "jq '.env.MEMORY_GOVERNOR_STATE_DIR=\"/tmp/s\"' .claude/settings.json > t && mv t "
+                             ".claude/settings.json"}),
+        ("Bash", {"command": "cd .claude && echo '{\"disableAllHooks\":true}' > settings.local.json"}),
+        ("Bash", {"command": "mv .claude .claude-old"}),
+        ("Bash", {"command": "rm \"$HOME\"/.claude/sett''ings.json"}),
+    ],
+    "codex": [
+        ("Bash", {"command": "echo '{}' > ~/.codex/hooks.json"}),
+        ("Bash", {"command": "printf '[features]\\nhooks = false\\n' >> .codex/config.toml"}),
+    ],
+    "copilot": [
+        ("bash", {"command": "rm .github/hooks/memory-governor.json"}),
+        ("create", {"path": "{project}/.github/copilot/settings.json", "file_text": '{"disableAllHooks": true}'}),
+        ("edit", {"path": "{project}/.github/mcp.json", "old_str": "{", "new_str": "{ "}),
+        ("bash", {"command": "cat > ~/.copilot/mcp-config.json <<'E'\n{}\nE"}),
+    ],
+    "gemini-cli": [
+        ("write_file", {"file_path": "{project}/.gemini/settings.json", "content": '{"hooksConfig": {"enabled": false}}'}),
+        ("run_shell_command", {"command": "sed -i 's/BeforeTool/Nothing/' .gemini/settings.json"}),
+    ],
+    "opencode": [
+        ("write", {"filePath": "{project}/.opencode/plugin/memory-governor.js", "content": "export default {}"}),
+        ("bash", {"command": "rm -rf .opencode/plugin", "description": "clean"}),
+        ("edit", {"filePath": "{project}/opencode.json", "oldString": "engram", "newString": "mem"}),
+    ],
+}
+LEFT_ALONE = {"claude-code": [("Bash", {"command": "ls -la"}), ("Read", {"file_path": "{project}/.claude/settings.json"}),
+                              ("Write", {"file_path": "{project}/.claude/agents/reviewer.md", "content": "x"}),
+                              ("Bash", {"command": "grep -rn engram_access_tier .claude/agents"})],
+              "codex": [("Bash", {"command": "git log --oneline -5"})],
+              "copilot": [("bash", {"command": "cat .github/workflows/ci.yml"})],
+              "gemini-cli": [("run_shell_command", {"command": "ls .geminirc-notes"})],
+              "opencode": [("bash", {"command": "ls src", "description": "list"})]}  # fmt: skip
+
+
+def _pre_tool(env: Env, harness: str) -> Any:
+    """A callable(tool, input) -> denied reason or None, through `harness`'s hook process."""
+    from tests.harnesses.test_codex import Codex
+    from tests.harnesses.test_copilot import Copilot
+    from tests.harnesses.test_gemini_cli import GeminiSession
+    from tests.harnesses.test_opencode import OpenCodeSession
+
+    if harness == "claude-code":
+        claude = Session(env)
+        claude.prompt("tidy the repo")
+        return lambda tool, args: (lambda a: a.reason if a.denied else None)(claude.pre(tool, **args))
+    if harness == "codex":
+        codex = Codex(env)
+        codex.prompt("tidy the repo")
+
+        def codex_pre(tool: str, args: dict[str, Any]) -> str | None:
+            out = codex.hook(codex.payload("PreToolUse", tool_name=tool, tool_input=args, tool_use_id="call_1"))
+            specific = (out or {}).get("hookSpecificOutput", {})
+            return specific.get("permissionDecisionReason") if specific.get("permissionDecision") == "deny" else None
+
+        return codex_pre
+    if harness == "copilot":
+        copilot = Copilot(env)
+        copilot.prompt("tidy the repo")
+        return lambda tool, args: (lambda a: a.reason if a.denied else None)(
+            copilot.send("preToolUse", toolName=tool, toolArgs=args))
+    if harness == "gemini-cli":
+        gemini = GeminiSession(env)
+        gemini.prompt("tidy the repo")
+        return lambda tool, args: (lambda a: a.reason if a.denied else None)(
+            gemini.event("BeforeTool", tool_name=tool, tool_input=args))
+    opencode = OpenCodeSession(env)
+    opencode.prompt("tidy the repo")
+    return lambda tool, args: (lambda a: a.reason if a.denied else None)(opencode.before(tool, **args))
+
+
+def _filled(args: dict[str, Any], env: Env) -> dict[str, Any]:
+    return {k: v.replace("{project}", str(env.project)) if isinstance(v, str) else v for k, v in args.items()}
+
+
+@pytest.mark.parametrize("harness", sorted(SETTINGS_WRITES))
+def test_a_harness_hook_or_mcp_configuration_written_by_the_model_is_refused(env: Env, harness: str) -> None:
+    (env.project / ".claude").mkdir()
+    pre = _pre_tool(env, harness)
+    for tool, args in SETTINGS_WRITES[harness]:
+        reason = pre(tool, _filled(args, env))
+        assert reason is not None and "harness-settings" in reason, (tool, args, reason)
+    for tool, args in LEFT_ALONE[harness]:
+        assert pre(tool, _filled(args, env)) is None, (tool, args)
+
+
+def test_a_state_directory_pointed_somewhere_new_does_not_start_from_first_seen(env: Env, session: Session) -> None:
+    """The model's `env` entry (MEMORY_GOVERNOR_STATE_DIR at a fresh folder) and a looser policy
+    file, in effect from its next turn: that turn's session still enforces the accepted policy."""
+    session.start()
+    assert _searches(session, 3) == [False, False, True]
+    env.write(".memory-governor/policy.yaml", LOOSER)
+    fresh = {"MEMORY_GOVERNOR_STATE_DIR": str(env.tmp / "fresh-state")}
+    later = Session(env, "sess-2", extra_env=fresh)
+    later.start()
+    later.prompt("what did we decide about the cache")
+    first = later.pre("mem_search", query="cache", limit=1)
+    rest = [later.pre("mem_search", query=f"cache {i}", limit=1).denied for i in range(2)]
+    assert [first.denied, *rest] == [False, False, True], first.raw
+    assert "held back" in first.message + first.stderr
+
+
+def _settings_edit(path: Path, **keys: Any) -> None:
+    import json
+
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data.update(keys)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+# harness -> (install scope, the change a model makes that leaves a SessionStart hook running)
+TAMPERED = {
+    "claude-code": ("project", lambda env: _settings_edit(env.project / ".claude" / "settings.local.json",
+                                                          env={"MEMORY_GOVERNOR_STATE_DIR": str(env.tmp / "x")})),
+    "codex": ("user", lambda env: (env.home / ".codex" / "config.toml").write_text(
+        (env.home / ".codex" / "config.toml").read_text() + "\n[features]\nhooks = false\n")),
+    "copilot": ("project", lambda env: _settings_edit(env.project / ".github" / "hooks" / "memory-governor.json",
+                                                      hooks={})),
+    "gemini-cli": ("project", lambda env: _settings_edit(env.home / ".gemini" / "settings.json",
+                                                         hooksConfig={"enabled": False})),
+    "opencode": ("project", lambda env: (env.project / ".opencode" / "plugin" / "memory-governor.js").write_text(
+        "export default async () => ({})\n")),
+}  # fmt: skip
+
+
+def _session_start(env: Env, harness: str) -> str:
+    """What the user is told (stderr and message) at a session's start, through `harness`'s hook."""
+    from tests.harnesses.test_codex import Codex
+    from tests.harnesses.test_copilot import Copilot
+    from tests.harnesses.test_gemini_cli import GeminiSession
+    from tests.harnesses.test_opencode import OpenCodeSession
+
+    if harness == "codex":
+        import json
+
+        codex = Codex(env, session_id=f"01a23104-183e-7f53-a834-{time.monotonic_ns() % 10**12:012d}")
+        proc = subprocess.run(HOOK_CODEX, input=json.dumps(codex.payload("SessionStart", source="startup")).encode(),
+                              capture_output=True, env=env.vars, cwd=str(env.project), timeout=60)  # fmt: skip
+        return proc.stdout.decode() + proc.stderr.decode()
+    answer: Any = {"claude-code": lambda: Session(env, f"s-{time.monotonic_ns()}").start(),
+                   "copilot": lambda: Copilot(env).start(), "gemini-cli": lambda: GeminiSession(env).start(),
+                   "opencode": lambda: OpenCodeSession(env, session_id=f"ses_{time.monotonic_ns()}").start()}[harness]()  # fmt: skip
+    return str(answer.data) + answer.stderr
+
+
+HOOK_CODEX = [sys.executable, "-I", "-S", str(Path(__file__).resolve().parent.parent / "governor" / "runtime" /
+                                              "entry.py"), "codex"]  # fmt: skip
+
+
+@pytest.mark.parametrize("harness", sorted(TAMPERED))
+def test_installed_hooks_changed_since_install_are_named_at_session_start(env: Env, harness: str) -> None:
+    scope, tamper = TAMPERED[harness]
+    env.cli("install", harness, "--scope", scope, check=True)
+    assert "changed since install" not in _session_start(env, harness)
+    tamper(env)
+    told = _session_start(env, harness)
+    assert "changed since install" in told and f"memory-governor install {harness}" in told, told
+
+
+def test_doctor_names_hooks_switched_off_since_install(env: Env) -> None:
+    """`disableAllHooks` stops every hook, SessionStart's too: doctor is where the user hears of it."""
+    env.cli("install", "claude-code", check=True)
+    assert "since install" not in env.cli("doctor").stdout
+    _settings_edit(env.project / ".claude" / "settings.local.json", disableAllHooks=True)
+    out = env.cli("doctor").stdout
+    assert "claude-code (since install)" in out and "settings.local.json" in out, out
+
+
+def test_settings_a_harness_changes_itself_are_no_change_of_the_hooks(env: Env) -> None:
+    """Codex trusting another folder, Claude Code keeping a permission the user granted: the hooks,
+    their switches and their environment are as installed, so nothing is said."""
+    env.cli("install", "codex", "--scope", "user", check=True)
+    env.cli("install", "claude-code", check=True)
+    config = env.home / ".codex" / "config.toml"
+    config.write_text(config.read_text() + '\n[projects."/elsewhere"]\ntrust_level = "trusted"\n')
+    _settings_edit(env.project / ".claude" / "settings.local.json", permissions={"allow": ["Bash(ls:*)"]})
+    assert "changed since install" not in _session_start(env, "codex")
+    assert "changed since install" not in _session_start(env, "claude-code")

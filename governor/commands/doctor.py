@@ -9,10 +9,11 @@ import time
 import click
 
 from governor import harnesses
+from governor.harnesses import installs
 from governor.harnesses.checks import BAD, INFO, OK, WARN, Check
 from governor.policy import compiled
 from governor.policy.sources import Sources
-from governor.state import state_dir
+from governor.state import default_state_dir, state_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,6 +44,10 @@ def _installs(report: Report, project: str, policy: dict[str, object]) -> None:
         checks = setup.doctor(project, policy)
         found = found or bool(checks)
         report.rows.extend(checks)
+        states = [state_dir(os.environ), default_state_dir(os.environ)]
+        for notice in installs.changed(states, name, project):  # hooks switched off never say so themselves
+            report.add(WARN, f"{name} (since install)", notice.removeprefix("memory-governor: "),
+                       f"memory-governor install {name}")  # fmt: skip
     if not found:
         first, *others = harnesses.names()
         fix = f"memory-governor install {first}" + (f"  (or: {', '.join(others)})" if others else "")

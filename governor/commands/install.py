@@ -14,10 +14,11 @@ from types import ModuleType
 import click
 
 from governor import harnesses
+from governor.harnesses import installs
 from governor.harnesses.settings import SettingsError, apply
 from governor.policy import acceptance, compiled
 from governor.policy.sources import Sources
-from governor.state import state_dir
+from governor.state import default_state_dir, state_dir
 
 
 def _project(project: str | None) -> str:
@@ -73,8 +74,14 @@ def install(harness: str, scope: str | None, client: str | None, project: str | 
     for notice in notices:
         click.echo(notice, err=True)
     try:
+        written = []
         for change in setup.plan_install(policy.data, scope, root, **options):
             apply(change, dry_run, click.echo)
+            written.append(change.path)
+        if not dry_run and not options:  # what a SessionStart compares with (governor.harnesses.installs)
+            settings = getattr(setup, "settings_path", None)  # every scope's: one can switch off another's hooks
+            written += [settings(other, root) for other in setup.SCOPES] if settings else []
+            installs.record([state_dir(os.environ), default_state_dir(os.environ)], harness, root, scope, written)
     except (SettingsError, OSError) as err:
         raise click.ClickException(str(err)) from err
     return 0

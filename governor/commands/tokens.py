@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from typing import Any
 
 import click
 
-from governor.engine.briefing import RANKINGS, CandidateError, pack, rank, read_candidates
+from governor.engine.briefing import RANKINGS, CandidateError
 from governor.engine.packer import FILL, OVER_BUDGET
 from governor.engine.rules import CompiledPolicy
 from governor.engine.tokens import UNITS, UnitUnavailable, counter
@@ -61,6 +60,7 @@ def count(source: str, unit: str | None, fmt: str) -> int:
 
 @click.command("brief")
 @click.argument("source", default="-")
+@click.option("--query", help="What the briefing is for: scores candidates that carry no relevance (for --rank relevance).")
 @click.option("--budget", type=click.IntRange(min=0), help="Token budget (default: the policy's briefing.max_tokens).")
 @click.option("--unit", type=click.Choice(UNITS), help="Default: the policy's token_counter.")
 @click.option("--limit", type=click.IntRange(min=0), help="At most this many memories (with a budget: fewer wins).")
@@ -74,49 +74,28 @@ def count(source: str, unit: str | None, fmt: str) -> int:
 @click.option("--record-usage/--no-record-usage", default=True, show_default=True,
               help="Bump last_used_at/use_count of the memories injected (only those).")  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def brief(source: str, budget: int | None, unit: str | None, limit: int | None, ranking: str, half_life: float | None,
-          over_budget: str, fill: str, card_max_tokens: int, store: str, record_usage: bool, fmt: str) -> int:  # fmt: skip
-    """Pack ranked memories (JSON Lines, or an `engram export` file) into memory cards within a budget."""
-    policy = _policy()
-    chosen = unit or policy.unit
-    budget = policy.data["briefing"]["max_tokens"]["value"] if budget is None else budget
+def brief(source: str, query: str | None, budget: int | None, unit: str | None, limit: int | None, ranking: str,
+          half_life: float | None, over_budget: str, fill: str, card_max_tokens: int, store: str, record_usage: bool,
+          fmt: str) -> int:  # fmt: skip
+    """Pack ranked memories (JSON Lines, an `engram export` file, or a mem_search result) into memory
+    cards within a budget. The same function as governor.sdk.briefing.brief (docs/orchestrators.md)."""
+    from governor.sdk.briefing import brief as pack_briefing
+
+    for notice in compiled.load(os.environ, os.getcwd(), state_dir(os.environ))[1]:
+        click.echo(notice, err=True)
     try:
-        candidates = read_candidates(_read(source), "stdin" if source == "-" else source)
+        manifest = pack_briefing(_read(source), query=query, budget=budget, unit=unit, limit=limit, ranking=ranking,
+                                 half_life_days=half_life, over_budget=over_budget, fill=fill,
+                                 card_max_tokens=card_max_tokens, record_usage=record_usage, store=store,
+                                 source="stdin" if source == "-" else source)  # fmt: skip
     except CandidateError as err:
         raise click.ClickException(str(err)) from err
-    tally = _counter(chosen)
-    now = time.time()
-    ledger = None
-    if ranking == "usage" or record_usage:
-        from governor.engine.stores import open_for
-
-        ledger = open_for(os.environ, policy.data["ledger"])
-    if ranking == "usage" and ledger is not None:
-        recorded = ledger.usage_of([f"{store}/{c.id}" for c in candidates])
-        for c in candidates:
-            last, uses = recorded.get(f"{store}/{c.id}", (None, 0))
-            if last is not None and (c.last_used_at is None or last > c.last_used_at):
-                c.last_used_at = last
-            c.use_count = max(c.use_count, uses)
-    order = rank(candidates, ranking, now, half_life)
-    result = pack(candidates, tally.count, chosen, budget=budget, order=order, limit=limit, over_budget=over_budget,
-                  fill=fill, card_max_tokens=card_max_tokens or None, estimate=tally.estimate)  # fmt: skip
-    if record_usage and ledger is not None and result.selected:
-        with ledger.write():
-            ledger.bump_usage([f"{store}/{item['id']}" for item in result.selected], now)
-    if ledger is not None:
-        ledger.close()
+    except UnitUnavailable as err:
+        raise click.ClickException(str(err)) from err
     if fmt == "json":
-        options = {
-            "limit": limit,
-            "rank": ranking,
-            "half_life_days": half_life,
-            "over_budget": over_budget,
-            "fill": fill,
-        }
-        click.echo(json.dumps(result.manifest(options), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(manifest, indent=2, ensure_ascii=False))
     else:
-        sys.stdout.write(result.text)
-        if result.nudge:
-            click.echo(result.nudge, err=True)
+        sys.stdout.write(manifest["text"])
+        if manifest["nudge"]:
+            click.echo(manifest["nudge"], err=True)
     return 0

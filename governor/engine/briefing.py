@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any
@@ -83,8 +84,13 @@ def timestamp(value: Any, where: str, field: str) -> float | None:
 
 
 def read_candidates(text: str, source: str) -> list[Candidate]:
-    """JSON Lines of candidates, or an `engram export` JSON document."""
+    """JSON Lines of candidates, an `engram export` JSON document, or a `mem_search` result (its
+    text, or its v2 JSON envelope) as the server returned it."""
     stripped = text.lstrip()
+    if stripped.startswith("Found ") or (stripped.startswith("{") and '"result"' in text[:200000]):
+        found = search_candidates(text, source)
+        if found is not None:
+            return found
     if stripped.startswith("{") and '"observations"' in text[:200000]:
         try:
             document = json.loads(text)
@@ -101,6 +107,40 @@ def read_candidates(text: str, source: str) -> list[Candidate]:
             data = json.loads(line)
         except ValueError as err:
             raise CandidateError(f"{where}: not JSON ({err})") from None
+        out.append(Candidate(data, len(out), where))
+    return out
+
+
+_HIT_HEAD = re.compile(r"\A\[\d+\] #(\d+) \(([^)\n]*)\)(?: — ([^\n]*))?\n?")
+_HIT_FOOT = re.compile(r"\n\s*(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?: \| project: [^|\n]*)?(?: \| scope: (\S+))?\s*\Z")
+
+
+def search_candidates(text: str, source: str) -> list[Candidate] | None:
+    """The hits of a memory search result, in the server's order (its relevance), as candidates:
+    id, type, title, the preview as content, the date and scope. None if `text` is no search result."""
+    from governor.engine.results import parse
+
+    parsed = parse(text, "search")
+    if not parsed.kind.endswith("search") and not parsed.kind.endswith("compact"):
+        return None
+    out: list[Candidate] = []
+    for index, entry in enumerate(parsed.entries):
+        where = f"{source}: hit {index + 1}"
+        item = entry.item if isinstance(entry.item, dict) else {}
+        head = _HIT_HEAD.match(entry.text)
+        if head is None and not item:
+            continue
+        body = entry.text[head.end() :] if head else ""
+        foot = _HIT_FOOT.search(body)
+        data = {
+            "id": item.get("id") or (head.group(1) if head else None),
+            "type": item.get("type") or (head.group(2) if head else None),
+            "title": item.get("title") or (head.group(3) if head else None),
+            "content": next((item[k] for k in ("content", "preview") if isinstance(item.get(k), str)), None)
+            or "\n".join(line.strip() for line in (body[: foot.start()] if foot else body).splitlines()).strip(),
+            "created_at": item.get("created_at") or (foot.group(1) if foot else None),
+            "scope": item.get("scope") or (foot.group(2) if foot else None),
+        }  # fmt: skip
         out.append(Candidate(data, len(out), where))
     return out
 
@@ -122,10 +162,23 @@ def _engram_export(document: dict[str, Any], source: str) -> list[Candidate]:
     return out
 
 
-def rank(candidates: list[Candidate], how: str, now: float, half_life_days: float | None = None) -> list[int]:
-    """Indexes best first. Ties keep the input order (the server's order)."""
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
+
+
+def rank(candidates: list[Candidate], how: str, now: float, half_life_days: float | None = None,
+         query: str | None = None) -> list[int]:  # fmt: skip
+    """Indexes best first. Ties keep the input order (the server's order).
+
+    `query`: candidates that carry no relevance of their own (an export, a hand-made list) get
+    the share of the query's words found in their title and content, for `relevance` to rank by."""
     if how not in RANKINGS:
         raise ValueError(f"unknown ranking {how!r}: use one of {', '.join(RANKINGS)}")
+    wanted = _words(query or "")
+    if wanted:
+        for c in candidates:
+            if c.relevance is None:
+                c.relevance = len(wanted & _words(f"{c.title} {c.content}")) / len(wanted)
 
     def newest(c: Candidate) -> float:
         return -(c.created_at if c.created_at is not None else -math.inf)

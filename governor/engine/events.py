@@ -73,6 +73,12 @@ class Event:
     client whose hooks may have decided the call first). It defers to a call it has seen before
     only when that is a live reservation no observer has used yet; any other repeat of an id is
     a new call to decide (the observer decides it again under an id of its own).
+
+    `twin`: the harness may deliver this very event to two observers at once (its own settings
+    hooks and a program's in-process callbacks, both seeing the same session, turn and call ids).
+    The first to decide it decides; the other counts nothing and answers nothing new: a call
+    already reserved passes without a second answer (one rewrite, not two), a refused one stays
+    refused, a result already counted or a prompt whose turn already started is not counted again.
     """
 
     __slots__ = (
@@ -101,6 +107,7 @@ class Event:
         "tool_name",
         "tool_result",
         "turn_id",
+        "twin",
     )
 
     def __init__(self, kind: str, session_id: str, **fields: Any) -> None:
@@ -124,6 +131,7 @@ class Event:
         self.origin_call_id: str | None = fields.get("origin_call_id")
         self.context_unseen: bool = bool(fields.get("context_unseen"))
         self.observer: bool = bool(fields.get("observer"))
+        self.twin: bool = bool(fields.get("twin"))
         self.cwd: str | None = fields.get("cwd")
         self.result_elsewhere: bool = bool(fields.get("result_elsewhere"))
         self.spilled: str | None = fields.get("spilled")

@@ -27,6 +27,8 @@ def post_tool(case: Case) -> Decision:
     ledger, event, now = case.ledger, case.event, case.world.now
     call_id = case.known_call_id()
     prior = ledger.call(case.session, call_id) if call_id else None
+    if event.twin and prior is not None and prior[0] == "committed":
+        return Decision(code="repeat")  # the other observer of this result counted it
     if role in ("save", "summary"):
         topic_param = spec.get("topic_key_param")
         topic = event.tool_input.get(topic_param) if topic_param else None
@@ -227,6 +229,10 @@ def tool_failed(case: Case) -> Decision:
         return _agent_ended(case, False) if case.event.dispatches is not None else Decision()
     case.enter_turn()
     call_id = case.known_call_id()
+    if case.event.twin and call_id:
+        prior = case.ledger.call(case.session, call_id)
+        if prior is not None and prior[0] == "released":
+            return Decision(code="repeat")  # the other observer of this failure released it
     if call_id:
         case.ledger.release(case.session, call_id, case.world.now)
     decision = Decision(code="released")

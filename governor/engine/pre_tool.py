@@ -61,7 +61,7 @@ def pre_tool(case: Case) -> Decision:
         # A call seen before is answered before any turn is looked up: a second observer of the
         # same call (an MCP proxy behind a client whose hooks decided it) must not move the turn.
         prior = ledger.call(case.session, key(event.call_id))
-        repeat = _observed(case, prior) if event.observer else _repeat(prior)
+        repeat = _observed(case, prior) if event.observer else _repeat(prior, event.twin)
         if repeat is not None:
             return repeat
     case.enter_turn()
@@ -86,11 +86,13 @@ def pre_tool(case: Case) -> Decision:
     return decision
 
 
-def _repeat(prior: Any) -> Decision | None:
-    """The same call seen again counts once; a refusal stays a refusal."""
+def _repeat(prior: Any, twin: bool = False) -> Decision | None:
+    """The same call seen again counts once; a refusal stays a refusal. A twin (the other observer
+    of the same call) adds no answer: the first observer's refusal, in its words, is the one the
+    model gets (the harness blocks on any one deny, and shows one reason)."""
     if prior is None:
         return None
-    if prior[0] == "denied":
+    if prior[0] == "denied" and not twin:
         return Decision(ev.DENY, "repeat", "memory-governor: this call was already refused; do not retry it.")
     return Decision(code="repeat")
 

@@ -24,6 +24,8 @@ def prompt(case: Case) -> Decision:
     if case.event.machine_made:
         return _machine_prompt(case)
     case.enter_turn(new=True)
+    if case.event.twin and case.event.turn_id and case.ledger.memory_need(case.session, case.turn) is not None:
+        return Decision(code="repeat")  # the other observer of this prompt started its turn
     policy = case.policy
     verdict = case.prepared["verdict"]
     case.ledger.set_memory_need(case.session, case.turn, verdict.need)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 # name (as on the command line and in the installed hook command) -> its package.
 REGISTRY = {
+    "claude-agent-sdk": "governor.harnesses.claude_agent_sdk",
     "claude-code": "governor.harnesses.claude_code",
     "codex": "governor.harnesses.codex",
     "copilot": "governor.harnesses.copilot",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -51,6 +52,33 @@ def route_tools(policy: dict[str, Any]) -> list[str]:
     """The tools the policy's routes go through (Bash, run_shell_command, ...): a harness's
     before-tool hook must see them too, or a route around the memory tools is open there."""
     return list(dict.fromkeys(t for route in policy.get("routes", []) for t in route["tools"]))
+
+
+def any_server_patterns(policy: dict[str, Any], before: str, between: str) -> list[str]:
+    """Regexes of the tools the policy governs on any server (a mapping's `any_server`: by their
+    own names or its `tool_prefix`), as a harness names an MCP tool: `before`<server>`between`<tool>.
+    A hook matcher with them starts the hook for the memory registered under another name too."""
+    out = []
+    for mapping in policy["tools"]:
+        if not mapping.get("any_server"):
+            continue
+        prefix = mapping.get("tool_prefix")
+        names = [re.escape(prefix) + ".*"] if prefix else []
+        names += [re.escape(tool) for tool in mapping["map"] if not (prefix and tool.startswith(prefix))]
+        if names:
+            out.append(f"{re.escape(before)}.+{re.escape(between)}(?:{'|'.join(names)})")
+    return out
+
+
+def exact_matcher(names: list[str], patterns: list[str] | None = None) -> str:
+    """An anchored regex of exactly these names, and of `patterns` (regexes of their own)."""
+    return "^(?:" + "|".join([*(re.escape(name) for name in names), *(patterns or [])]) + ")$"
+
+
+def matcher_names(matcher: str) -> set[str]:
+    """The names an exact_matcher was made of (a pattern's parts come along as names no tool has)."""
+    inner = matcher.removeprefix("^(?:").removesuffix(")$")
+    return {re.sub(r"\\(.)", r"\1", name) for name in inner.split("|")}
 
 
 def json_text(data: Any) -> str:

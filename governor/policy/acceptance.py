@@ -8,17 +8,23 @@ back as a whole: the accepted policy stays in force, and the user is told once p
 what was held and that `memory-governor policy accept` applies it.
 
 One record per project in the state directory (`accepted/<key>.json`): the accepted compiled
-policy, when it was accepted, and the shipped default it was accepted over. With the ledger on
-Redis (MEMORY_GOVERNOR_LEDGER_URL) the record is kept there instead
-(governor.engine.redis_acceptance), so every host that shares the ledger shares it: a policy accepted on one host is
-accepted on all, and a loosening held back on one is held back on all. A project with no
+policy, when it was accepted, and the shipped default it was accepted over. It is kept in the
+default state directory too when MEMORY_GOVERNOR_STATE_DIR moves the state elsewhere, and a
+directory with no record of its own starts from that one: an `env` entry pointing the variable
+at a fresh directory does not make the policy files "first seen". With the ledger on Redis
+(MEMORY_GOVERNOR_LEDGER_URL) the record is kept there instead (governor.engine.redis_acceptance),
+so every host that shares the ledger shares it: a policy accepted on one host is accepted on
+all, and a loosening held back on one is held back on all. A project with no
 record starts from its policy files as committed at git HEAD (governor.policy.committed): what
 the working tree changed since is held back if it loosens them. Outside git, the first policy a
 project is seen with, at a session's first event in a folder never seen (before the model acts:
 governor.policy.projects), is accepted as it is (the user installed it); a record missing later
 (deleted, or a state directory redirected) falls back to the shipped default. An upgrade of
-memory-governor that changes the shipped default is accepted when no policy file of the
-project changed since the last acceptance.
+memory-governor that changes the shipped default is accepted when the package's version changed,
+its shipped default is the file it was built with (the sha256 in rules/memory-budget.sha256) and
+no policy file of the project changed since the last acceptance. A shipped default edited in
+place (site-packages is the user's, so the model's) is no upgrade: what it loosens is held back,
+and the user is told to reinstall.
 
 A subagent definition file changed since the last acceptance (its inode change time, which
 no tool can set back, is later) may not declare a tier looser than the policy's default:
@@ -94,8 +100,9 @@ def accepted_blob(state: str, project: str, url: str | None = None) -> dict[str,
 
 
 def write(state: str, sources: Sources, blob: dict[str, Any], accepted_at: float) -> None:
-    """Record `blob` as the project's accepted policy (the policy first, then the record): in the
-    state directory, or on the Redis of the ledger, for every host at once."""
+    """Record `blob` as the project's accepted policy (the policy first, then the record): on the
+    Redis of the ledger when there is one, for every host at once; else in the state directory
+    and, when MEMORY_GOVERNOR_STATE_DIR moved that, in the default one too."""
     record = {"project": sources.project, "digest": blob.get("digest"), "accepted_at": accepted_at,
               "shipped": _shipped(sources)}  # fmt: skip
     if sources.ledger_url:
@@ -104,18 +111,53 @@ def write(state: str, sources: Sources, blob: dict[str, Any], accepted_at: float
         write_acceptance(sources.ledger_url, project_key(sources.project), jsonio.dumps(record),
                          jsonio.dumps(blob))  # fmt: skip
         return
+    for folder in dict.fromkeys([state, sources.anchor]):
+        path = record_path(folder, sources.project)
+        try:
+            ensure_dir(os.path.dirname(path))
+            write_atomic(path[: -len(".json")] + ".policy.json", jsonio.dumps(blob).encode())
+            write_atomic(path, jsonio.dumps(record).encode())
+        except OSError:
+            if folder == state:
+                raise
+
+
+def _anchored(state: str, sources: Sources) -> dict[str, Any] | None:
+    """No record in a state directory MEMORY_GOVERNOR_STATE_DIR points at: the one kept in the
+    default state directory, copied in, so a fresh directory does not start from "first seen"."""
+    if sources.ledger_url or os.path.abspath(sources.anchor) == os.path.abspath(state):
+        return None  # on Redis the record is shared, not per directory
+    record, blob = read(sources.anchor, sources.project), accepted_blob(sources.anchor, sources.project)
+    if record is None or blob is None:
+        return None
     path = record_path(state, sources.project)
     ensure_dir(os.path.dirname(path))
     write_atomic(path[: -len(".json")] + ".policy.json", jsonio.dumps(blob).encode())
     write_atomic(path, jsonio.dumps(record).encode())
+    return record
 
 
-def _shipped(sources: Sources) -> list[Any]:
-    try:
-        st = os.stat(sources.shipped)
-    except OSError:
-        return []
-    return [st.st_mtime_ns, st.st_size]
+def _shipped(sources: Sources) -> dict[str, Any]:
+    """The shipped default a record was written over: the package version and the file's sha256."""
+    from governor import __version__
+    from governor.policy.sources import file_digest
+
+    return {"version": __version__, "sha256": file_digest(sources.shipped)}
+
+
+def _upgraded(before: Any, now: dict[str, Any]) -> bool:
+    """A new memory-governor: another version than the record's, shipping the file it was built with."""
+    from governor.policy.sources import built_digest
+
+    was = before.get("version") if isinstance(before, dict) else None  # a record from before versions: any
+    return was != now["version"] and now["sha256"] is not None and now["sha256"] == built_digest()
+
+
+def _tampered(now: dict[str, Any]) -> bool:
+    from governor.policy.sources import built_digest
+
+    built = built_digest()
+    return built is not None and now["sha256"] != built
 
 
 def _files_changed_since(sources: Sources, moment: float) -> bool:
@@ -147,7 +189,7 @@ def enforced(policy: CompiledPolicy, notices: list[str], sources: Sources, state
 
     url = sources.ledger_url
     try:
-        record = read(state, sources.project, url)
+        record = read(state, sources.project, url) or _anchored(state, sources)
         if record is None:
             record = _first_record(policy, sources, state, first)
             if record is None:
@@ -161,8 +203,8 @@ def enforced(policy: CompiledPolicy, notices: list[str], sources: Sources, state
     policy.accepted_at = accepted_at
     if record.get("digest") == policy.digest:
         return policy, notices
-    upgraded = record.get("shipped") != _shipped(sources)
-    if upgraded and not _files_changed_since(sources, accepted_at):
+    shipped = _shipped(sources)
+    if _upgraded(record.get("shipped"), shipped) and not _files_changed_since(sources, accepted_at):
         _keep(state, sources, policy.blob, accepted_at)  # a new memory-governor, the files as accepted
         return policy, notices
     try:
@@ -179,11 +221,19 @@ def enforced(policy: CompiledPolicy, notices: list[str], sources: Sources, state
     enforcing.accepted_at = accepted_at
     named = "; ".join(str(c).split("  (")[0].strip() for c in held[:SHOWN])
     more = f" and {len(held) - SHOWN} more" if len(held) > SHOWN else ""
-    notice = (
-        f"memory-governor: the policy files changed in a way that loosens the accepted policy ({named}{more}); "
-        f"the change is held back and the accepted policy stays in force. If you made it, run `memory-governor "
-        f"policy accept` in {sources.project}."
-    )
+    if _tampered(shipped):
+        notice = (
+            f"memory-governor: the shipped default policy {sources.shipped} is not the file memory-governor "
+            f"{shipped['version']} was built with (its sha256 differs), so it is no upgrade: what it loosens "
+            f"({named}{more}) is held back and the accepted policy stays in force. Reinstall memory-governor to "
+            f"restore the file; a policy of your own goes in .memory-governor/policy.yaml."
+        )
+    else:
+        notice = (
+            f"memory-governor: the policy files changed in a way that loosens the accepted policy ({named}{more}); "
+            f"the change is held back and the accepted policy stays in force. If you made it, run `memory-governor "
+            f"policy accept` in {sources.project}."
+        )
     return enforcing, [*notices, notice]
 
 

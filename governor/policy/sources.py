@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 SHIPPED_NAME = "memory-budget.yaml"
+DIGEST_NAME = "memory-budget.sha256"
+MAX_SHIPPED = 4 * 1024 * 1024  # read no more of the shipped default than this to hash it
 PROJECT_DIR_NAME = ".memory-governor"
 TEAM_NAME = "policy.yaml"
 LOCAL_NAME = "policy.local.yaml"
@@ -47,6 +49,28 @@ def shipped_policy_path() -> str:
     return shipped_file("rules", SHIPPED_NAME)
 
 
+def built_digest() -> str | None:
+    """The sha256 of the shipped default as this version was built (rules/memory-budget.sha256,
+    `sha256sum` format; a test holds it to the source tree's file), or None when it is missing."""
+    try:
+        with open(shipped_file("rules", DIGEST_NAME), encoding="ascii") as handle:
+            word = handle.read(200).split(maxsplit=1)
+    except (OSError, UnicodeDecodeError):
+        return None
+    return word[0].lower() if word and len(word[0]) == 64 else None
+
+
+def file_digest(path: str) -> str | None:
+    """The sha256 of a file's bytes, or None when it cannot be read."""
+    from hashlib import sha256
+
+    try:
+        with open(path, "rb") as handle:
+            return sha256(handle.read(MAX_SHIPPED)).hexdigest()
+    except OSError:
+        return None
+
+
 def project_root(cwd: str | None) -> str:
     """The nearest ancestor of `cwd` with a .memory-governor/ folder, else `cwd` itself. The search
     stops at the top of the git work tree `cwd` is in: a folder above it is no part of the project."""
@@ -67,10 +91,13 @@ def project_root(cwd: str | None) -> str:
 class Sources:
     """The files that make up the effective policy, in layering order."""
 
-    __slots__ = ("ledger_url", "local", "project", "shipped", "team", "team_origin", "watched")
+    __slots__ = ("anchor", "ledger_url", "local", "project", "shipped", "team", "team_origin", "watched")
 
     def __init__(self, env: Mapping[str, str], cwd: str | None, project: str | None = None) -> None:
+        from governor.state import default_state_dir
+
         self.project = project or project_root(cwd)  # `project`: the root pinned for a session
+        self.anchor = default_state_dir(env)  # acceptance is kept here too (governor.policy.acceptance)
         # The ledger's Redis, when there is one: where the project's acceptance is kept for every host.
         self.ledger_url: str | None = env.get("MEMORY_GOVERNOR_LEDGER_URL") or None
         self.shipped = shipped_policy_path()

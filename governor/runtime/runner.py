@@ -35,7 +35,8 @@ def keep_connections() -> None:
     global _kept
     import threading
 
-    _kept = threading.local()
+    if _kept is None:  # a second call keeps the connections already open
+        _kept = threading.local()
 
 
 _closing = True  # leave_open: a process about to exit does not close its ledger
@@ -115,6 +116,8 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
             return out  # an event this adapter does not govern
         event.harness = event.harness or adapter.NAME
         policy, notices = _policy(env, event)
+        if event.kind == ev.SESSION_START:
+            notices = notices + _installed_changes(env, event.harness, policy.project)
         _sync_warm_server_switch(env, policy)
         if not _concerns(event, policy):
             return out
@@ -144,6 +147,14 @@ def _policy(env: Mapping[str, str], event: Event) -> tuple[CompiledPolicy, list[
     from governor.state import state_dir
 
     return compiled.load(env, harness_folder(env, event), state_dir(env), event.session_id)
+
+
+def _installed_changes(env: Mapping[str, str], harness: str | None, project: str | None) -> list[str]:
+    """At a session's start: the installed hooks of `harness` changed since install, for the user."""
+    from governor.harnesses import installs
+    from governor.state import default_state_dir, state_dir
+
+    return installs.changed([state_dir(env), default_state_dir(env)], harness or "", project) if harness else []
 
 
 # Set by the harness for its hooks: the folder the session runs in (the model's `cd` does not move it).

@@ -65,3 +65,45 @@ def test_a_shell_spelling_of_the_memory_is_refused(cc, command):
                  allowed=["Bash"])  # fmt: skip
     [result] = run.results(prefix="Bash")
     assert denied(result, "route 'engram-"), (command, result.text)
+
+
+def test_the_models_rewrite_of_its_hook_settings_is_refused_and_the_next_turn_is_governed(cc):
+    """`disableAllHooks`, emptied hooks or an `env` entry for the state directory in
+    .claude/settings*.json would take effect at the next `--resume`: each write is refused, the
+    files stay as installed, and the next turn's search is still clamped."""
+    import json
+
+    from fake_model import engram
+
+    settings = cc.project / ".claude" / "settings.json"
+    local = cc.project / ".claude" / "settings.local.json"
+    redirect = json.dumps({"env": {"MEMORY_GOVERNOR_STATE_DIR": str(cc.tmp / "fresh")}})
+    run = cc.run(
+        "Tidy the settings.",
+        main=[
+            tool_uses(call("Bash", {"command": "echo '{\"disableAllHooks\": true}' > .claude/settings.local.json"})),
+            tool_uses(call("Write", {"file_path": str(settings), "content": "{}"})),
+            tool_uses(call("Bash", {"command": f"cd .claude && printf %s '{redirect}' > settings.local.json"})),
+            text("Done."),
+        ],
+        allowed=["Bash", "Write"],
+    )
+    refused = run.results(prefix="Bash") + run.results(prefix="Write")
+    assert len(refused) == 3 and all(denied(r, "route 'harness-settings'") for r in refused), run.describe()
+    assert not local.exists() and "PreToolUse" in json.loads(settings.read_text())["hooks"]
+    cc.run("What did we decide about auth?", main=[tool_uses(engram("mem_search", query="auth", limit=20)),
+                                                   text("Found it.")], resume=run.session_id)  # fmt: skip
+    assert [c["arguments"]["limit"] for c in cc.calls("mem_search")] == [3], cc.calls()
+
+
+def test_the_memory_registered_under_another_name_starts_the_installed_hooks(cc):
+    """The model's `.mcp.json` registers the same server as `mem`: the matchers `install` wrote
+    name the memory by its tools (`mcp__.+__mem_.*`), so the hooks run and clamp it as Engram."""
+    cc.engram_key = "mem"
+    run = cc.run("What did we decide about auth, search and storage?",
+                 main=[tool_uses(*[call("mcp__mem__mem_search", {"query": q, "limit": 20})
+                                   for q in ("jwt auth", "fts5 search", "storage")]),
+                       text("Summarised.")])  # fmt: skip
+    results = run.results_of("mem_search")
+    assert sorted(r.is_error for r in results) == [False, False, True], run.describe()
+    assert [c["arguments"]["limit"] for c in cc.calls("mem_search")] == [3, 3]

@@ -653,8 +653,10 @@ def test_install_then_uninstall_round_trip(env: Env) -> None:
     pre = installed["hooks"]["PreToolUse"]
     assert pre[0]["matcher"] == "Bash"
     ours = pre[1]
-    assert "mcp__engram__mem_search" in ours["matcher"].split("|")
-    assert "mcp__plugin_engram_engram__mem_get_observation" in ours["matcher"].split("|")
+    from governor.harnesses.settings import matcher_names
+
+    assert "mcp__engram__mem_search" in matcher_names(ours["matcher"])
+    assert "mcp__plugin_engram_engram__mem_get_observation" in matcher_names(ours["matcher"])
     assert ours["hooks"][0]["timeout"] == 10 and Path(ours["hooks"][0]["command"].split('"')[1]).is_absolute()
     assert set(installed["hooks"]) >= {"PostToolUse", "UserPromptSubmit", "SessionStart", "PreCompact"}
     again = env.cli("install", "claude-code")

@@ -426,10 +426,11 @@ def test_install_then_uninstall_round_trip(env: Env) -> None:
     entry = ours["hooks"][0]
     assert entry["timeout"] == 10_000 and entry["name"] == "memory-governor"  # Gemini's timeouts are ms
     pattern = ours["matcher"]
+    # the memory under another server name, and a `mem_` tool no map names, are governed too
     for name in ("mcp_engram_mem_search", "mcp_engram_mem_get_observation", "mcp_plugin_engram_engram_mem_save",
-                 "invoke_agent", "run_shell_command", "read_file"):  # fmt: skip
+                 "invoke_agent", "run_shell_command", "read_file", "mcp_other_mem_search", "mcp_engram_mem_search_v2"):  # fmt: skip
         assert re.search(pattern, name), f"{name}: a governed tool, a dispatch or a route's tool starts the hook"
-    for name in ("mcp_engram_mem_search_v2", "xmcp_engram_mem_search", "list_directory", "mcp_other_mem_search"):
+    for name in ("xmcp_engram_mem_search", "list_directory", "mcp_other_search", "mcp_github_list_issues"):
         assert not re.search(pattern, name), f"{name}: a tool the policy does not govern starts no hook"
     assert re.search(installed["hooks"]["AfterTool"][0]["matcher"], "invoke_agent")
     assert installed["hooks"]["PreCompress"][0]["matcher"] == "manual"

@@ -131,7 +131,7 @@ class OpenCodeSession:
     def tool_fields(self, tool: str, args: dict[str, Any], call_id: str | None) -> dict[str, Any]:
         if call_id is None:  # the provider's id for the call, as OpenCode passes it on
             call_id = f"call_{uuid.uuid4().hex[:24]}"
-        if tool in ("task", "bash", "read", "webfetch", "grep", "glob"):
+        if tool in ("task", "bash", "read", "webfetch", "grep", "glob", "write", "edit"):
             return {"tool": tool, "callID": call_id, "args": args, "mcp": None}
         return {"tool": tool_name(self.server, tool), "callID": call_id, "args": args,
                 "mcp": {"server": self.server, "tool": tool}}  # fmt: skip

@@ -21,6 +21,9 @@ Harness facts this relies on (seen on the real binary; see docs/claude-code.md):
   characters.
 - "permissionDecision": "allow" would bypass the user's own permission rules: never sent.
   No objection is no output.
+- Started by the Claude Agent SDK, the binary runs with CLAUDE_CODE_ENTRYPOINT=sdk-py (Python)
+  or sdk-ts (TypeScript), which its hooks inherit; that program may observe the same events
+  through memory-governor's in-process callbacks (governor.sdk): the events are `twin`.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ EVENTS = {
     "SubagentStop": ev.SUBAGENT_STOP,
     "Stop": ev.STOP,
 }
+# CLAUDE_CODE_ENTRYPOINT of a binary an Agent SDK program runs (`claude -p` is sdk-cli).
+SDK_ENTRYPOINTS = ("sdk-py", "sdk-ts")
 # Events whose answer may carry hookSpecificOutput.additionalContext.
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse")
 # Event names only Gemini CLI sends.
@@ -151,6 +156,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         "cwd": _text(payload, "cwd"),
         # The folder Claude Code was started in; `cwd` follows the agent's `cd`.
         "project": (env or {}).get("CLAUDE_PROJECT_DIR") or _text(payload, "cwd"),
+        "twin": (env or {}).get("CLAUDE_CODE_ENTRYPOINT", "") in SDK_ENTRYPOINTS,
     }
     if kind in (ev.PRE_TOOL, ev.POST_TOOL, ev.TOOL_FAILED):
         tool_name = _text(payload, "tool_name", required=True) or ""

@@ -3,7 +3,9 @@
 `install claude-code` writes hooks into `.claude/settings.json` (`--scope local`:
 `.claude/settings.local.json`; `--scope user`: `~/.claude/settings.json`) with narrow
 matchers: the exact tool names the policy governs plus the dispatch tools, so no other tool
-starts a hook process. Matchers of plain names joined by `|` match those names exactly.
+starts a hook process, and any server's tools named like the memory's (`mcp__.+__mem_.*`: the
+memory registered again under another name). Matchers of plain names joined by `|` match those
+names exactly; with a pattern among them the matcher is one anchored regex.
 
 Cold path.
 """
@@ -20,8 +22,11 @@ from governor.harnesses.claude_code import FILE_TOOLS
 from governor.harnesses.settings import (
     Change,
     SettingsError,
+    any_server_patterns,
+    exact_matcher,
     hook_groups,
     json_text,
+    matcher_names,
     read_json,
     route_tools,
     with_hooks,
@@ -59,6 +64,13 @@ def governed_tools(policy: dict[str, Any]) -> list[str]:
     return names
 
 
+def tool_matcher(names: list[str], policy: dict[str, Any]) -> str:
+    """Plain names joined by `|` match exactly; with the memory under any server name the matcher
+    is a regex (Claude Code tests it unanchored), anchored here to match nothing else."""
+    patterns = any_server_patterns(policy, "mcp__", "__")
+    return exact_matcher(names, patterns) if patterns else "|".join(names)
+
+
 def is_ours(hook: Any) -> bool:
     return isinstance(hook, dict) and isinstance(hook.get("command"), str) and bool(OURS.search(hook["command"]))
 
@@ -71,11 +83,11 @@ def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, 
         *FILE_TOOLS,
         *route_tools(policy),
     ]
-    pre_matcher = "|".join(dict.fromkeys([*tools, *others]))
+    pre_matcher = tool_matcher(list(dict.fromkeys([*tools, *others])), policy)
     out: dict[str, list[dict[str, Any]]] = {
         "PreToolUse": [{"matcher": pre_matcher, "hooks": [entry]}],
-        "PostToolUse": [{"matcher": "|".join(tools), "hooks": [entry]}],
-        "PostToolUseFailure": [{"matcher": "|".join(tools), "hooks": [entry]}],
+        "PostToolUse": [{"matcher": tool_matcher(tools, policy), "hooks": [entry]}],
+        "PostToolUseFailure": [{"matcher": tool_matcher(tools, policy), "hooks": [entry]}],
     }
     for event in SESSION_EVENTS:
         out[event] = [{"hooks": [entry]}]
@@ -124,7 +136,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
             continue
         commands += [hook["command"] for groups in events.values() for _, hook in groups]
         missing = [e for e in (*TOOL_EVENTS, *SESSION_EVENTS) if e not in events]
-        matched = {name for matcher, _ in events.get("PreToolUse", []) for name in matcher.split("|")}
+        matched = {name for matcher, _ in events.get("PreToolUse", []) for name in matcher_names(matcher)}
         uncovered = [t for t in tools if t not in matched]
         if missing or uncovered:
             detail = (f"missing events: {', '.join(missing)}; " if missing else "") + (

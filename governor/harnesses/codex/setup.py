@@ -34,8 +34,11 @@ from governor.harnesses.checks import BAD, OK, WARN, Check, isolation, run_hook_
 from governor.harnesses.settings import (
     Change,
     SettingsError,
+    any_server_patterns,
+    exact_matcher,
     hook_groups,
     json_text,
+    matcher_names,
     read_json,
     route_tools,
     with_hooks,
@@ -86,14 +89,13 @@ def governed_tools(policy: dict[str, Any]) -> list[str]:
     return names
 
 
-def tool_matcher(tools: list[str]) -> str:
-    """An anchored regex of exactly these names (Codex matchers are regexes)."""
-    return "^(?:" + "|".join(re.escape(t) for t in tools) + ")$"
+def tool_matcher(tools: list[str], policy: dict[str, Any]) -> str:
+    """An anchored regex of exactly these names and of the memory under any server name (Codex
+    matchers are regexes)."""
+    return exact_matcher(tools, any_server_patterns(policy, "mcp__", "__"))
 
 
-def matched_tools(matcher: str) -> set[str]:
-    inner = matcher.removeprefix("^(?:").removesuffix(")$")
-    return {re.sub(r"\\(.)", r"\1", name) for name in inner.split("|")}
+matched_tools = matcher_names
 
 
 def is_ours(hook: Any) -> bool:
@@ -102,11 +104,11 @@ def is_ours(hook: Any) -> bool:
 
 def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, Any]]]:
     entry = {"type": "command", "command": command, "timeout": TIMEOUT_SECONDS}
-    matcher = tool_matcher(governed_tools(policy))
+    matcher = tool_matcher(governed_tools(policy), policy)
     out: dict[str, list[dict[str, Any]]] = {event: [{"matcher": matcher, "hooks": [entry]}] for event in TOOL_EVENTS}
     routes = [t for t in route_tools(policy) if t not in governed_tools(policy)]
     if routes:  # a route around the memory tools goes through these: refused before they run
-        out["PreToolUse"] = [{"matcher": tool_matcher([*governed_tools(policy), *routes]), "hooks": [entry]}]
+        out["PreToolUse"] = [{"matcher": tool_matcher([*governed_tools(policy), *routes], policy), "hooks": [entry]}]
     for event in SESSION_EVENTS:
         out[event] = [{"hooks": [entry]}]
     return out

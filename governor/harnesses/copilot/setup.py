@@ -30,7 +30,7 @@ from typing import Any
 from governor.harnesses import hook_command
 from governor.harnesses.checks import BAD, INFO, OK, WARN, Check, run_hook_command
 from governor.harnesses.copilot import HOOKS_FILE, NAME, server_name, user_hooks_dir
-from governor.harnesses.settings import Change, SettingsError, json_text, read_json, route_tools
+from governor.harnesses.settings import Change, SettingsError, any_server_patterns, json_text, read_json, route_tools
 
 SCOPES = ("project", "user")
 TIMEOUT_SECONDS = 10
@@ -86,10 +86,12 @@ def our_hooks(policy: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     tools = governed_tools(policy)
     dispatch = [t for t in policy["briefing"]["dispatch_tools"] if t not in tools]
 
+    anywhere = any_server_patterns(policy, "", "-")  # the memory registered under another name
+
     def entry(matcher: list[str] | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "command", "bash": command, "timeoutSec": TIMEOUT_SECONDS}
         if matcher is not None:
-            out["matcher"] = "|".join(_literal(name) for name in matcher)
+            out["matcher"] = "|".join([*(_literal(name) for name in matcher), *anywhere])
         return out
 
     routes = [t for t in route_tools(policy) if t not in tools + dispatch]

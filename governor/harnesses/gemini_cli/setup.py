@@ -24,6 +24,7 @@ from governor.harnesses.checks import BAD, OK, WARN, Check, run_hook_command
 from governor.harnesses.gemini_cli import DISPATCH_TOOL
 from governor.harnesses.settings import (
     Change,
+    any_server_patterns,
     hook_groups,
     json_text,
     read_json,
@@ -69,10 +70,10 @@ def governed_tools(policy: dict[str, Any]) -> list[str]:
     return names
 
 
-def matcher(names: list[str]) -> str:
-    """A pattern matching exactly these tool names (Gemini tests it unanchored, as a JS RegExp).
-    Tool names hold only [A-Za-z0-9_.:-], of which only `.` means anything in a pattern."""
-    return "^(?:" + "|".join(name.replace(".", "\\.") for name in names) + ")$"
+def matcher(names: list[str], patterns: list[str] | None = None) -> str:
+    """A pattern matching exactly these tool names, and `patterns` (Gemini tests it unanchored, as a
+    JS RegExp). Tool names hold only [A-Za-z0-9_.:-], of which only `.` means anything in a pattern."""
+    return "^(?:" + "|".join([*(name.replace(".", "\\.") for name in names), *(patterns or [])]) + ")$"
 
 
 def matches(pattern: str, name: str) -> bool:
@@ -96,9 +97,10 @@ def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, 
     # invoke_agent's before and after bound a subagent's calls (nothing else names the agent).
     dispatch = [t for t in (DISPATCH_TOOL, *policy["briefing"]["dispatch_tools"]) if t not in tools]
     routes = [t for t in route_tools(policy) if t not in tools + dispatch]  # refused before they run
+    anywhere = any_server_patterns(policy, "mcp_", "_")  # the memory registered under another name
     out: dict[str, list[dict[str, Any]]] = {
-        "BeforeTool": [{"matcher": matcher(tools + dispatch + routes), "hooks": [entry]}],
-        "AfterTool": [{"matcher": matcher([*tools, DISPATCH_TOOL]), "hooks": [entry]}],
+        "BeforeTool": [{"matcher": matcher(tools + dispatch + routes, anywhere), "hooks": [entry]}],
+        "AfterTool": [{"matcher": matcher([*tools, DISPATCH_TOOL], anywhere), "hooks": [entry]}],
     }
     for event in SESSION_EVENTS:
         group: dict[str, Any] = {"hooks": [entry]}
