@@ -205,7 +205,7 @@ def test_reading_the_session_log_back_is_refused(copilot: Copilot, env: Env) -> 
         answer = copilot.send("preToolUse", toolName=tool, toolArgs=args)
         assert answer.denied and "spilled-result" in answer.reason, (tool, args, answer.data)
     for tool, args in (
-        ("bash" if own else "Bash", {"command": "cat ~/.copilot/mcp-config.json"}),
+        ("view" if own else "Read", {"path" if own else "file_path": str(env.home / ".copilot" / "mcp-config.json")}),
         ("view" if own else "Read", {"path" if own else "file_path": str(env.project / "events.jsonl")}),
     ):
         assert copilot.send("preToolUse", toolName=tool, toolArgs=args).silent, (tool, args)  # fmt: skip
