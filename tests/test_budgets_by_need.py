@@ -14,7 +14,7 @@ DESIGN = "design review: should we adopt event sourcing for the billing service?
 TEAM = """\
 memory_needs:
   classes:
-    recent_session: {max_memory_tokens_injected: 150, max_search_calls: 1}
+    recent_session: {max_memory_tokens_injected: 200, max_search_calls: 1}
     architecture_decision: {max_search_calls: 3, max_full_fetches: 2}
 """
 
@@ -27,10 +27,10 @@ def test_a_class_budget_replaces_the_turn_limits_and_the_advice_says_it(env: Env
     env.write(".memory-governor/policy.yaml", TEAM)
     advice = session.prompt(RECENT)
     assert "memory_need=recent_session" in advice.context
-    assert "This turn's memory budget: 150 o200k_base tokens, 1 search(es)." in advice.context
+    assert "This turn's memory budget: 200 o200k_base tokens, 1 search(es)." in advice.context
     before, after = session.call("mem_search", SEARCH, query="cache", limit=3)
     assert not before.denied and after is not None
-    assert after.output is not None and "held back" in after.output, "trimmed to the class's 150 tokens"
+    assert after.output is not None and "held back" in after.output, "trimmed to the class's 200 tokens"
     refused, _ = session.call("mem_search", SEARCH, query="redis", limit=3)
     assert refused.denied and "max_search_calls=1" in refused.reason
 
@@ -62,7 +62,7 @@ def test_a_local_override_may_only_tighten_a_class_budget(env: Env) -> None:
     out = env.cli("policy", "check")
     assert out.returncode == 1
     assert f"{local}:3:22: a local override may only tighten the team policy: " in out.stderr
-    assert "memory_needs.classes.recent_session.max_memory_tokens_injected is loosened (150 -> 900)" in out.stderr
+    assert "memory_needs.classes.recent_session.max_memory_tokens_injected is loosened (200 -> 900)" in out.stderr
     # A class the team left unset inherits the turn's limit (1200): above it loosens, below tightens.
     env.write(".memory-governor/policy.local.yaml",
               "memory_needs:\n  classes:\n    similar_issue: {max_memory_tokens_injected: 5000}\n")  # fmt: skip
@@ -85,7 +85,7 @@ def test_diff_and_render_cover_class_budgets(env: Env) -> None:
     assert changes["memory_needs.classes.architecture_decision.max_full_fetches"]["kind"] == "loosened"
     assert out.returncode == 3, "a loosening needs review"
     rendered = env.cli("policy", "render", str(new), check=True).stdout
-    assert "| session/, state/wave/ | 150 o200k_base tokens, 1 searches |" in rendered
+    assert "| session/, state/wave/ | 200 o200k_base tokens, 1 searches |" in rendered
     assert "| none | trivial edit, format-only, single-regex fix, dependency version lookup | Skip Engram entirely | - | " \
            "the per-turn limits |" in rendered  # fmt: skip
 

@@ -401,3 +401,48 @@ def test_the_models_shell_cannot_reach_the_ledgers_redis(tmp_path: Path, redis_s
         answer = sess.event("PreToolUse", tool_name="Bash", tool_input={"command": command}, tool_use_id=sess.next_id())
         assert answer.denied == (command in refused), command
     assert redis_server.client().exists("mg:s:s:wiper")
+
+
+def test_a_projects_acceptance_is_shared_by_every_host(tmp_path: Path, redis_server: RedisServer) -> None:
+    """Two hosts, one Redis: a loosening an agent writes into the project is held back on the host
+    that first saw the project and on one that never did (it used to accept the files as it first
+    found them); `policy accept` on one host puts it in force on both. No acceptance file is
+    written to either state directory."""
+    a, b = hosts(tmp_path, redis_server.url)
+    Session(a, "first").prompt("what did we decide about auth?")  # host A sees the project first
+    a.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: {value: 4, enforce: block}\n")
+    for host, name in ((a, "on-a"), (b, "on-b")):
+        sess = Session(host, name)
+        told = sess.prompt("what did we decide about caching?")
+        assert "held back" in told.message, (name, told.message)
+        answers = [sess.pre("mem_search", query=q, limit=1) for q in ("a", "b", "c")]
+        assert answers[2].denied and "max_search_calls=2" in answers[2].reason, (name, answers[2].reason)
+    a.accept("--yes")
+    for host, name in ((b, "after-b"), (a, "after-a")):
+        sess = Session(host, name)
+        sess.prompt("what did we decide about retries?")
+        answers = [sess.pre("mem_search", query=q, limit=1) for q in ("a", "b", "c")]
+        assert not any(x.denied for x in answers), (name, [x.reason for x in answers])
+    assert not list(a.state.glob("accepted/*")) and not list(b.state.glob("accepted/*"))
+
+
+def test_accepting_with_the_ledgers_redis_down_accepts_nothing_and_names_no_secret(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "redis", password="s3cret-pw").start()
+    try:
+        a, _ = hosts(tmp_path, server.url)
+        Session(a, "first").prompt("what did we decide about auth?")
+        a.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: {value: 4, enforce: block}\n")
+        a.vars["MEMORY_GOVERNOR_LEDGER_URL"] = server.url.replace("s3cret-pw", "wr0ng-pw")
+        refused = a.accept("--yes", check=False)
+        doctor = a.cli("doctor")
+        a.vars["MEMORY_GOVERNOR_LEDGER_URL"] = server.url
+        sess = Session(a, "later")
+        sess.prompt("what did we decide about caching?")
+        answers = [sess.pre("mem_search", query=q, limit=1) for q in ("a", "b", "c")]
+    finally:
+        server.stop()
+    assert refused.returncode != 0 and "nothing was accepted" in refused.stdout, refused.stdout
+    assert answers[2].denied, "the loosening is still held back"
+    seen = [refused.stdout, doctor.stdout, doctor.stderr] + [p.read_text(errors="replace")
+                                                             for p in a.state.rglob("*") if p.is_file()]  # fmt: skip
+    assert "default:***@" in refused.stdout and not [t for t in seen if "s3cret-pw" in t or "wr0ng-pw" in t]

@@ -244,3 +244,90 @@ def test_the_installed_matchers_catch_the_memory_under_another_name(env: Env, ha
     for name in (renamed, unmapped):
         assert any(applies(m, name) for m in matchers), (harness, name, matchers)
     assert not any(applies(m, other) for m in matchers), (harness, other)
+
+
+# -- 6. from the newest versions ---------------------------------------------------------------------
+
+
+def _observation_with_history(versions: int = 3) -> str:
+    """What Engram v2's mem_get_observation returns with include_history: true (its envelope, the
+    observation, then every earlier version, oldest first, in the text and in `history`)."""
+    import json as _json
+
+    old = [f"Auth design, revision {v}: " + "the gateway validates tokens and refreshes them on expiry " * 20
+           for v in range(1, versions + 1)]  # fmt: skip
+    text = ("#42 [decision] Switched from sessions to JWT\nOAuth2 via the gateway.\nSession: s1\nProject: myapp\n"
+            f"Scope: project\nTopic: decision/auth-model\nDuplicates: 1\nRevisions: {versions}\nCreated: 2025-03-01 14:22:05"
+            f"\n\nHistory ({versions} previous versions):")  # fmt: skip
+    history = []
+    for v, content in enumerate(old, start=1):
+        text += f"\n\n--- Version {v} (2025-02-0{v}10:00:00) ---\nAuth architecture\n{content}"
+        history.append({"version": v, "title": "Auth architecture", "content": content, "created_at": f"2025-02-0{v}"})
+    return _json.dumps({"project": "myapp", "result": text, "version_count": versions, "history": history})
+
+
+def test_a_fetch_with_its_history_keeps_the_observation_and_the_newest_versions_that_fit(env: Env) -> None:
+    """1,170 of 1,200 tokens left was enough for the observation, not for all its history: the
+    history is trimmed (oldest first), never the observation refused whole."""
+    import json as _json
+
+    result = _observation_with_history()
+    assert O200K(result) > 1200
+    session = Session(env)
+    session.prompt("what did we decide about auth?")
+    session.call("mem_search", SEARCH, query="auth", limit=3)
+    before, after = session.call("mem_get_observation", result, id=42, include_history=True)
+    assert not before.denied, before.reason
+    assert after is not None and after.output is not None
+    delivered = _json.loads(after.output)
+    text = delivered["result"]
+    assert text.startswith("#42 [decision] Switched from sessions to JWT\nOAuth2 via the gateway."), text[:200]
+    assert "--- Version 3 " in text and "--- Version 1 " not in text, "the newest version first, the oldest dropped"
+    assert [item["version"] for item in delivered["history"]] == [v for v in (1, 2, 3) if f"--- Version {v} " in text]
+    assert "earlier versions of this observation held back" in text
+    assert O200K(after.output) <= 1200 - 245, O200K(after.output)
+
+
+def test_a_search_that_only_fits_cut_to_nothing_is_refused_before_it_runs(env: Env) -> None:
+    """About 110 tokens left: a search lowered to limit 1 used to run, cost a search, and come back held
+    back whole (its one hit and the note did not fit). It is refused before it runs instead, and
+    the turn keeps its search for a narrower ask."""
+    env.write(".memory-governor/policy.yaml", "limits:\n  max_memory_tokens_injected: {value: 130, enforce: block}\n")
+    one_hit = "Found 1 memories:\n\n" + SEARCH.split("\n\n")[2].replace("[2] #57", "[1] #57", 1) + "\n"
+    session = Session(env)
+    session.prompt("what did we decide about the search endpoint?")
+    before, after = session.call("mem_search", one_hit, query="fts5", limit=3)
+    assert before.denied and "budget is spent" in before.reason, (before.specific, after and after.output)
+    assert ("search", "denied") in _ledger_roles(env) and ("search", "committed") not in _ledger_roles(env)
+
+
+def _context_of(size: int) -> str:
+    """Engram's mem_context, grown with observations and cut to `size` bytes as v2 cuts it."""
+    base = fixture_text("engram/context_v1.txt")
+    head, tail = base.split("\n---\nMemory stats:", 1)
+    more = "".join(f"- [decision] **Entry {i}**: the cache layer keeps its own clock and retries twice\n"
+                   for i in range(400))  # fmt: skip
+    whole = f"{head.rstrip()}\n{more}\n---\nMemory stats:{tail}"
+    data = whole.encode()
+    return (
+        whole
+        if len(data) <= size
+        else data[: size - len("\n[truncated]\n")].decode("utf-8", "ignore") + "\n[truncated]\n"
+    )
+
+
+def test_an_allowed_mem_context_asks_the_server_for_what_fits(env: Env) -> None:
+    """The user asked for everything remembered: the call goes with max_bytes near what the turn
+    has left and compact, so what comes back fits instead of 16 KiB trimmed afterwards."""
+    session = Session(env)
+    session.prompt("recordar todo lo del proyecto")
+    before = session.pre("mem_context", call_id="toolu_ctx")
+    asked = before.updated_input or {}
+    assert asked.get("compact") is True, before.specific
+    assert 2000 <= asked.get("max_bytes", 0) <= 3600, asked
+    after = session.post("mem_context", "toolu_ctx", _context_of(asked["max_bytes"]), **asked)
+    assert after.silent, f"what the server sent for that size fits: {after.output and after.output[-200:]}"
+    assert O200K(_context_of(16384)) > 3000, "what it would have sent unasked"
+    session.prompt("recordar todo lo que tengas guardado")
+    smaller = session.pre("mem_context", max_bytes=500)
+    assert smaller.updated_input == {"max_bytes": 500, "compact": True}, smaller.specific

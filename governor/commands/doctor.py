@@ -153,16 +153,22 @@ def _ledger(report: Report, state: str, policy: CompiledPolicy) -> None:
 
 def _held(report: Report, sources: Sources, policy: CompiledPolicy) -> None:
     """Say what the hooks hold back (a loosening nobody accepted), and how to put it in force."""
+    from governor.engine.ledger import LedgerError
     from governor.policy import acceptance
 
     state = state_dir(os.environ)
-    record = acceptance.read(state, sources.project)
+    try:
+        record = acceptance.read(state, sources.project, sources.ledger_url)
+        accepted = acceptance.accepted_blob(state, sources.project, sources.ledger_url) if record else None
+    except LedgerError as err:
+        report.add(BAD, "accepted policy", f"cannot be read from the ledger's Redis: {err}",
+                   "start that Redis, or unset MEMORY_GOVERNOR_LEDGER_URL")  # fmt: skip
+        return
     if record is None:
         report.add(INFO, "accepted policy", "none recorded yet: the first hook takes the policy as committed "
                    "(git HEAD), else the files as they are")  # fmt: skip
         return
     current, _ = compiled.from_files(sources, state)
-    accepted = acceptance.accepted_blob(state, sources.project)
     held = acceptance.held_changes(accepted, current) if accepted and record.get("digest") != current.digest else []
     definitions = acceptance.held_definitions(current.data["subagents"], harnesses.agent_dirs(sources.project),
                                               float(record.get("accepted_at") or 0))  # fmt: skip

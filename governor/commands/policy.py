@@ -244,6 +244,19 @@ AGENT_PROGRAMS = frozenset({"claude", "codex", "copilot", "gemini", "opencode", 
 AGENT_PACKAGES = ("@anthropic-ai/claude-code", "@openai/codex", "@github/copilot", "@google/gemini-cli", "opencode-ai")
 
 
+def _record(state: str, sources: Sources, blob: dict[str, Any]) -> None:
+    """Write the acceptance (on the ledger's Redis, when there is one: for every host)."""
+    import time
+
+    from governor.engine.ledger import LedgerError
+    from governor.policy import acceptance
+
+    try:
+        acceptance.write(state, sources, blob, time.time())
+    except LedgerError as err:
+        raise click.ClickException(f"{err}; nothing was accepted") from None
+
+
 def _not_a_person_at_a_terminal() -> str | None:
     """Why this process is not a person at their own terminal, or None. The model's shell tool runs
     commands with no controlling terminal, under the agent's process; `policy accept` needs both
@@ -304,7 +317,6 @@ def accept(project: str | None, yes: bool) -> int:
     A change that loosens the accepted policy, or a subagent definition changed since that
     declares a wider memory tier, is held back until a person accepts it: an agent can write
     files too. This shows what is held back and, once you confirm, puts it in force."""
-    import time
 
     from governor import harnesses
     from governor.policy import acceptance, compiled, projects
@@ -324,13 +336,18 @@ def accept(project: str | None, yes: bool) -> int:
     current, notices = compiled.from_files(sources, state)
     for notice in notices:
         click.echo(notice, err=True)
-    record = acceptance.read(state, sources.project)
-    accepted = acceptance.accepted_blob(state, sources.project) if record else None
+    from governor.engine.ledger import LedgerError
+
+    try:
+        record = acceptance.read(state, sources.project, sources.ledger_url)
+        accepted = acceptance.accepted_blob(state, sources.project, sources.ledger_url) if record else None
+    except LedgerError as err:
+        raise click.ClickException(f"{err}; nothing was accepted") from None
     held = acceptance.held_changes(accepted, current) if accepted else []
     since = float(record["accepted_at"]) if record else 0.0
     definitions = acceptance.held_definitions(current.data["subagents"], harnesses.agent_dirs(sources.project), since)
     if not held and not definitions:
-        acceptance.write(state, sources, current.blob, time.time())
+        _record(state, sources, current.blob)
         click.echo(f"{sources.project}: nothing was held back; the policy files are accepted as they are")
         return 0
     for change in held:
@@ -339,6 +356,6 @@ def accept(project: str | None, yes: bool) -> int:
         click.echo(f"held back: {path} declares tier {tier}")
     if not yes and not _confirmed("Put these in force? [y/N] "):
         raise click.ClickException("not confirmed: nothing was accepted")
-    acceptance.write(state, sources, current.blob, time.time())
+    _record(state, sources, current.blob)
     click.echo(f"{sources.project}: accepted; {len(held) + len(definitions)} held-back change(s) are in force now")
     return 0

@@ -1,4 +1,5 @@
-"""Budgets by memory need: the turn's limits for the class its prompt was classified into.
+"""Budgets by memory need: the turn's limits for the class its prompt was classified into; what
+the turn's memory budget has left, and the refusal when a call does not fit.
 
 A class under `memory_needs.classes` may set its own `max_memory_tokens_injected`,
 `max_search_calls` and `max_full_fetches`; each replaces that limit's value for a turn of the
@@ -11,6 +12,9 @@ Hot path: standard library only.
 """
 
 from __future__ import annotations
+
+from governor.engine import events as ev
+from governor.engine.events import Decision
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -59,3 +63,20 @@ def advice_line(policy_data: dict[str, Any], need: str) -> str:
     budget = ", ".join(_WORDS[name].format(value, unit=unit) for name, value in own.items())
     head = advice.rstrip() if advice else f"memory_need={need}:"
     return f"{head} This turn's memory budget: {budget}."
+
+
+def budget_left(case: Any, usage: dict[str, int]) -> tuple[int, int, str]:
+    """(tokens left, the budget, its enforce) of this turn's memory budget, by `usage` so far."""
+    budget, enforce = case.limit("max_memory_tokens_injected")
+    return budget - usage["tokens"], budget, enforce
+
+
+def spent(case: Any, used: int, budget: int, need: int) -> Decision:
+    """The refusal of a call the turn's memory budget cannot hold."""
+    unit = case.policy.unit
+    return Decision(
+        ev.DENY,
+        "token_budget",
+        f"memory-governor: this turn's memory budget is spent ({used} of {budget} {unit} tokens used; this call "
+        f"needs ~{need}). Work with what you have; the budget resets next turn.",
+    )

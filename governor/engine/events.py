@@ -39,8 +39,9 @@ class Event:
     `result_elsewhere`: the harness stored the result elsewhere and showed the model only a
     pointer to it; `tool_result` holds the result itself, and the model must get that (within
     the budget) in the pointer's place. `spilled`: this (non-memory) call reads a file the
-    harness spilled a result to, named `<server>-<tool>` (or a prefix of it, for a pattern):
-    reading it would deliver a memory result around its budget.
+    harness spilled a result to, named `<server>-<tool>` (or a prefix of it, for a pattern; ''
+    for a log that keeps every server's results): reading it would deliver a memory result
+    around its budget.
 
     A harness that runs each subagent as a session of its own passes the subagent's id as
     `agent_id` and, as `session_id`, the id of whoever dispatched it: the session, or another

@@ -95,6 +95,8 @@ def _count_and_trim(case: Case, spec: dict[str, Any], call_id: str | None, prior
         chosen = select(costs.__getitem__, order, fits, limit=max_entries, over_budget=trim["over_budget"],
                         fill=trim["fill"])  # fmt: skip
         kept = list(chosen.kept)
+        if role == "fetch" and 0 not in kept:
+            kept = []  # an earlier version of an observation is never delivered without the observation
         if chosen.truncated is not None:
             _truncate(parsed, chosen.truncated, chosen.truncate_to, tally)
         rendered, delivered, kept = _render_within(case, parsed, kept, room, budget, tally, total)
@@ -159,6 +161,11 @@ def _note(case: Case, held: int, total: int, left: int, budget: int, size: int =
         return (
             f"[memory-governor] {held} of {total} entries held back: a search returns at most {max_limit} results "
             "(the retrieval ladder). Narrow the query for others."
+        )
+    if case.event.tool and (case.spec() or {}).get("role") == "fetch" and held < total:
+        return (
+            f"[memory-governor] {held} of {total - 1} earlier versions of this observation held back: this turn's "
+            f"memory budget is {budget} {unit} tokens. The newest are above; ask for the rest next turn."
         )
     if case.event.tool and (case.spec() or {}).get("role") == "fetch" and held == total:
         return (

@@ -9,6 +9,8 @@ Hot path: standard library only.
 from __future__ import annotations
 
 from governor.engine import events as ev
+from governor.engine.arguments import is_count, rewritten
+from governor.engine.budgets import budget_left, spent
 from governor.engine.events import Decision
 from governor.engine.ledger import key
 from governor.engine.rules import FIXED_LINES
@@ -45,8 +47,9 @@ def pre_tool(case: Case) -> Decision:
     spec = case.spec()
     if spec is None:
         if case.event.spilled is not None and _governs_spill(case, case.event.spilled):
-            return _route(case, "spilled-result", "That file holds a memory result: what of it fits this turn's budget "
-                          "was delivered as the call's result. Search (limit<=3) for what you still need.")  # fmt: skip
+            return _route(case, "spilled-result", "That file holds memory results the harness kept whole: what of "
+                          "them fit the turn's budget was delivered as the calls' results. Search (limit<=3) for what "
+                          "you still need.")  # fmt: skip
         route = case.prepared.get("route")
         if route is not None:
             return _route(case, route["name"], f"Use the memory server's {route['use']} tool instead.",
@@ -228,7 +231,9 @@ def _judge(case: Case, spec: dict[str, Any]) -> tuple[Decision, int]:
         return _judge_search(case, spec, usage)
     if role in ("timeline", "fetch"):
         return _judge_by_id(case, spec, usage)
-    return _judge_context(case, usage)
+    from governor.engine.whole_memory import judge_context
+
+    return judge_context(case, usage)
 
 
 def _tier_refusal(case: Case, role: str) -> Decision | None:
@@ -255,21 +260,6 @@ def _tier_refusal(case: Case, role: str) -> Decision | None:
         f"memory-governor: agent '{agent}' is {tier} (may use: {can}), so it may not call {case.event.tool}. "
         "Use the memory cards in your briefing"
         + ("; save what you learn with mem_save." if "save" in allowed else "."),
-    )
-
-
-def _budget_left(case: Case, usage: dict[str, int]) -> tuple[int, int, str]:
-    budget, enforce = case.limit("max_memory_tokens_injected")
-    return budget - usage["tokens"], budget, enforce
-
-
-def _spent(case: Case, used: int, budget: int, need: int) -> Decision:
-    unit = case.policy.unit
-    return Decision(
-        ev.DENY,
-        "token_budget",
-        f"memory-governor: this turn's memory budget is spent ({used} of {budget} {unit} tokens used; this call "
-        f"needs ~{need}). Work with what you have; the budget resets next turn.",
     )
 
 
@@ -301,16 +291,19 @@ def _judge_search(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tu
     max_limit: int | None = layer.get("max_limit")
     limit_param = spec.get("limit_param")
     asked = case.event.tool_input.get(limit_param) if limit_param else None
-    requested = int(asked) if asked is not None and _is_count(asked) else None
+    requested = int(asked) if asked is not None and is_count(asked) else None
     if requested is None:
         count = max_limit if max_limit is not None else SERVER_DEFAULT_LIMIT
     else:
         count = requested if max_limit is None else min(requested, max_limit)
-    left, budget, budget_enforce = _budget_left(case, usage)
+    left, budget, budget_enforce = budget_left(case, usage)
     if budget_enforce == "block" and count * per_result > left:
-        fits = max(0, left // per_result) if per_result else count
+        # Lowered to what fits, with room for the header and note around its hits: a search cut to
+        # fewer hits than the turn can then hold would run, cost a search, and deliver nothing.
+        frame = case.text_tokens("static:search_frame")
+        fits = max(0, (left - frame) // per_result) if per_result else count
         if fits < 1:
-            return _spent(case, budget - left, budget, per_result), 0
+            return spent(case, budget - left, budget, per_result + frame), 0
         count = fits
     decision = Decision(code="allow")
     updated = dict(case.event.tool_input)
@@ -331,9 +324,9 @@ def _judge_search(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tu
 def _judge_other(case: Case, usage: dict[str, int]) -> Decision:
     """A tool of a governed server that the policy does not map: it runs while the turn has budget
     left, and its result is counted and trimmed against it afterwards (post_tool)."""
-    left, budget, enforce = _budget_left(case, usage)
+    left, budget, enforce = budget_left(case, usage)
     if enforce == "block" and left <= 0:
-        return _spent(case, budget - left, budget, 1)
+        return spent(case, budget - left, budget, 1)
     return Decision(code="unmapped")
 
 
@@ -357,10 +350,6 @@ def _own_project(case: Case, spec: dict[str, Any], updated: dict[str, Any]) -> l
             changed.append(f"{named} {asked!r} dropped (this session's project only)")
             del updated[named]
     return changed
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 and value == int(value)
 
 
 def _tier_search_cap(case: Case) -> int | None:
@@ -415,9 +404,9 @@ def _judge_by_id(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tup
                 "turn. Search first (limit<=3) and use an id it returns; do not guess ids.",
             ), 0
     expected = layer["expected_tokens"]
-    left, budget, enforce = _budget_left(case, usage)
+    left, budget, enforce = budget_left(case, usage)
     if enforce == "block" and expected > left:
-        return _spent(case, budget - left, budget, expected), 0
+        return spent(case, budget - left, budget, expected), 0
     return _clamp_neighbours(case, spec, layer), expected
 
 
@@ -430,68 +419,12 @@ def _clamp_neighbours(case: Case, spec: dict[str, Any], layer: dict[str, Any]) -
         if not param or most is None:
             continue
         asked = updated.get(param)
-        count = int(asked) if asked is not None and _is_count(asked) else SERVER_DEFAULT_NEIGHBOURS
+        count = int(asked) if asked is not None and is_count(asked) else SERVER_DEFAULT_NEIGHBOURS
         if asked is None and count <= most:
             continue
-        if asked is None or not _is_count(asked) or count > most:
+        if asked is None or not is_count(asked) or count > most:
             updated[param] = min(count, most)
-    if updated == case.event.tool_input:
-        return Decision(code="allow")
-    changed = ", ".join(f"{k} {case.event.tool_input.get(k, '(unset)')} -> {v}" for k, v in updated.items()
-                        if case.event.tool_input.get(k) != v)  # fmt: skip
-    decision = Decision(ev.REWRITE, "clamp_neighbours", updated_input=updated)
-    decision.reason = changed
-    return decision
-
-
-def _unlocks(triggers: dict[str, Any]) -> str:
-    """What else unlocks mem_context in this policy, in the words of the refusal."""
-    compact = triggers.get("post_compact") or {}
-    head = f" (when the memory holds a {compact['requires_topic']}* topic)" if compact.get("requires_topic") else ""
-    ways = []
-    resume = triggers.get("session_resume")
-    if resume is not None and resume.get("armed_by") == "dispatch":
-        ways.append(f"the first dispatch after a saved {resume.get('requires_topic') or 'state/wave/'}* wave state")
-    elif resume is not None:
-        idle = resume.get("min_idle_minutes") or 0
-        ways.append("a resumed session" + (f" after {idle} idle minutes" if idle else ""))
-    if "explicit_user_recall" in triggers:
-        ways.append("a turn where the user's own prompt asks for everything remembered "
-                    '("recall everything stored for this project", "recordar todo")')  # fmt: skip
-    if not ways:
-        return head
-    return head + ", " + (", ".join(ways[:-1]) + " or " if len(ways) > 1 else "") + ways[-1]
-
-
-def _judge_context(case: Case, usage: dict[str, int]) -> tuple[Decision, int]:
-    ctx = case.policy.data["mem_context"]
-    code = "allow"
-    armed: list[str] = []
-    if not ctx["allow"]:
-        armed = [n for n in case.ledger.armed(case.session, case.seq, case.turn) if n in ctx["unlocked_by"]]
-        if not armed:
-            search = _tool_for_role(case, "search")
-            return Decision(
-                ev.DENY,
-                "mem_context_locked",
-                f"memory-governor: {case.event.tool} (the whole-memory dump) is off outside post-compaction recovery"
-                f"{_unlocks(ctx['unlocked_by'])}. Use {search} with a topic prefix "
-                f"(limit<={case.policy.ladder['L1'].get('max_limit') or 3}) instead.",
-            ), 0
-    expected = ctx["expected_tokens"]
-    left, budget, enforce = _budget_left(case, usage)
-    if enforce == "block" and expected > left:
-        return _spent(case, budget - left, budget, expected), 0  # refused before the trigger is spent
-    if armed:
-        case.ledger.consume(case.session, armed[0])
-        code = f"unlocked_by:{armed[0]}"
-    return Decision(code=code), expected
-
-
-def _tool_for_role(case: Case, role: str) -> str:
-    """The tool of the same server that plays `role` (for advice that names real tools)."""
-    tools = case.policy.tools.get(case.event.server or "", {})
-    return next((name for name, spec in tools.items() if spec["role"] == role), "the search tool")
+    return rewritten(case, "allow", "clamp_neighbours", updated)
 
 
 def _save_type(case: Case) -> str | None:

@@ -29,6 +29,8 @@ Keys, all under `mg:`; every one expires by the policy's retention (no gc needed
   mg:audit         stream: the audit trail, one JSON object per decision, trimmed by age (read by
                    `audit_after` from a stream id, as telemetry reads it)
   mg:fence         the fencing counter
+  mg:p:<project>   a project's acceptance, and mg:pp:<project> its accepted policy
+                   (governor.engine.redis_acceptance)
 
 Session ids are the ledger's keys (governor.engine.ledger.key): plain ids as they are, others
 hashed, so an id from outside never becomes another key's name. A standalone Redis (or one
@@ -190,6 +192,32 @@ def _client(url: str) -> tuple[Any, dict[str, Any]]:
         return client, scripts
 
 
+_hung: dict[str, float] = {}  # URL -> until when (monotonic) a Redis that just timed out is not waited for again
+
+
+def _round_trip(url: str, step: Any, *args: Any, **kwargs: Any) -> Any:
+    """One round trip; a failure of Redis is the governor's own (on_error), said without secrets.
+    A Redis that just timed out is not waited for again for a read timeout, so one decision (its
+    acceptance read, then its ledger) costs at most one."""
+    import redis
+
+    if _hung.get(url, 0.0) > time.monotonic():
+        raise LedgerUnavailable(f"the Redis ledger at {masked(url)} cannot be reached (TimeoutError: no answer "
+                                f"within {READ_TIMEOUT:g} s a moment ago)")  # fmt: skip
+    try:
+        return step(*args, **kwargs)
+    except redis.RedisError as err:
+        if isinstance(err, redis.TimeoutError):
+            _hung[url] = time.monotonic() + READ_TIMEOUT
+        if isinstance(err, redis.AuthenticationError):
+            how = "refused the user and password of MEMORY_GOVERNOR_LEDGER_URL"
+        elif isinstance(err, (redis.ConnectionError, redis.TimeoutError)):
+            how = "cannot be reached"
+        else:
+            how = "answered with an error"
+        raise LedgerUnavailable(f"the Redis ledger at {masked(url)} {how} ({_said(err, url)})") from None
+
+
 def _said(err: BaseException, url: str) -> str:
     """An error's text with the URL's password taken out, should it appear."""
     text = f"{type(err).__name__}: {err}"
@@ -238,19 +266,7 @@ class RedisLedger(Ledger):
         return True, f"{count} session(s); Redis {info.get('redis_version', '?')}, persistence: {kept}"
 
     def _call(self, step: Any, *args: Any, **kwargs: Any) -> Any:
-        """One round trip; a failure of Redis is the governor's own (on_error), said without secrets."""
-        import redis
-
-        try:
-            return step(*args, **kwargs)
-        except redis.RedisError as err:
-            if isinstance(err, redis.AuthenticationError):
-                how = "refused the user and password of MEMORY_GOVERNOR_LEDGER_URL"
-            elif isinstance(err, (redis.ConnectionError, redis.TimeoutError)):
-                how = "cannot be reached"
-            else:
-                how = "answered with an error"
-            raise LedgerUnavailable(f"the Redis ledger at {masked(self.url)} {how} ({_said(err, self.url)})") from None
+        return _round_trip(self.url, step, *args, **kwargs)
 
     # -- leases and snapshots ----------------------------------------------------------------
 

@@ -41,6 +41,10 @@ _SEARCH_FOOTER = re.compile(r"^---\nResults above are previews|\n\n⚠️ No mem
 _TIMELINE_LINE = re.compile(r"^(?:  #(\d{1,19}) \[|>>> #(\d{1,19}) \[)", re.M)
 _TIMELINE_HEADING = re.compile(r"^─── (?:Before|After) ───\n", re.M)
 _OBSERVATION = re.compile(r"\A#(\d{1,19}) \[")
+# Engram v2's mem_get_observation with include_history: the observation, then this heading and
+# one block per earlier version, oldest first.
+_HISTORY = re.compile(r"\n\nHistory \((\d{1,6}) previous versions?\):(?=\n\n--- Version )")
+_VERSION = re.compile(r"\n\n--- Version (\d{1,9}) \([^)\n]{0,80}\) ---\n")
 # mem_context: only Engram's own headings and bullet shapes start a section or an entry, so a
 # preview that itself contains "## Goal" or "- item" lines stays inside its entry.
 _CONTEXT_HEADING = re.compile(
@@ -122,11 +126,35 @@ def _engram_text(text: str, role: str) -> Parsed | None:
     if role == "fetch":
         match = _OBSERVATION.match(text)
         if match:
-            return Parsed("engram_observation", [Segment(text, 0)], [Entry(text, [match.group(1)])])
+            return _observation(text, match.group(1))
         return None
     if role == "context":
         return _context(text)
     return None
+
+
+def _observation(text: str, ident: str) -> Parsed:
+    """One observation; with its history (include_history), each earlier version an entry of its
+    own, the newest kept first after the observation, so a trim drops old versions, not the
+    observation. A history whose heading's count or version order does not match what follows
+    it was written by someone else (inside the content): the whole text is one entry."""
+    for heading in reversed(list(_HISTORY.finditer(text))):
+        versions = list(_VERSION.finditer(text, heading.end()))
+        numbers = [int(v.group(1)) for v in versions]
+        if (
+            len(versions) != int(heading.group(1))
+            or numbers != sorted(set(numbers))
+            or versions[0].start() != heading.end()
+        ):
+            continue
+        body = text[: heading.start()]
+        segments = [Segment(body, 0), Segment(text[heading.start() : heading.end()], None, 1)]
+        entries = [Entry(body, [ident])]
+        for start, stop in _split(text, [v.start() for v in versions], len(text)):
+            segments.append(Segment(text[start:stop], len(entries), 1))
+            entries.append(Entry(text[start:stop], [], priority=1 + len(versions) - len(entries)))
+        return Parsed("engram_observation", segments, entries)
+    return Parsed("engram_observation", [Segment(text, 0)], [Entry(text, [ident])])
 
 
 def _split(text: str, starts: list[int], end: int) -> list[tuple[int, int]]:
@@ -248,6 +276,12 @@ def _engram_v2(data: dict[str, Any], role: str) -> Parsed:
             entry.item = by_id.get(entry.idents[0]) if entry.idents else None
             if entry.item is None:
                 entry.idents = []  # a hit the structured results do not list was not a real hit
+    history = data.get("history")
+    if parsed.kind == "engram_observation" and isinstance(history, list):
+        by_version = {item.get("version"): item for item in history if isinstance(item, dict)}
+        for entry in parsed.entries[1:]:
+            number = _VERSION.match(entry.text)
+            entry.item = by_version.get(int(number.group(1))) if number else None
     parsed.kind = "v2:" + parsed.kind
     parsed.envelope = {k: v for k, v in data.items() if k not in ("result", "results")}
     if items is not None:
@@ -299,6 +333,9 @@ def render(parsed: Parsed, kept: set[int], note: str) -> str:
         return text
     envelope = dict(parsed.envelope)
     envelope["result"] = text
+    if isinstance(envelope.get("history"), list) and parsed.kind.endswith("engram_observation"):
+        dropped = {id(entry.item) for i, entry in enumerate(parsed.entries) if i not in kept and entry.item is not None}
+        envelope["history"] = [item for item in envelope["history"] if id(item) not in dropped]
     if isinstance(envelope.get("results"), list):
         kept_items = [parsed.entries[i].item for i in sorted(kept) if parsed.entries[i].item is not None]
         if parsed.kind.endswith("compact"):

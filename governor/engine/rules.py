@@ -18,6 +18,10 @@ FIXED_LINES = {
     "save_over_limit": "memory-governor: past this turn's save limit. Save only deltas: decisions, bugfixes, "
     "patterns, preferences, constraints.",
     "recall_armed": "memory-governor: explicit recall requested; mem_context is allowed once this turn.",
+    # Not a line of its own: what a search result carries around its hits at most (its header and
+    # the held-back note, at their widest), so a search lowered to fit the budget leaves room for it.
+    "search_frame": "Found 20 memories:\n\n[memory-governor] 20 of 20 entries held back: this turn's memory budget "
+    "is 1000000 cl100k_base tokens. Narrow the query, or ask again next turn.",
 }
 
 

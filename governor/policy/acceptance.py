@@ -11,7 +11,10 @@ One record per project in the state directory (`accepted/<key>.json`): the accep
 policy, when it was accepted, and the shipped default it was accepted over. It is kept in the
 default state directory too when MEMORY_GOVERNOR_STATE_DIR moves the state elsewhere, and a
 directory with no record of its own starts from that one: an `env` entry pointing the variable
-at a fresh directory does not make the policy files "first seen". A project with no
+at a fresh directory does not make the policy files "first seen". With the ledger on Redis
+(MEMORY_GOVERNOR_LEDGER_URL) the record is kept there instead (governor.engine.redis_acceptance),
+so every host that shares the ledger shares it: a policy accepted on one host is accepted on
+all, and a loosening held back on one is held back on all. A project with no
 record starts from its policy files as committed at git HEAD (governor.policy.committed): what
 the working tree changed since is held back if it loosens them. Outside git, the first policy a
 project is seen with, at a session's first event in a folder never seen (before the model acts:
@@ -52,39 +55,63 @@ SHOWN = 3  # changes named in the notice
 NEUTRAL = ("runtime.warm_server",)
 
 
-def record_path(state: str, project: str) -> str:
-    """The small record (digest, when, shipped default); the accepted policy sits beside it."""
+def project_key(project: str) -> str:
     from zlib import crc32
 
-    key = f"{crc32(os.path.abspath(project).encode('utf-8', 'surrogatepass')):08x}"
-    return os.path.join(state, FOLDER, f"{key}.json")
+    return f"{crc32(os.path.abspath(project).encode('utf-8', 'surrogatepass')):08x}"
 
 
-def read(state: str, project: str) -> dict[str, Any] | None:
-    """The project's acceptance record, or None when there is none (or it is unreadable)."""
+def record_path(state: str, project: str) -> str:
+    """The small record (digest, when, shipped default); the accepted policy sits beside it."""
+    return os.path.join(state, FOLDER, f"{project_key(project)}.json")
+
+
+def _stored(state: str, project: str, url: str | None, policy: bool) -> Any:
+    """The record (or, `policy`, the accepted policy) as stored: in the state directory, or with a
+    ledger URL on that Redis, where every host that shares the ledger shares it. None: not there
+    or unreadable; a Redis that does not answer raises LedgerUnavailable (its message masked)."""
+    if url:
+        from governor.engine.redis_acceptance import read_acceptance
+
+        text = read_acceptance(url, project_key(project), policy)
+        data = text.encode("utf-8", "surrogatepass") if text is not None else None
+    else:
+        path = record_path(state, project)
+        try:
+            with open(path[: -len(".json")] + ".policy.json" if policy else path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            data = None
     try:
-        with open(record_path(state, project), "rb") as handle:
-            record = jsonio.loads(handle.read())
-    except (OSError, ValueError):
+        return jsonio.loads(data) if data is not None else None
+    except ValueError:
         return None
+
+
+def read(state: str, project: str, url: str | None = None) -> dict[str, Any] | None:
+    """The project's acceptance record, or None when there is none (or it is unreadable)."""
+    record = _stored(state, project, url, policy=False)
     return record if isinstance(record, dict) and isinstance(record.get("digest"), str) else None
 
 
-def accepted_blob(state: str, project: str) -> dict[str, Any] | None:
+def accepted_blob(state: str, project: str, url: str | None = None) -> dict[str, Any] | None:
     """The compiled policy a person accepted for the project (read only when it differs)."""
-    try:
-        with open(record_path(state, project)[: -len(".json")] + ".policy.json", "rb") as handle:
-            blob = jsonio.loads(handle.read())
-    except (OSError, ValueError):
-        return None
+    blob = _stored(state, project, url, policy=True)
     return blob if isinstance(blob, dict) and isinstance(blob.get("policy"), dict) else None
 
 
 def write(state: str, sources: Sources, blob: dict[str, Any], accepted_at: float) -> None:
-    """Record `blob` as the project's accepted policy (the policy first, then the record), in the
-    state directory and, when MEMORY_GOVERNOR_STATE_DIR moved that, in the default one too."""
+    """Record `blob` as the project's accepted policy (the policy first, then the record): on the
+    Redis of the ledger when there is one, for every host at once; else in the state directory
+    and, when MEMORY_GOVERNOR_STATE_DIR moved that, in the default one too."""
     record = {"project": sources.project, "digest": blob.get("digest"), "accepted_at": accepted_at,
               "shipped": _shipped(sources)}  # fmt: skip
+    if sources.ledger_url:
+        from governor.engine.redis_acceptance import write_acceptance
+
+        write_acceptance(sources.ledger_url, project_key(sources.project), jsonio.dumps(record),
+                         jsonio.dumps(blob))  # fmt: skip
+        return
     for folder in dict.fromkeys([state, sources.anchor]):
         path = record_path(folder, sources.project)
         try:
@@ -100,8 +127,8 @@ def write(state: str, sources: Sources, blob: dict[str, Any], accepted_at: float
 def _anchored(state: str, sources: Sources) -> dict[str, Any] | None:
     """No record in a state directory MEMORY_GOVERNOR_STATE_DIR points at: the one kept in the
     default state directory, copied in, so a fresh directory does not start from "first seen"."""
-    if os.path.abspath(sources.anchor) == os.path.abspath(state):
-        return None
+    if sources.ledger_url or os.path.abspath(sources.anchor) == os.path.abspath(state):
+        return None  # on Redis the record is shared, not per directory
     record, blob = read(sources.anchor, sources.project), accepted_blob(sources.anchor, sources.project)
     if record is None or blob is None:
         return None
@@ -159,17 +186,21 @@ def enforced(policy: CompiledPolicy, notices: list[str], sources: Sources, state
 
     With no record yet, the baseline is what the team committed (git HEAD) and, outside git, at
     a session's `first` event only, the files as they are; else the shipped default."""
+    from governor.engine.ledger import LedgerError
     from governor.engine.rules import CompiledPolicy
 
+    url = sources.ledger_url
     try:
-        record = read(state, sources.project) or _anchored(state, sources)
+        record = read(state, sources.project, url) or _anchored(state, sources)
         if record is None:
             record = _first_record(policy, sources, state, first)
             if record is None:
                 policy.accepted_at = time.time()
                 return policy, notices
-    except OSError:
-        return policy, notices  # no usable state directory: nothing to compare with (on_error reports it)
+    except (OSError, LedgerError):
+        # No usable state directory, or the ledger's Redis is gone: nothing to compare with. Every
+        # governed call then meets the same unusable ledger, and gets on_error (the user is told).
+        return policy, notices
     accepted_at = float(record.get("accepted_at") or 0.0)
     policy.accepted_at = accepted_at
     if record.get("digest") == policy.digest:
@@ -178,7 +209,10 @@ def enforced(policy: CompiledPolicy, notices: list[str], sources: Sources, state
     if _upgraded(record.get("shipped"), shipped) and not _files_changed_since(sources, accepted_at):
         _keep(state, sources, policy.blob, accepted_at)  # a new memory-governor, the files as accepted
         return policy, notices
-    blob = accepted_blob(state, sources.project) or _shipped_blob(sources)  # gone: the shipped default
+    try:
+        blob = accepted_blob(state, sources.project, url) or _shipped_blob(sources)  # gone: the shipped default
+    except LedgerError:
+        return policy, notices
     held = held_changes(blob, policy)
     if not held:
         _keep(state, sources, policy.blob, accepted_at)  # only tightened: in force at once
@@ -220,7 +254,8 @@ def _first_record(policy: CompiledPolicy, sources: Sources, state: str, first: b
         write(state, sources, policy.blob, now)
         return None
     write(state, sources, committed or _shipped_blob(sources), now)  # a change since: held against it
-    return read(state, sources.project) or {"digest": "", "accepted_at": now, "shipped": _shipped(sources)}
+    return read(state, sources.project, sources.ledger_url) or {"digest": "", "accepted_at": now,
+                                                                 "shipped": _shipped(sources)}  # fmt: skip
 
 
 def held_changes(accepted: dict[str, Any], policy: CompiledPolicy) -> list[Any]:
@@ -256,9 +291,11 @@ def held_definitions(subagents: dict[str, Any], folders: list[str], since: float
 
 
 def _keep(state: str, sources: Sources, blob: dict[str, Any], accepted_at: float) -> None:
+    from governor.engine.ledger import LedgerError
+
     try:
         write(state, sources, blob, accepted_at)
-    except OSError:
+    except (OSError, LedgerError):
         pass
 
 

@@ -63,6 +63,14 @@ class ToolSpec(Strict):
         None, description="Argument naming the project a search reads (kept only when it is the session's own)."
     )
     all_projects_param: Name | None = Field(None, description="Argument widening a search to every project.")
+    max_bytes_param: Name | None = Field(
+        None,
+        description="Argument bounding a mem_context result in bytes (Engram v2: max_bytes): an allowed call is "
+        "asked for about what the turn has left.",
+    )
+    compact_param: Name | None = Field(
+        None, description="Argument asking for a mem_context result without previews (Engram v2: compact): set true."
+    )
 
 
 class ToolMap(Strict):

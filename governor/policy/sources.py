@@ -91,13 +91,15 @@ def project_root(cwd: str | None) -> str:
 class Sources:
     """The files that make up the effective policy, in layering order."""
 
-    __slots__ = ("anchor", "local", "project", "shipped", "team", "team_origin", "watched")
+    __slots__ = ("anchor", "ledger_url", "local", "project", "shipped", "team", "team_origin", "watched")
 
     def __init__(self, env: Mapping[str, str], cwd: str | None, project: str | None = None) -> None:
         from governor.state import default_state_dir
 
         self.project = project or project_root(cwd)  # `project`: the root pinned for a session
         self.anchor = default_state_dir(env)  # acceptance is kept here too (governor.policy.acceptance)
+        # The ledger's Redis, when there is one: where the project's acceptance is kept for every host.
+        self.ledger_url: str | None = env.get("MEMORY_GOVERNOR_LEDGER_URL") or None
         self.shipped = shipped_policy_path()
         config_home = env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".config")
         explicit = env.get("MEMORY_GOVERNOR_POLICY")

@@ -199,7 +199,7 @@ def _concerns(event: Event, policy: CompiledPolicy) -> bool:
         return True  # starts or ends a subagent the adapter cannot otherwise tell apart
     if event.kind == ev.PRE_TOOL and event.tool_name in policy.data["briefing"]["dispatch_tools"]:
         return True
-    if event.kind == ev.PRE_TOOL and (policy.routes_for(event.tool_name) or event.spilled):
+    if event.kind == ev.PRE_TOOL and (policy.routes_for(event.tool_name) or event.spilled is not None):
         return True
     return event.server is not None and event.tool is not None and policy.tool(event.server, event.tool) is not None
 

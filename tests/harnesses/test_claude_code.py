@@ -493,6 +493,30 @@ def test_mcp_server_name_says_which_server(env: Env, session: Session, key: str,
     assert answer.updated_input == {"query": "q", "limit": 3}
 
 
+def test_an_install_that_makes_claude_dir_says_a_running_session_needs_a_restart(env: Env) -> None:
+    """Claude Code reads a project's .claude/ hooks only if the folder was there when the session
+    started: install and doctor say so, and stop saying it once the folder is the user's own."""
+    out = env.cli("install", "claude-code", check=True)
+    assert "uses these hooks only after a restart" in out.stdout, out.stdout
+    rows = json.loads(env.cli("doctor", "--format", "json").stdout)
+    assert any(r["status"] == "info" and "only after a restart" in r["detail"] for r in rows), rows
+    env.write(".claude/agents/reviewer.md", "---\nname: reviewer\n---\nReview.\n")
+    rows = json.loads(env.cli("doctor", "--format", "json").stdout)
+    assert not any("only after a restart" in r["detail"] for r in rows), "a folder in use is no new install"
+    again = env.cli("install", "claude-code", "--scope", "local", check=True)
+    assert "restart" not in again.stdout, again.stdout
+
+
+def test_doctor_says_engrams_own_plugin_injects_outside_the_budget(env: Env) -> None:
+    env.cli("install", "claude-code", check=True)
+    (env.home / ".claude").mkdir(exist_ok=True)
+    (env.home / ".claude" / "settings.json").write_text('{"enabledPlugins": {"engram@engram": true}}')
+    rows = {r["check"]: r for r in json.loads(env.cli("doctor", "--format", "json").stdout)}
+    assert rows["engram plugin"]["status"] == "warn" and "~2.4K tokens" in rows["engram plugin"]["detail"], rows
+    (env.home / ".claude" / "settings.json").write_text('{"enabledPlugins": {"engram@engram": false}}')
+    assert "engram plugin" not in {r["check"] for r in json.loads(env.cli("doctor", "--format", "json").stdout)}
+
+
 def test_doctor_says_how_to_spell_a_server_key_with_odd_characters(env: Env) -> None:
     env.write(".memory-governor/policy.yaml", TEAM_POLICY.replace("my_mem_v2", '"my mem.v2"'))
     env.cli("install", "claude-code", check=True)

@@ -188,6 +188,29 @@ def test_a_result_over_the_budget_is_replaced_with_whole_entries(copilot: Copilo
     assert "[memory-governor]" in after.result and "entries held back" in after.result
 
 
+def test_reading_the_session_log_back_is_refused(copilot: Copilot, env: Env) -> None:
+    """Copilot's events.jsonl keeps every result untrimmed (`detailedContent`): its own view, grep,
+    glob and bash may not read it back, by any path to it; other files of ~/.copilot are left alone."""
+    log = env.home / ".copilot" / "session-state" / ROOT_SESSION / "events.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text('{"type": "tool.execution_complete", "data": {"detailedContent": "Found 20 memories: ..."}}\n')
+    copilot.prompt("what did we decide about caching?")
+    own = not copilot.claude_style
+    reads = [("view" if own else "Read", {"path" if own else "file_path": str(log)}),
+             ("bash" if own else "Bash", {"command": "grep -r detailedContent ~/.copilot"}),
+             ("bash" if own else "Bash", {"command": "cd ~/.copilot && tail -n 50 session-state/*/events.jsonl"}),
+             ("grep" if own else "Grep", {"pattern": "Found", "path": str(env.home / ".copilot" / "se*")}),
+             ("glob" if own else "Glob", {"pattern": "**/events.jsonl", "path": str(log.parent.parent)})]  # fmt: skip
+    for tool, args in reads:
+        answer = copilot.send("preToolUse", toolName=tool, toolArgs=args)
+        assert answer.denied and "spilled-result" in answer.reason, (tool, args, answer.data)
+    for tool, args in (
+        ("view" if own else "Read", {"path" if own else "file_path": str(env.home / ".copilot" / "mcp-config.json")}),
+        ("view" if own else "Read", {"path" if own else "file_path": str(env.project / "events.jsonl")}),
+    ):
+        assert copilot.send("preToolUse", toolName=tool, toolArgs=args).silent, (tool, args)  # fmt: skip
+
+
 def test_a_failed_call_releases_its_reservation(env: Env) -> None:
     copilot = Copilot(env)
     copilot.prompt("show #99999")

@@ -544,8 +544,8 @@ def test_user_scope_goes_to_opencodes_config_folder(env: Env) -> None:
     assert env.cli("install", "opencode", "--scope", "local").returncode != 0
 
 
-def _doctor(env: Env) -> list[dict[str, str]]:
-    out = env.cli("doctor", "--format", "json")
+def _doctor(env: Env, extra: dict[str, str] | None = None) -> list[dict[str, str]]:
+    out = env.cli("doctor", "--format", "json", env=extra)
     return [row for row in json.loads(out.stdout) if row["check"].startswith(("opencode", "memory server"))]
 
 
@@ -554,6 +554,40 @@ def test_doctor_passes_a_fresh_install_and_runs_the_governor_the_plugin_names(en
     rows = {row["check"]: row for row in _doctor(env)}
     assert rows["opencode (project)"]["status"] == "ok", rows
     assert rows["opencode plugin"]["status"] == "ok" and "clamped limit 10 -> 3" in rows["opencode plugin"]["detail"]
+
+
+def _load_plugin(env: Env, plugin: Path, cwd: Path, pwd: Path) -> subprocess.CompletedProcess[str]:
+    """Node loads the plugin as OpenCode does under `opencode run` (argv[2] is `run`), in `cwd`
+    with an inherited PWD of `pwd`."""
+    node = shutil.which("node")
+    if node is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("node is required under CI")
+        pytest.skip("node is not installed")
+    probe = env.tmp / "probe.mjs"
+    probe.write_text("const { MemoryGovernor } = await import(process.env.PLUGIN)\n"
+                     "await MemoryGovernor({ client: {}, directory: process.env.PWD, worktree: process.env.PWD })\n")  # fmt: skip
+    return subprocess.run([node, str(probe), "run"], capture_output=True, text=True, timeout=60, cwd=str(cwd),
+                          env={**env.vars, "PLUGIN": plugin.as_uri(), "PWD": str(pwd)})  # fmt: skip
+
+
+def test_a_stale_pwd_is_said_by_the_plugin_and_by_doctor(env: Env) -> None:
+    """OpenCode takes its directory from an inherited $PWD before its working directory: started
+    with a stale PWD, a project-scope plugin governs nothing. The plugin says so when it loads,
+    and doctor says so when run with one."""
+    env.cli("install", "opencode", "--scope", "user", check=True)
+    plugin = env.home / ".config" / "opencode" / "plugin" / "memory-governor.js"
+    elsewhere = env.tmp / "elsewhere"
+    elsewhere.mkdir()
+    stale = _load_plugin(env, plugin, env.project, elsewhere)
+    assert stale.returncode == 0, stale.stderr
+    assert f"took its project from PWD={elsewhere}" in stale.stderr and str(env.project) in stale.stderr, stale.stderr
+    fine = _load_plugin(env, plugin, env.project, env.project)
+    assert fine.returncode == 0 and "PWD" not in fine.stderr, fine.stderr
+
+    rows = [row for row in _doctor(env, {"PWD": str(elsewhere)}) if "$PWD" in row["detail"]]
+    assert rows and rows[0]["status"] == "warn" and str(elsewhere) in rows[0]["detail"], rows
+    assert not [row for row in _doctor(env, {"PWD": str(env.project)}) if "$PWD" in row["detail"]]
 
 
 def test_doctor_flags_a_stale_plugin_a_missing_interpreter_and_an_unmapped_memory_server(env: Env) -> None:

@@ -22,10 +22,11 @@ import re
 from typing import Any
 
 from governor.harnesses import launcher
-from governor.harnesses.checks import BAD, MEMORY_LIKE, OK, WARN, Check, isolation, run_hook_command
+from governor.harnesses.checks import BAD, INFO, MEMORY_LIKE, OK, WARN, Check, isolation, run_hook_command
 from governor.harnesses.claude_code import FILE_TOOLS
 from governor.harnesses.settings import (
     Change,
+    SettingsError,
     any_server_patterns,
     exact_matcher,
     hook_groups,
@@ -110,12 +111,21 @@ def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Chang
     tools = len(governed_tools(policy))
     events = len(TOOL_EVENTS) + len(SESSION_EVENTS)
     done = f"installed hooks on {events} events ({len(SESSION_EVENTS)} session events) for {tools} memory tools"
+    if scope != "user" and not os.path.isdir(os.path.dirname(path)):
+        done += f"; {RESTART_NOTE}"
     return launcher.with_install(scope, project, Change(path, before, after, done, "already installed", json_text))
 
 
 def project_files(project: str) -> list[str]:
     """The project-scope files whose hooks run the launcher."""
     return [settings_path("project", project)]
+
+
+# Claude Code reads a project's .claude/ hooks only if the folder was there when the session started.
+RESTART_NOTE = (
+    ".claude/ is new in this project: a Claude Code session that was already running here uses these hooks only "
+    "after a restart"
+)
 
 
 def plan_uninstall(scope: str, project: str) -> list[Change]:
@@ -128,8 +138,6 @@ def plan_uninstall(scope: str, project: str) -> list[Change]:
 
 def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     """Is the install complete for this policy, and does the installed command answer?"""
-    from governor.harnesses.settings import SettingsError
-
     checks: list[Check] = []
     tools = governed_tools(policy)
     commands: list[str] = []
@@ -160,7 +168,11 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
             checks.append(
                 Check(OK, f"claude-code ({scope})", f"{path}: {len(events)} hook events, {len(tools)} memory tools")
             )
+            if scope != "user" and _made_by_install(os.path.dirname(path)):
+                checks.append(Check(INFO, f"claude-code ({scope})", f"{RESTART_NOTE} (its .claude/ holds only "
+                                    "what the install wrote)", "restart Claude Code sessions started before it"))  # fmt: skip
     checks += _unmapped_memory_servers(project, policy)
+    checks += _engram_plugin(project)
     for command in sorted(set(commands)):
         unsafe = isolation(NAME, command)
         if unsafe is not None:
@@ -170,6 +182,39 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     if commands and tools:
         checks.append(_selftest(commands[0], tools[0], project))
     return checks
+
+
+def _made_by_install(folder: str) -> bool:
+    """Does the project's .claude/ hold nothing but settings files and their install backups?"""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    return bool(names) and all(re.fullmatch(r"settings(?:\.local)?\.json(?:\.bak-[\w.-]+)?", n) for n in names)
+
+
+ENGRAM_PLUGIN = re.compile(r"engram@[\w.-]+")  # Engram's own Claude Code plugin, from its marketplace
+
+
+def _engram_plugin(project: str) -> list[Check]:
+    """Engram's own Claude Code plugin, when a settings file enables it: its SessionStart hook puts
+    Engram's protocol and memory context (~2.4K tokens measured) into every session start and
+    every compaction, through no tool, so outside any budget the governor keeps."""
+    for scope in SCOPES:
+        path = settings_path(scope, project)
+        try:
+            enabled = read_json(path).get("enabledPlugins")
+        except SettingsError:
+            continue
+        names = (
+            [n for n, on in enabled.items() if on and ENGRAM_PLUGIN.fullmatch(n)] if isinstance(enabled, dict) else []
+        )
+        if names:
+            return [Check(WARN, "engram plugin", f"{path}: {names[0]} is enabled: its SessionStart hook injects ~2.4K "
+                          "tokens of protocol and memory context at every session start and compaction, outside any "
+                          "memory budget", f"disable it (enabledPlugins: {{\"{names[0]}\": false}}) and register "
+                          "Engram's MCP server alone (`claude mcp add engram -- engram mcp`)")]  # fmt: skip
+    return []
 
 
 def mcp_servers(project: str) -> list[tuple[str, str, dict[str, Any]]]:

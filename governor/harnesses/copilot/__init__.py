@@ -33,6 +33,9 @@ Harness facts this relies on (seen on 1.0.102; docs/copilot.md has the details a
   sessionStart and userPromptSubmitted, a message after the tool results for preToolUse,
   appended to the result for postToolUse). updatedMCPToolOutput is ignored; nothing a hook
   prints is shown to the user in `-p` mode.
+- The session log (~/.copilot/session-state/<id>/events.jsonl) keeps each result untrimmed
+  beside what the model got: a view, grep, glob or bash call that names it is refused
+  (`session_log`).
 - A non-zero exit of a preToolUse hook denies the call ("hook errored"); other events ignore
   the exit code; a hook past its timeout lets the call through; output that is not JSON is
   ignored.
@@ -260,6 +263,11 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         server, tool = split_tool_name(tool_name)
         fields.update(tool_name=tool_name, server=server, tool=tool, tool_input=tool_input,
                       call_key=ev.call_key(tool_name, tool_input))  # fmt: skip
+        if kind == ev.PRE_TOOL and server is None and tool_input:
+            from governor.harnesses.copilot.session_log import FILE_TOOLS, log_read
+
+            if tool_name in FILE_TOOLS:  # the session log keeps every result untrimmed
+                fields["spilled"] = log_read(tool_input, env)
         if kind == ev.POST_TOOL:
             result = _field(payload, "toolResult", "tool_result")
             if isinstance(result, dict):

@@ -10,7 +10,7 @@
 // answers, the policy's on_error decides here (closed when the policy could never be read), visibly.
 // No dependencies: node's built-ins only (a plugin with dependencies makes OpenCode install packages).
 import { spawn } from "node:child_process"
-import { appendFileSync, readFileSync } from "node:fs"
+import { appendFileSync, readFileSync, realpathSync } from "node:fs"
 import net from "node:net"
 
 const CONFIG = {} // memory-governor: the install writes this line
@@ -42,6 +42,23 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
   let described = null // Promise of what `entry.py --describe` said, or of null
   let counter = 0
   let argsPrompt = process.argv[2] === "run" // the next user message is `opencode run`'s arguments, joined
+
+  // OpenCode takes its directory from an inherited $PWD before its working directory (1.18.33): started
+  // by a program with a stale PWD, it loads that folder's plugins and policy, not those of where it runs.
+  const stale = stalePwd()
+  if (stale) {
+    say(`memory-governor: OpenCode runs in ${stale.cwd} but took its project from PWD=${stale.pwd}: the plugins ` +
+      `and memory policy of ${stale.cwd} are not in force. Start it with PWD set to the folder it runs in ` +
+      `(cd ${stale.cwd} && opencode ..., or env PWD=${stale.cwd} opencode ...).`)
+  }
+
+  function stalePwd() {
+    const pwd = process.env.PWD
+    let cwd
+    try { cwd = process.cwd() } catch { return null }
+    if (!pwd) return null
+    try { return realpathSync(pwd) !== realpathSync(cwd) ? { pwd, cwd } : null } catch { return { pwd, cwd } }
+  }
 
   function say(text) {
     if (headless) process.stderr.write(text.endsWith("\n") ? text : text + "\n")

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from governor.harnesses import hook_command
@@ -164,11 +165,28 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     if len(installed) == 2:
         checks.append(Check(INFO, "opencode", "installed in both scopes: OpenCode loads both, and the first it "
                             "loads decides (the other stands aside)"))  # fmt: skip
+    stale = stale_pwd(os.environ)
+    if stale is not None:
+        checks.append(Check(WARN, "opencode", f"$PWD is {stale} but the working directory is {os.getcwd()}: OpenCode "
+                            "takes its project from an inherited $PWD first, so started from here it loads the "
+                            f"plugins and policy of {stale}, not this project's", f"cd {os.getcwd()} (or run it "
+                            "with PWD set to the folder it runs in)"))  # fmt: skip
     commands = {json.dumps(config.get("command")): config.get("command") for _, config in installed}
     for command in commands.values():
         checks += _governor_answers(command if isinstance(command, list) else [], project, governed)
     checks += _unmapped_memory_servers(project, policy)
     return checks
+
+
+def stale_pwd(env: Mapping[str, str]) -> str | None:
+    """$PWD when it names another folder than the working directory (a program that changed
+    directory without updating it); None when they agree or PWD is unset."""
+    pwd = env.get("PWD")
+    try:
+        here = os.getcwd()
+        return pwd if pwd and os.path.realpath(pwd) != os.path.realpath(here) else None
+    except OSError:
+        return None
 
 
 def _governor_answers(command: list[Any], project: str, governed: dict[str, list[str]]) -> list[Check]:

@@ -1,0 +1,95 @@
+"""Deciding a mem_context call (the whole-memory dump) before it runs: locked unless a trigger is
+armed (a compaction, a resume after a break, an explicit recall), the budget's pre-check before
+a trigger is spent, and, once allowed, asking the server for what fits (Engram v2's `max_bytes`
+near what the turn has left, and `compact`). Split from governor.engine.pre_tool, which calls it.
+
+Hot path: standard library only.
+"""
+
+from __future__ import annotations
+
+from governor.engine import events as ev
+from governor.engine.arguments import is_count, rewritten
+from governor.engine.budgets import budget_left, spent
+from governor.engine.events import Decision
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from governor.engine.case import Case
+
+
+def _unlocks(triggers: dict[str, Any]) -> str:
+    """What else unlocks mem_context in this policy, in the words of the refusal."""
+    compact = triggers.get("post_compact") or {}
+    head = f" (when the memory holds a {compact['requires_topic']}* topic)" if compact.get("requires_topic") else ""
+    ways = []
+    resume = triggers.get("session_resume")
+    if resume is not None and resume.get("armed_by") == "dispatch":
+        ways.append(f"the first dispatch after a saved {resume.get('requires_topic') or 'state/wave/'}* wave state")
+    elif resume is not None:
+        idle = resume.get("min_idle_minutes") or 0
+        ways.append("a resumed session" + (f" after {idle} idle minutes" if idle else ""))
+    if "explicit_user_recall" in triggers:
+        ways.append("a turn where the user's own prompt asks for everything remembered "
+                    '("recall everything stored for this project", "recordar todo")')  # fmt: skip
+    if not ways:
+        return head
+    return head + ", " + (", ".join(ways[:-1]) + " or " if len(ways) > 1 else "") + ways[-1]
+
+
+def judge_context(case: Case, usage: dict[str, int]) -> tuple[Decision, int]:
+    ctx = case.policy.data["mem_context"]
+    code = "allow"
+    armed: list[str] = []
+    if not ctx["allow"]:
+        armed = [n for n in case.ledger.armed(case.session, case.seq, case.turn) if n in ctx["unlocked_by"]]
+        if not armed:
+            search = _tool_for_role(case, "search")
+            return Decision(
+                ev.DENY,
+                "mem_context_locked",
+                f"memory-governor: {case.event.tool} (the whole-memory dump) is off outside post-compaction recovery"
+                f"{_unlocks(ctx['unlocked_by'])}. Use {search} with a topic prefix "
+                f"(limit<={case.policy.ladder['L1'].get('max_limit') or 3}) instead.",
+            ), 0
+    expected = ctx["expected_tokens"]
+    left, budget, enforce = budget_left(case, usage)
+    if enforce == "block" and expected > left:
+        return spent(case, budget - left, budget, expected), 0  # refused before the trigger is spent
+    if armed:
+        case.ledger.consume(case.session, armed[0])
+        code = f"unlocked_by:{armed[0]}"
+    return _ask_to_fit(case, code, left if enforce == "block" else None), expected
+
+
+# Bytes per token of the policy's unit, at the low end for memory text (so what the server sends
+# fits), and the most Engram v2's mem_context returns.
+BYTES_PER_TOKEN = {"chars": 1, "chars_div4": 4}
+BPE_BYTES_PER_TOKEN = 3
+MAX_CONTEXT_BYTES = 65536
+
+
+def _ask_to_fit(case: Case, code: str, left: int | None) -> Decision:
+    """An allowed mem_context asks the server for what fits (where the map names the arguments):
+    `max_bytes` near what the turn has left, less room for the governor's note, and `compact`; the
+    result is still counted and trimmed after it. A smaller max_bytes the model asked for stays."""
+    spec = case.spec() or {}
+    size, compact = spec.get("max_bytes_param"), spec.get("compact_param")
+    updated = dict(case.event.tool_input)
+    if size and left is not None:
+        room = max(1, left - case.text_tokens("static:search_frame"))
+        most = min(MAX_CONTEXT_BYTES, room * BYTES_PER_TOKEN.get(case.policy.unit, BPE_BYTES_PER_TOKEN))
+        asked = updated.get(size)
+        if not (is_count(asked) and 0 < int(asked or 0) <= most):
+            updated[size] = most
+    if compact and updated.get(compact) is not True:
+        updated[compact] = True
+    return rewritten(case, code, code, updated)
+
+
+def _tool_for_role(case: Case, role: str) -> str:
+    """The tool of the same server that plays `role` (for advice that names real tools)."""
+    tools = case.policy.tools.get(case.event.server or "", {})
+    return next((name for name, spec in tools.items() if spec["role"] == role), "the search tool")
