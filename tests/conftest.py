@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -82,6 +83,36 @@ class Env:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         return path
+
+
+# Running side by side: `./scripts/test.sh` runs pytest-xdist (`-n auto --dist loadgroup`), and
+# under loadgroup this scheduler keeps each end-to-end module (per Claude Code pin) in one worker:
+# its binary starts there once, its module-scoped probe runs are made once, and two workers never
+# drive the same harness module's session fixtures. Every other test is its own unit, spread over
+# the workers. (The scope is read from the node id alone: the controller never collects.)
+E2E = "tests/e2e/"
+PIN = re.compile(r"\bcc\d+(?:\.\d+)+")  # a Claude Code pin's parameter id, e.g. cc2.1.197
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work a test belongs to: its e2e module (and Claude Code pin), else itself."""
+    path, _, rest = nodeid.partition("::")
+    if not path.startswith(E2E):
+        return nodeid
+    pin = PIN.search(rest)
+    return f"{path}@{pin.group()}" if pin else path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return ByModule(config, log)
 
 
 @pytest.fixture
