@@ -34,12 +34,14 @@ CLASS = "explicit_user_recall"
 WINDOW = 6  # words between the word for "all" and the word for the memory
 ANSWER_WORDS = 6  # "What have you stored? Give me all of it.": the longest such answer
 
-# What a prompt shows rather than says: code, and quoted text.
+# What a prompt shows rather than says: code, and quoted text. (The long patterns below, kept as
+# source, are needed only once a prompt asks for everything; `re` compiles them on first use and
+# caches them, so a process whose prompt never gets there does not compile them.)
 _SHOWN = re.compile(
     r"```[\s\S]*?(?:```|\Z)|`[^`\n]{0,500}`|\"[^\"\n]{0,500}\"|“[^”\n]{0,500}”|«[^»\n]{0,500}»"
     r"|(?<!\w)'[^'\n]{0,500}'(?!\w)"
 )
-_NEGATION = re.compile(
+_NEGATION = (
     r"\b(?:not|no|never|without|nor|dont|don't|doesnt|doesn't|isnt|isn't|aren't|won't|shouldn't|shouldnt|mustn't|"
     r"can't|cannot|avoid|skip|rather than|instead of|nunca|sin|ni|tampoco|jamas|nada de|evita|evitar)\b"
 )
@@ -116,20 +118,20 @@ _BETWEEN = (
     | _ALL
     | _CONTENTS
 )
-_ANCHOR = re.compile(
+_ANCHOR = (
     r"\b(?:about|on|of|regarding|sobre|de|acerca de) (?:me|mi)\b|\b(?:us|our|ours|we|my|this (?:project|repo|"
     r"repository|codebase|app|service|team)|project|repo|repository|codebase|nosotros|nuestr[oa]s?|mis?|proyecto|"
     r"repositorio|codigo|equipo)\b"
 )
 # The computer's memory, not the assistant's.
-_MACHINE = re.compile(
+_MACHINE = (
     r"\b(?:free|frees|freeing|allocat\w*|leak\w*|usage|heap|ram|garbage|oom|profil\w*|footprint|barriers?|maps?|"
     r"mapped|mapping|address\w*|pages?|paging|segments?|bandwidth|libera\w*|reservad[ao]s?|reservar|"
     r"reserva (?:el|la|un|una)|consumo|fugas?|ocupa|"
     r"barreras?|mapas?|direccion\w*|paginas?|segmentos?)\b"
 )
 # A reminder or an instruction that merely contains the words.
-_REMINDER = re.compile(
+_REMINDER = (
     r"\bremember (?:to|that|not)\b|\bremind (?:me|us) to\b|\b(?:don't|dont|do not) forget\b|"
     r"\b(?:everything|all) (?:must|should|has to|needs to|goes|is|gets)\b|"
     r"\b(?:recuerda|recorda|acuerdate|acordate|recuerden)(?: de)? (?:que\b|no\b|(?!todo|toda|lo\b)\w+(?:ar|er|ir)\b)|"
@@ -339,7 +341,7 @@ def _may_follow(word: str) -> bool:
 
 def _anchored(text: str, end: int) -> bool:
     """Whether what follows the words in their clause names the user, the team or the project."""
-    return bool(_ANCHOR.search(_CLAUSE_END.split(text[end : end + 200])[0]))
+    return bool(re.search(_ANCHOR, _CLAUSE_END.split(text[end : end + 200])[0]))
 
 
 def _clause_around(text: str, start: int, end: int) -> str:
@@ -351,13 +353,13 @@ def _clause_around(text: str, start: int, end: int) -> str:
 def _guard(text: str, start: int, end: int, words: str) -> str | None:
     """Why the words at text[start:end] are no ask for the memory, or None."""
     clause_before = _CLAUSE_END.split(text[max(0, start - 120) : start])[-1]
-    negation = _NEGATION.search(" ".join(clause_before.split()[-WINDOW:]))
+    negation = re.search(_NEGATION, " ".join(clause_before.split()[-WINDOW:]))
     if negation:
         return f"is negated ({negation.group(0)!r})"
     clause = _clause_around(text, start, end)
-    if _REMINDER.search(clause):
+    if re.search(_REMINDER, clause):
         return "is a reminder or an instruction, not an ask"
-    if _MACHINE.search(clause):
+    if re.search(_MACHINE, clause):
         return _MACHINE_MEMORY
     if re.search(_ABOUT_WORDS.replace("{w}", re.escape(words)), clause):  # re caches the compiled form
         return _ABOUT_THEM
