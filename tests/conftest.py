@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,41 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "rules" / "memory-budget.yaml"
+
+
+_TABLES: list[Path] = []
+
+
+def tokenizer_tables() -> list[Path]:
+    """The tables a hook deciding alone counts tokens with (governor.engine.bpe), built once per
+    test process for the units the tests use."""
+    if not _TABLES:
+        import atexit
+        import tempfile
+
+        from governor.engine import tokens
+
+        folder = Path(tempfile.mkdtemp(prefix="memory-governor-tables-"))
+        atexit.register(shutil.rmtree, folder, True)
+        for unit in ("o200k_base", "cl100k_base"):
+            tokens._quick(unit, str(folder))
+        _TABLES.extend(sorted(folder.glob("*.bpe")))
+    return _TABLES
+
+
+def with_tokenizer_tables(state: Path) -> None:
+    """Link the tables into a new state directory's cache, where a hook looks for them: without
+    them the first hook of every test builds one (~1 s of CPU). A hook still checks each table's
+    digest and sources before it counts with it; tests/test_bpe.py and tests/test_server.py
+    remove them to prove the build itself."""
+    cache = state / "cache"
+    for level in (state, cache):
+        level.mkdir(mode=0o700, exist_ok=True)
+    for table in tokenizer_tables():
+        try:
+            os.link(table, cache / table.name)
+        except OSError:
+            shutil.copyfile(table, cache / table.name)
 
 
 class Env:
@@ -27,6 +63,7 @@ class Env:
         self.project = tmp / "project"
         for d in (self.home, self.project):
             d.mkdir(parents=True, exist_ok=True)
+        with_tokenizer_tables(self.state)
         self.vars = {
             "PATH": os.environ.get("PATH", ""),
             "HOME": str(self.home),

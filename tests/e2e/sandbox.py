@@ -28,6 +28,8 @@ from typing import Any, TypeVar
 
 import seed
 
+from tests.conftest import with_tokenizer_tables
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -102,6 +104,7 @@ class Sandbox:
         self.state = tmp / "state"
         for d in (self.home, self.project):
             d.mkdir(parents=True, exist_ok=True)
+        with_tokenizer_tables(self.state)  # built once per test process, not by each test's first hook
         self.seed = seed.write_engram_seed(tmp / "engram-seed.json")
         self.store = tmp / "engram-store.json"
         self.call_log = tmp / "engram-calls.jsonl"
