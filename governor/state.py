@@ -78,7 +78,7 @@ def sha256_hex(data: bytes) -> str:
         from _sha256 import sha256  # type: ignore[import-not-found]
     except ImportError:  # Python 3.12+ renamed it
         try:
-            from _sha2 import sha256  # type: ignore[import-not-found,no-redef]
+            from _sha2 import sha256  # type: ignore[import-not-found]
         except ImportError:
             from hashlib import sha256
     return str(sha256(data).hexdigest())
