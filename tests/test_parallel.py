@@ -34,7 +34,9 @@ def test_the_scope_of_a_test_is_its_e2e_module_and_pin_else_itself() -> None:
 def test_under_loadgroup_each_e2e_module_and_pin_runs_in_one_worker(tmp_path: Path) -> None:
     (tmp_path / "assignprobe.py").write_text(PROBE)
     assigned = tmp_path / "assigned.txt"
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "ASSIGNED": str(assigned)}
+    # Not this run's own xdist variables (when it runs in a worker itself): the inner controller would pass for one.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST_", "PYTEST_CURRENT_TEST"))}
+    env.update(PYTHONPATH=str(tmp_path), ASSIGNED=str(assigned))
     # --setup-plan: the tests are scheduled and reported but nothing runs (no harness binary needed).
     files = ["tests/e2e/test_mcp_proxy.py", "tests/e2e/test_transcripts.py", "tests/test_call_keys.py"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "assignprobe", "-p", "no:cacheprovider",
