@@ -75,3 +75,16 @@ def write_atomic(path: str, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def sha256_hex(data: bytes) -> str:
+    """The sha256 of `data`, hex: what the state directory keys files and ledger rows by. From the
+    interpreter's own `_sha256` where it has one (hashlib loads OpenSSL: a few ms of a hook process)."""
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found]
+    except ImportError:  # Python 3.12+ renamed it
+        try:
+            from _sha2 import sha256  # type: ignore[import-not-found]
+        except ImportError:
+            from hashlib import sha256
+    return str(sha256(data).hexdigest())

@@ -19,4 +19,6 @@ install_missing() {  # install_missing COMMAND PACKAGE WHY
 }
 install_missing chromium chromium "the HTML report test"
 install_missing redis-server redis-server "the Redis ledger's tests"
-exec python -m pytest "$@"
+# Side by side on every core (pytest-xdist); under loadgroup tests/conftest.py keeps each e2e
+# module, per Claude Code pin, in one worker. MEMORY_GOVERNOR_TEST_WORKERS=0 runs in one process.
+exec python -m pytest -n "${MEMORY_GOVERNOR_TEST_WORKERS:-auto}" --dist loadgroup "$@"

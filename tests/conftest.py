@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +21,41 @@ SHIPPED = ROOT / "rules" / "memory-budget.yaml"
 GOVERNOR_PATH = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 
+_TABLES: list[Path] = []
+
+
+def tokenizer_tables() -> list[Path]:
+    """The tables a hook deciding alone counts tokens with (governor.engine.bpe), built once per
+    test process for the units the tests use."""
+    if not _TABLES:
+        import atexit
+        import tempfile
+
+        from governor.engine import tokens
+
+        folder = Path(tempfile.mkdtemp(prefix="memory-governor-tables-"))
+        atexit.register(shutil.rmtree, folder, True)
+        for unit in ("o200k_base", "cl100k_base"):
+            tokens._quick(unit, str(folder))
+        _TABLES.extend(sorted(folder.glob("*.bpe")))
+    return _TABLES
+
+
+def with_tokenizer_tables(state: Path) -> None:
+    """Link the tables into a new state directory's cache, where a hook looks for them: without
+    them the first hook of every test builds one (~1 s of CPU). A hook still checks each table's
+    digest and sources before it counts with it; tests/test_bpe.py and tests/test_server.py
+    remove them to prove the build itself."""
+    cache = state / "cache"
+    for level in (state, cache):
+        level.mkdir(mode=0o700, exist_ok=True)
+    for table in tokenizer_tables():
+        try:
+            os.link(table, cache / table.name)
+        except OSError:
+            shutil.copyfile(table, cache / table.name)
+
+
 class Env:
     """A sandbox: its own HOME, XDG dirs, state directory and project directory."""
 
@@ -29,6 +66,7 @@ class Env:
         self.project = tmp / "project"
         for d in (self.home, self.project):
             d.mkdir(parents=True, exist_ok=True)
+        with_tokenizer_tables(self.state)
         self.vars = {
             "PATH": GOVERNOR_PATH,
             "HOME": str(self.home),
@@ -85,6 +123,36 @@ class Env:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         return path
+
+
+# Running side by side: `./scripts/test.sh` runs pytest-xdist (`-n auto --dist loadgroup`), and
+# under loadgroup this scheduler keeps each end-to-end module (per Claude Code pin) in one worker:
+# its binary starts there once, its module-scoped probe runs are made once, and two workers never
+# drive the same harness module's session fixtures. Every other test is its own unit, spread over
+# the workers. (The scope is read from the node id alone: the controller never collects.)
+E2E = "tests/e2e/"
+PIN = re.compile(r"\bcc\d+(?:\.\d+)+")  # a Claude Code pin's parameter id, e.g. cc2.1.197
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work a test belongs to: its e2e module (and Claude Code pin), else itself."""
+    path, _, rest = nodeid.partition("::")
+    if not path.startswith(E2E):
+        return nodeid
+    pin = PIN.search(rest)
+    return f"{path}@{pin.group()}" if pin else path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return ByModule(config, log)
 
 
 @pytest.fixture

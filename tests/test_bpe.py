@@ -147,6 +147,8 @@ def test_a_hook_deciding_alone_counts_exactly_from_the_table(env: Env) -> None:
     """The hook process (no warm server) builds the table once under the state directory and
     records in the ledger the count tiktoken gives, for a plain result and a unicode one."""
     env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n")
+    for table in (env.state / "cache").glob("*.bpe"):
+        table.unlink()  # the sandbox's, built once per test process: this hook builds its own
     reference = _encoders("o200k_base")[1]
     results = [fixture_text("engram/search_v1.txt"),
                fixture_text("engram/search_v1.txt").replace("JWT", "JWT — naïve 日本語 👍🏽 don'T")]  # fmt: skip

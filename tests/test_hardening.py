@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -215,7 +216,7 @@ def test_a_read_only_state_directory_follows_on_error_and_says_so(env: Env) -> N
 
 
 def test_an_unusable_state_directory_is_reported_not_crashed_on(env: Env) -> None:
-    env.state.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(env.state)  # the sandbox's, with its tokenizer tables
     env.state.write_text("a file where the state directory should be")
     answer = run_hook(env, {**PRE_SEARCH, "cwd": str(env.project)})
     assert "could not decide" in answer.message

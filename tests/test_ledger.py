@@ -289,7 +289,7 @@ def test_sigkilled_writers_leave_a_consistent_ledger(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_ledger_is_moved_aside_and_the_hook_keeps_deciding(env: Env, session: Session) -> None:
-    env.state.mkdir(parents=True)
+    env.state.mkdir(parents=True, exist_ok=True)
     (env.state / "ledger.db").write_bytes(b"this is not a database" * 100)
     first = session.prompt("what did we decide about logging?")
     assert "moved to" in first.message and "corrupt" in first.message

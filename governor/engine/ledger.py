@@ -219,11 +219,9 @@ def key(value: object) -> str:
         raw = value.encode("utf-8", "surrogatepass")
     else:
         raw = repr(value).encode("utf-8", "backslashreplace")
-    try:
-        from _sha256 import sha256  # type: ignore[import-not-found]
-    except ImportError:  # Python 3.12+ renamed it; hashlib costs a few ms more
-        from hashlib import sha256
-    return "h:" + str(sha256(raw).hexdigest())
+    from governor.state import sha256_hex
+
+    return "h:" + sha256_hex(raw)
 
 
 def sqlite_error(err: sqlite3.Error) -> LedgerError:

@@ -352,10 +352,7 @@ _RANK = re.compile(r"\A\[\d{1,6}\] ")
 def fingerprints(parsed: Parsed, server: str) -> list[str]:
     """One fingerprint per entry: its server, its id (if it shows one) and a digest of its text,
     whitespace at the ends and a search hit's rank left out. Never the text itself."""
-    try:
-        from _sha256 import sha256  # type: ignore[import-not-found]
-    except ImportError:  # Python 3.12+ renamed it; hashlib costs a few ms more
-        from hashlib import sha256
+    from governor.state import sha256_hex
 
     out = []
     for entry in parsed.entries:
@@ -364,7 +361,7 @@ def fingerprints(parsed: Parsed, server: str) -> list[str]:
             text = _RANK.sub("", text)
         ident = entry.idents[0] if entry.idents else ""
         raw = "\0".join((server, ident, text)).encode("utf-8", "surrogatepass")
-        out.append(sha256(raw).hexdigest()[:32])
+        out.append(sha256_hex(raw)[:32])
     return out
 
 

@@ -21,25 +21,23 @@ Hot path: standard library only; one or two small files read per hook, written o
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
-from governor.state import ensure_dir
+from governor import jsonio
+from governor.state import ensure_dir, sha256_hex
 
 FOLDER = "projects"
 
 
 def _key(kind: str, value: str) -> str:
-    from hashlib import sha256
-
-    return f"{kind}-{sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()[:24]}.json"
+    return f"{kind}-{sha256_hex(value.encode('utf-8', 'surrogatepass'))[:24]}.json"
 
 
 def _read(path: str, field: str) -> str | None:
     try:
         with open(path, "rb") as handle:
-            value = json.loads(handle.read(65536)).get(field)
+            value = jsonio.loads(handle.read(65536)).get(field)
     except (OSError, ValueError, AttributeError):
         return None
     return value if isinstance(value, str) and os.path.isabs(value) else None
@@ -53,7 +51,7 @@ def _create(path: str, field: str, value: str) -> bool:
     except FileExistsError:
         return False
     with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as handle:
-        json.dump({field: value, "at": time.time()}, handle)
+        handle.write(jsonio.dumps({field: value, "at": time.time()}))
     return True
 
 
@@ -94,7 +92,7 @@ def repin(cwd: str | None, state: str) -> tuple[str, str | None]:
     root = project_root(folder)
     if was != root:
         ensure_dir(os.path.dirname(at))
-        write_atomic(at, json.dumps({"project": root, "at": time.time()}).encode("utf-8", "surrogateescape"))
+        write_atomic(at, jsonio.dumps({"project": root, "at": time.time()}).encode("utf-8", "surrogateescape"))
     return root, was if was not in (None, root) else None
 
 

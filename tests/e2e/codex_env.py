@@ -20,26 +20,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import npm
 import pytest
-import seed
 from fake_responses import FakeResponses, Request, Step, ToolResult
+from sandbox import HERE, PYTHON, RUN_TIMEOUT, Sandbox, fresh, governed
+from sandbox import Run as SandboxRun
 
 from tests.conftest import GOVERNOR_PATH
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
-PYTHON = str(VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable))
-
 CODEX_VERSION = "0.171.0"  # the pin: change it here only
-RUN_TIMEOUT = 120
 MODEL = "gpt-5.1-codex"
 COMPACT_AT = 20_000  # model_auto_compact_token_limit; a reply reporting more makes Codex compact next
 
@@ -69,22 +61,16 @@ def responses_server_fixture() -> Iterator[FakeResponses]:
 
 @pytest.fixture(name="responses")
 def responses_fixture(responses_server: FakeResponses) -> Iterator[FakeResponses]:
-    responses_server.reset()
-    responses_server.total_tokens = 15
-    yield responses_server
-    responses_server.reset()
+    for model in fresh(responses_server):  # reset before and after
+        model.total_tokens = 15
+        yield model
 
 
-class Run:
+class Run(SandboxRun):
     """One `codex exec --json`: its events, and what the model received during it."""
 
     def __init__(self, proc: subprocess.CompletedProcess[str], requests: list[Request], seconds: float) -> None:
-        self.proc = proc
-        self.returncode = proc.returncode
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
-        self.seconds = seconds
-        self.requests = requests
+        super().__init__(proc, requests, seconds)
         self.events = []
         for line in proc.stdout.splitlines():
             try:
@@ -92,77 +78,32 @@ class Run:
             except ValueError:
                 continue
         started = [e for e in self.events if e.get("type") == "thread.started"]
-        self.session_id: str = started[0]["thread_id"] if started else ""
-
-    def lane(self, name: str = "main") -> list[Request]:
-        return [r for r in self.requests if r.lane == name]
-
-    def results(self, lane: str | None = None, prefix: str = "mcp__") -> list[ToolResult]:
-        """Every tool result the model received in this run (each once), in order."""
-        seen: dict[str, ToolResult] = {}
+        self.session_id = started[0]["thread_id"] if started else ""
         # A resumed session sends its history again: results already in the run's first request are earlier runs'.
-        earlier = {r.tool_use_id for r in self.requests[0].all_tool_results()} if self.requests else set()
-        for request in self.requests:
-            if lane is not None and request.lane != lane:
-                continue
-            for result in request.all_tool_results():
-                if (result.name or "").startswith(prefix) and result.tool_use_id not in earlier:
-                    seen.setdefault(result.tool_use_id, result)
-        return list(seen.values())
+        self.earlier = {r.tool_use_id for r in requests[0].all_tool_results()} if requests else set()
 
-    def results_of(self, tool: str, lane: str | None = None) -> list[ToolResult]:
-        return [r for r in self.results(lane) if (r.name or "").endswith("__" + tool)]
+    def tool_results(self, request: Request) -> list[ToolResult]:
+        return [r for r in request.all_tool_results() if r.tool_use_id not in self.earlier]
 
-    def describe(self) -> str:
-        lines = [f"exit {self.returncode} in {self.seconds:.1f}s", f"stdout: {self.stdout[-1500:]}",
-                 f"stderr: {self.stderr[-1500:]}"]  # fmt: skip
-        lines += [f"  {r.name} ran={r.ran}: {r.raw[:160]!r}" for r in self.results(prefix="")]
-        return "\n".join(lines)
+    def describe_result(self, result: ToolResult) -> str:
+        return f"{result.name} ran={result.ran}: {result.raw[:160]!r}"
 
 
-class CodexHarness:
+class CodexHarness(Sandbox):
     """A project with memory-governor installed for Codex, and a way to run `codex exec` in it."""
 
     def __init__(self, tmp: Path, tools: CodexTools, model: FakeResponses) -> None:
-        self.tmp = tmp
-        self.tools = tools
-        self.model = model
-        self.home = tmp / "home"
+        super().__init__(tmp, tools, model)
         self.codex_home = self.home / ".codex"
-        self.project = tmp / "project"
-        self.state = tmp / "state"
-        for folder in (self.codex_home, self.project):
-            folder.mkdir(parents=True, exist_ok=True)
-        self.seed = seed.write_engram_seed(tmp / "engram-seed.json")
-        self.store = tmp / "engram-store.json"
-        self.call_log = tmp / "engram-calls.jsonl"
+        self.codex_home.mkdir(parents=True, exist_ok=True)
         self.extra_config = ""  # TOML appended to config.toml before the install
-        self.installed = False
-        self.runs: list[Run] = []
-        self.env = {
+        self.env.update({
             "PATH": f"{tools.bin}{os.pathsep}{GOVERNOR_PATH}",
-            "HOME": str(self.home),
             "CODEX_HOME": str(self.codex_home),
-            "XDG_CONFIG_HOME": str(self.home / ".config"),
-            "XDG_STATE_HOME": str(self.home / ".local" / "state"),
-            "XDG_CACHE_HOME": str(self.home / ".cache"),
-            "LANG": "C.UTF-8",
             "OPENAI_API_KEY": "sk-e2e-fake",
-            "MEMORY_GOVERNOR_STATE_DIR": str(self.state),
-            "MEMORY_GOVERNOR_WARM_SERVER": "off",
-        }
+        })  # fmt: skip
 
     # setting up ---------------------------------------------------------------------------
-    def write(self, rel: str, text: str) -> Path:
-        path = self.project / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        return path
-
-    def team_policy(self, text: str) -> Path:
-        assert not self.installed, "write the team policy before the first run (the installer reads it)"
-        return self.write(".memory-governor/policy.yaml", text)
-
     def agent(self, name: str, instructions: str) -> Path:
         """A Codex custom agent: .codex/agents/<name>.toml (name, description, developer_instructions)."""
         body = (f"name = {json.dumps(name)}\ndescription = {json.dumps(f'The {name} agent.')}\n"
@@ -170,12 +111,7 @@ class CodexHarness:
         return self.write(f".codex/agents/{name}.toml", body)
 
     def config_text(self) -> str:
-        engram_env = {
-            "ENGRAM_SEED": str(self.seed),
-            "ENGRAM_STORE": str(self.store),
-            "ENGRAM_CALL_LOG": str(self.call_log),
-        }
-        env = ", ".join(f"{k} = {json.dumps(v)}" for k, v in engram_env.items())
+        env = ", ".join(f"{k} = {json.dumps(v)}" for k, v in self.engram_server_env().items())
         return "\n".join([
             f'model = "{MODEL}"', 'model_provider = "e2e"', 'approval_policy = "never"', 'sandbox_mode = "read-only"',
             f"model_auto_compact_token_limit = {COMPACT_AT}", "model_context_window = 200000", "",
@@ -186,13 +122,6 @@ class CodexHarness:
             f"[projects.{json.dumps(str(self.project))}]", 'trust_level = "trusted"', "",
             self.extra_config, "",
         ])  # fmt: skip
-
-    def governor(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([PYTHON, "-m", "governor", *args], cwd=self.project, env=self.env,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
-        if check and proc.returncode != 0:
-            raise AssertionError(f"governor {' '.join(args)}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-        return proc
 
     def install(self, *args: str) -> None:
         """Codex's config first (the user's), then the project's own installer adds hooks and their trust."""
@@ -209,37 +138,14 @@ class CodexHarness:
         command = [str(self.tools.codex), "exec", "--json", "--skip-git-repo-check", *args]
         if resume:
             command += ["resume", resume]
-        mark = self.model.mark()
-        started = time.monotonic()
-        proc = subprocess.run([*command, prompt], cwd=self.project, env=self.env, capture_output=True, text=True,
-                              timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)  # fmt: skip
-        run = Run(proc, self.model.since(mark), time.monotonic() - started)
-        self.runs.append(run)
-        if check:
-            assert proc.returncode == 0 and run.session_id, run.describe()
-            assert not self.model.errors, f"script problems: {self.model.errors}\n{run.describe()}"
-            left = {lane: n for lane, n in self.model.remaining().items() if n}
-            assert not left, f"script steps never requested: {left}\n{run.describe()}"
-        return run
+        proc, mark, seconds = self.launch([*command, prompt], RUN_TIMEOUT)
+        return self.finish(Run(proc, self.model.since(mark), seconds), check)
 
     # looking at the outcome ---------------------------------------------------------------
-    def calls(self, tool: str | None = None) -> list[dict[str, Any]]:
-        """What the Engram server received (tools/call), in order."""
-        if not self.call_log.exists():
-            return []
-        rows = [json.loads(line) for line in self.call_log.read_text().splitlines() if line.strip()]
-        return [r for r in rows if tool is None or r["tool"] == tool]
-
-    def governor_errors(self) -> str:
-        path = self.state / "errors.log"
-        return path.read_text() if path.exists() else ""
-
     def rollouts(self) -> list[Path]:
         return sorted((self.codex_home / "sessions").rglob("rollout-*.jsonl"))
 
 
 @pytest.fixture(name="codex")
 def codex_fixture(tmp_path: Path, codex_tools: CodexTools, responses: FakeResponses) -> Iterator[CodexHarness]:
-    harness = CodexHarness(tmp_path, codex_tools, responses)
-    yield harness
-    assert not harness.governor_errors(), f"memory-governor logged errors:\n{harness.governor_errors()}"
+    yield from governed(CodexHarness(tmp_path, codex_tools, responses))

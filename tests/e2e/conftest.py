@@ -74,7 +74,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -86,14 +85,13 @@ sys.path.insert(0, str(HERE))
 
 import npm  # noqa: E402
 import seed  # noqa: E402
-from fake_model import FakeModel, Request, Step, ToolResult  # noqa: E402
+from fake_model import FakeModel, Step  # noqa: E402
+from sandbox import PYTHON, ROOT, RUN_TIMEOUT, Sandbox, fresh, governed  # noqa: E402
+from sandbox import Run as SandboxRun  # noqa: E402
 
 from governor.harnesses.claude_code import spelled  # noqa: E402
-from tests.conftest import GOVERNOR_PATH  # noqa: E402
 
-ROOT = HERE.parent.parent
-VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
-PYTHON = str(VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable))
+__all__ = ["HERE", "PYTHON", "ROOT", "Harness", "Run", "Tools"]  # what the e2e modules take from here
 
 # The pins: change them here only. Claude Code runs at two: the long-standing pin, and a
 # recent one bumped deliberately (the newest npm served then: what a new user installs).
@@ -110,7 +108,6 @@ def npm_packages(version: str = CLAUDE_CODE_VERSION) -> dict[str, str]:
 ENGRAM_TOOLS = [f"mcp__engram__{t}" for t in ("mem_search", "mem_timeline", "mem_get_observation", "mem_context",
                                                "mem_save", "mem_update", "mem_session_summary")]  # fmt: skip
 MEMORY_TOOLS = [f"mcp__memory__{t}" for t in ("search_nodes", "open_nodes", "read_graph", "create_entities")]
-RUN_TIMEOUT = 120
 
 
 # -- the npm install ---------------------------------------------------------------------
@@ -184,114 +181,49 @@ def model_server() -> Iterator[FakeModel]:
 
 @pytest.fixture
 def model(model_server: FakeModel) -> Iterator[FakeModel]:
-    model_server.reset()
-    yield model_server
-    model_server.reset()
+    yield from fresh(model_server)
 
 
 # -- one project, one HOME, one ledger ---------------------------------------------------
 
 
-class Run:
+class Run(SandboxRun):
     """One `claude -p` invocation: its output, and what the model received during it."""
 
-    def __init__(self, proc: subprocess.CompletedProcess[str], requests: list[Request], seconds: float) -> None:
-        self.proc = proc
-        self.returncode = proc.returncode
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
-        self.seconds = seconds
-        self.requests = requests
+    def __init__(self, proc: subprocess.CompletedProcess[str], requests: list[Any], seconds: float) -> None:
+        super().__init__(proc, requests, seconds)
         try:
             self.output: dict[str, Any] = json.loads(proc.stdout)
         except ValueError:
             self.output = {}
-        self.session_id: str = self.output.get("session_id", "")
-
-    def lane(self, name: str = "main") -> list[Request]:
-        return [r for r in self.requests if r.lane == name]
-
-    def results(self, lane: str | None = None, prefix: str = "mcp__") -> list[ToolResult]:
-        """Every tool result the model received in this run (each once), in order."""
-        seen: dict[str, ToolResult] = {}
-        for request in self.requests:
-            if lane is not None and request.lane != lane:
-                continue
-            for result in request.tool_results():
-                if (result.name or "").startswith(prefix):
-                    seen.setdefault(result.tool_use_id, result)
-        return list(seen.values())
+        self.session_id = self.output.get("session_id", "")
 
     def tool_searches(self) -> list[str]:
         """The queries of the ToolSearch calls the stand-in made to load deferred tools."""
         return [c["input"]["query"] for r in self.requests for c in (r.reply or {}).get("calls", [])
                 if c["name"] == "ToolSearch"]  # fmt: skip
 
-    def results_of(self, tool: str, lane: str | None = None) -> list[ToolResult]:
-        return [r for r in self.results(lane) if (r.name or "").endswith("__" + tool)]
 
-    def describe(self) -> str:
-        lines = [f"exit {self.returncode} in {self.seconds:.1f}s", f"stdout: {self.stdout[-1500:]}",
-                 f"stderr: {self.stderr[-1500:]}"]  # fmt: skip
-        for r in self.results(prefix=""):
-            lines.append(f"  {r.name} is_error={r.is_error}: {r.text[:160]!r}")
-        return "\n".join(lines)
-
-
-class Harness:
+class Harness(Sandbox):
     """A project with memory-governor installed, and a way to run `claude -p` in it."""
 
     def __init__(self, tmp: Path, tools: Tools, model: FakeModel, warm_server: bool = False) -> None:
-        self.tmp = tmp
-        self.tools = tools
-        self.model = model
-        self.home = tmp / "home"
-        self.project = tmp / "project"
-        self.state = tmp / "state"
-        for d in (self.home, self.project):
-            d.mkdir(parents=True, exist_ok=True)
-        self.seed = seed.write_engram_seed(tmp / "engram-seed.json")
-        self.store = tmp / "engram-store.json"
-        self.call_log = tmp / "engram-calls.jsonl"
+        super().__init__(tmp, tools, model, warm_server)
         self.graph_file = tmp / "memory-graph.jsonl"
         self.mcp_config = tmp / "mcp.json"
         self.memory_server = False
-        self.engram_env: dict[str, str] = {}
         self.engram_key = "engram"  # the Engram stand-in's key in the MCP config
-        self.version = getattr(tools, "version", "")  # Claude Code's pin (the facts read it); other harnesses: ""
-        self.hooks = True
-        self.installed = False
-        self.warm_server = warm_server
-        self.runs: list[Run] = []
-        self.env = {
-            "PATH": GOVERNOR_PATH,
-            "HOME": str(self.home),
-            "XDG_CONFIG_HOME": str(self.home / ".config"),
-            "XDG_STATE_HOME": str(self.home / ".local" / "state"),
-            "XDG_CACHE_HOME": str(self.home / ".cache"),
-            "LANG": "C.UTF-8",
+        self.version = getattr(tools, "version", "")  # Claude Code's pin (the facts read it)
+        self.env.update({
             "ANTHROPIC_BASE_URL": model.url,
             "ANTHROPIC_API_KEY": "sk-ant-e2e-fake",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_TELEMETRY": "1",
             "DISABLE_ERROR_REPORTING": "1",
-            "MEMORY_GOVERNOR_STATE_DIR": str(self.state),
-        }
-        if not warm_server:
-            self.env["MEMORY_GOVERNOR_WARM_SERVER"] = "off"
+        })  # fmt: skip
 
     # setting up ---------------------------------------------------------------------------
-    def write(self, rel: str, text: str) -> Path:
-        path = self.project / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        return path
-
-    def team_policy(self, text: str) -> Path:
-        assert not self.installed, "write the team policy before the first run (the installer reads it)"
-        return self.write(".memory-governor/policy.yaml", text)
-
     def agent(self, name: str, body: str, tools: Iterable[str] = (), front: dict[str, str] | None = None) -> Path:
         lines = ["---", f"name: {name}", f"description: The {name} agent. Use it when asked to run {name}."]
         if tools:
@@ -314,21 +246,6 @@ class Harness:
         seed.write_graph(self.graph_file)
         self.memory_server = True
 
-    def governor(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([PYTHON, "-m", "governor", *args], cwd=self.project, env=self.env,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
-        if check and proc.returncode != 0:
-            raise AssertionError(f"governor {' '.join(args)}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-        return proc
-
-    def accept(self) -> str:
-        """`memory-governor policy accept`, as the user runs it: in their own terminal, answering y."""
-        from tests.terminal import at_a_terminal
-
-        out = at_a_terminal([PYTHON, "-m", "governor", "policy", "accept"], self.project, self.env, "y\n")
-        assert out.returncode == 0 and "accepted" in out.stdout, out.stdout
-        return out.stdout
-
     def install(self) -> None:
         """The project's own installer writes .claude/settings.json (no hand-written hooks)."""
         self.governor("install", "claude-code", "--project", str(self.project))
@@ -338,16 +255,7 @@ class Harness:
 
     def _write_mcp_config(self) -> None:
         servers: dict[str, Any] = {
-            self.engram_key: {
-                "command": PYTHON,
-                "args": [str(HERE / "engram_mcp.py")],
-                "env": {
-                    "ENGRAM_SEED": str(self.seed),
-                    "ENGRAM_STORE": str(self.store),
-                    "ENGRAM_CALL_LOG": str(self.call_log),
-                    **self.engram_env,
-                },
-            }
+            self.engram_key: {"command": PYTHON, "args": [str(HERE / "engram_mcp.py")], "env": self.engram_server_env()}
         }
         if self.memory_server:
             servers["memory"] = {
@@ -379,48 +287,10 @@ class Harness:
                 "--allowedTools", ",".join(allowed_tools)]  # fmt: skip
         if resume:
             args += ["--resume", resume]
-        mark = self.model.mark()
-        started = time.monotonic()
-        proc = subprocess.run(args, cwd=self.project, env=self.env, capture_output=True, text=True,
-                              timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)  # fmt: skip
-        run = Run(proc, self.model.since(mark), time.monotonic() - started)
-        self.runs.append(run)
-        if check:
-            assert proc.returncode == 0 and run.session_id, run.describe()
-            assert not self.model.errors, f"script problems: {self.model.errors}\n{run.describe()}"
-            left = {lane: n for lane, n in self.model.remaining().items() if n}
-            assert not left, f"script steps never requested: {left}\n{run.describe()}"
-        return run
+        proc, mark, seconds = self.launch(args, RUN_TIMEOUT)
+        return self.finish(Run(proc, self.model.since(mark), seconds), check)
 
     # looking at the outcome ---------------------------------------------------------------
-    def calls(self, tool: str | None = None) -> list[dict[str, Any]]:
-        """What the Engram server received (tools/call), in order."""
-        if not self.call_log.exists():
-            return []
-        rows = [json.loads(line) for line in self.call_log.read_text().splitlines() if line.strip()]
-        return [r for r in rows if tool is None or r["tool"] == tool]
-
-    def decisions(self, event: str | None = None) -> list[dict[str, Any]]:
-        """The ledger's audit rows (read-only, beside the hooks that write it), oldest first."""
-        path = self.state / "ledger.db"
-        if not path.exists():
-            return []
-        import sqlite3
-
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-        try:
-            db.row_factory = sqlite3.Row
-            rows = db.execute("SELECT * FROM decisions ORDER BY id").fetchall()
-        except sqlite3.Error:
-            return []
-        finally:
-            db.close()
-        return [dict(r) for r in rows if event is None or r["event"] == event]
-
-    def governor_errors(self) -> str:
-        path = self.state / "errors.log"
-        return path.read_text() if path.exists() else ""
-
     def transcript(self, run: Run) -> Path:
         """The session's transcript JSONL (Claude Code writes it under HOME/.claude/projects/)."""
         found = list((self.home / ".claude" / "projects").glob(f"*/{run.session_id}.jsonl"))
@@ -430,17 +300,10 @@ class Harness:
 
 @pytest.fixture
 def cc(tmp_path: Path, tools: Tools, model: FakeModel) -> Iterator[Harness]:
-    harness = Harness(tmp_path, tools, model)
-    yield harness
-    assert not harness.governor_errors(), f"memory-governor logged errors:\n{harness.governor_errors()}"
+    yield from governed(Harness(tmp_path, tools, model))
 
 
 @pytest.fixture
 def cc_warm(tmp_path: Path, tools: Tools, model: FakeModel) -> Iterator[Harness]:
     """Like cc, but with the warm server left on (the default); stopped afterwards."""
-    harness = Harness(tmp_path, tools, model, warm_server=True)
-    try:
-        yield harness
-    finally:
-        harness.governor("serve", "--stop", check=False)
-    assert not harness.governor_errors(), f"memory-governor logged errors:\n{harness.governor_errors()}"
+    yield from governed(Harness(tmp_path, tools, model, warm_server=True))

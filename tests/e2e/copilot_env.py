@@ -46,7 +46,6 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -54,20 +53,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import npm  # noqa: E402
-import seed  # noqa: E402
 from fake_chat import FakeChat, Request, Step, ToolResult  # noqa: E402
+from sandbox import PYTHON, RUN_TIMEOUT, Sandbox, fresh, governed  # noqa: E402
+from sandbox import Run as SandboxRun  # noqa: E402
 
 from tests.conftest import GOVERNOR_PATH  # noqa: E402
-
-ROOT = HERE.parent.parent
-VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
-PYTHON = str(VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable))
 
 # The pin: change it here only.
 COPILOT_VERSION = "1.0.102"
 NPM_PACKAGES = {"@github/copilot": COPILOT_VERSION}
 MODEL = "gpt-4.1"
-RUN_TIMEOUT = 120
 DENIED = "Denied by preToolUse hook: "
 
 
@@ -107,108 +102,44 @@ def chat_server() -> Iterator[FakeChat]:
 
 @pytest.fixture
 def chat(chat_server: FakeChat) -> Iterator[FakeChat]:
-    chat_server.reset()
-    yield chat_server
-    chat_server.reset()
+    yield from fresh(chat_server)
 
 
-class Run:
+class Run(SandboxRun):
     """One `copilot -p` invocation: its output, and what the model received during it."""
+
+    PREFIX, SEP = "engram-", "-"
 
     def __init__(self, proc: subprocess.CompletedProcess[str], requests: list[Request], seconds: float,
                  session_id: str) -> None:  # fmt: skip
-        self.proc = proc
-        self.returncode = proc.returncode
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
-        self.seconds = seconds
-        self.requests = requests
+        super().__init__(proc, requests, seconds)
         self.session_id = session_id
 
-    def lane(self, name: str = "main") -> list[Request]:
-        return [r for r in self.requests if r.lane == name]
-
-    def results(self, lane: str | None = None, prefix: str = "engram-") -> list[ToolResult]:
-        """Every tool result the model received in this run (each once), in the order of the calls."""
-        seen: dict[str, ToolResult] = {}
-        for request in self.requests:
-            if lane is not None and request.lane != lane:
-                continue
-            for result in request.tool_results():
-                if (result.name or "").startswith(prefix):
-                    seen.setdefault(result.tool_use_id, result)
-        return list(seen.values())
-
-    def results_of(self, tool: str, lane: str | None = None) -> list[ToolResult]:
-        return [r for r in self.results(lane) if (r.name or "").endswith("-" + tool)]
-
-    def describe(self) -> str:
-        lines = [f"exit {self.returncode} in {self.seconds:.1f}s", f"stdout: {self.stdout[-1500:]}",
-                 f"stderr: {self.stderr[-1500:]}"]  # fmt: skip
-        for r in self.results(prefix=""):
-            lines.append(f"  {r.name}: {r.text[:160]!r}")
-        return "\n".join(lines)
+    def describe_result(self, result: ToolResult) -> str:
+        return f"{result.name}: {result.text[:160]!r}"
 
 
-class Copilot:
+class Copilot(Sandbox):
     """A project with memory-governor installed, and a way to run `copilot -p` in it."""
 
     def __init__(self, tmp: Path, tools: Tools, model: FakeChat) -> None:
-        self.tmp = tmp
-        self.tools = tools
-        self.model = model
-        self.home = tmp / "home"
-        self.project = tmp / "project"
-        self.state = tmp / "state"
-        for d in (self.home, self.project):
-            d.mkdir(parents=True, exist_ok=True)
-        self.seed = seed.write_engram_seed(tmp / "engram-seed.json")
-        self.store = tmp / "engram-store.json"
-        self.call_log = tmp / "engram-calls.jsonl"
-        self.engram_env: dict[str, str] = {}
+        super().__init__(tmp, tools, model)
         self.installs: list[tuple[str, ...]] = [("copilot",)]  # what the first run installs
-        self.installed = False
-        self.runs: list[Run] = []
-        self.env = {
-            "PATH": GOVERNOR_PATH,
-            "HOME": str(self.home),
-            "XDG_CONFIG_HOME": str(self.home / ".config"),
-            "XDG_STATE_HOME": str(self.home / ".local" / "state"),
-            "XDG_CACHE_HOME": str(self.home / ".cache"),
-            "LANG": "C.UTF-8",
+        self.env.update({
             "COPILOT_PROVIDER_BASE_URL": model.url + "/v1",
             "COPILOT_PROVIDER_TYPE": "openai",
             "COPILOT_MODEL": MODEL,
             "COPILOT_OFFLINE": "true",
             "COPILOT_AUTO_UPDATE": "false",
             "COPILOT_PKG_CACHE_HOME": str(tools.pkg_cache),
-            "MEMORY_GOVERNOR_STATE_DIR": str(self.state),
-            "MEMORY_GOVERNOR_WARM_SERVER": "off",
-        }
+        })  # fmt: skip
 
     # setting up ---------------------------------------------------------------------------
-    def write(self, rel: str, text: str) -> Path:
-        path = self.project / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        return path
-
-    def team_policy(self, text: str) -> Path:
-        assert not self.installed, "write the team policy before the first run (the installer reads it)"
-        return self.write(".memory-governor/policy.yaml", text)
-
     def agent(self, name: str, body: str, front: dict[str, str] | None = None) -> Path:
         lines = ["---", f"name: {name}", f"description: The {name} agent. Use it when asked to run {name}."]
         lines += [f"{k}: {v}" for k, v in (front or {}).items()]
         lines += ["---", body, ""]
         return self.write(f".github/agents/{name}.agent.md", "\n".join(lines))
-
-    def governor(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([PYTHON, "-m", "governor", *args], cwd=self.project, env=self.env,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
-        if check and proc.returncode != 0:
-            raise AssertionError(f"governor {' '.join(args)}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-        return proc
 
     def install(self, harness: str = "copilot", *args: str) -> None:
         """The project's own installer (no hand-written hooks)."""
@@ -219,8 +150,7 @@ class Copilot:
         folder = self.home / ".copilot"
         folder.mkdir(parents=True, exist_ok=True)
         engram = {"type": "local", "command": PYTHON, "args": [str(HERE / "engram_mcp.py")], "tools": ["*"],
-                  "env": {"ENGRAM_SEED": str(self.seed), "ENGRAM_STORE": str(self.store),
-                          "ENGRAM_CALL_LOG": str(self.call_log), **self.engram_env}}  # fmt: skip
+                  "env": self.engram_server_env()}  # fmt: skip
         (folder / "mcp-config.json").write_text(json.dumps({"mcpServers": {"engram": engram}}, indent=2))
         # Copilot keeps its own state in config.json (after two comment lines); trust the project there.
         config_path = folder / "config.json"
@@ -248,19 +178,9 @@ class Copilot:
         args += [f"--resume={resume}"] if resume else ["--trust-folder"]
         sessions = self.home / ".copilot" / "session-state"
         before = set(os.listdir(sessions)) if sessions.exists() else set()
-        mark = self.model.mark()
-        started = time.monotonic()
-        proc = subprocess.run(args, cwd=self.project, env=self.env, capture_output=True, text=True,
-                              timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)  # fmt: skip
-        seconds = time.monotonic() - started
+        proc, mark, seconds = self.launch(args, RUN_TIMEOUT)
         run = Run(proc, self.model.since(mark), seconds, resume or self._new_session(sessions, before))
-        self.runs.append(run)
-        if check:
-            assert proc.returncode == 0 and run.session_id, run.describe()
-            assert not self.model.errors, f"script problems: {self.model.errors}\n{run.describe()}"
-            left = {lane: n for lane, n in self.model.remaining().items() if n}
-            assert not left, f"script steps never requested: {left}\n{run.describe()}"
-        return run
+        return self.finish(run, check)
 
     @staticmethod
     def _new_session(sessions: Path, before: set[str]) -> str:
@@ -277,17 +197,6 @@ class Copilot:
             time.sleep(0.1)
 
     # looking at the outcome ---------------------------------------------------------------
-    def calls(self, tool: str | None = None) -> list[dict[str, Any]]:
-        """What the Engram server received (tools/call), in order."""
-        if not self.call_log.exists():
-            return []
-        rows = [json.loads(line) for line in self.call_log.read_text().splitlines() if line.strip()]
-        return [r for r in rows if tool is None or r["tool"] == tool]
-
-    def governor_errors(self) -> str:
-        path = self.state / "errors.log"
-        return path.read_text() if path.exists() else ""
-
     def ledger_prompts(self) -> int:
         """How many prompts the ledger decided (each starts a turn)."""
         import sqlite3
@@ -295,16 +204,7 @@ class Copilot:
         with sqlite3.connect(self.state / "ledger.db") as db:
             return int(db.execute("SELECT COUNT(*) FROM decisions WHERE event='prompt'").fetchone()[0])
 
-    def ledger_calls(self) -> list[tuple[str, str]]:
-        """(role, state) of every memory call in the ledger, in order."""
-        import sqlite3
-
-        with sqlite3.connect(self.state / "ledger.db") as db:
-            return list(db.execute("SELECT role, state FROM calls WHERE role != 'governor' ORDER BY created, rowid"))
-
 
 @pytest.fixture
 def copilot(tmp_path: Path, copilot_tools: Tools, chat: FakeChat) -> Iterator[Copilot]:
-    harness = Copilot(tmp_path, copilot_tools, chat)
-    yield harness
-    assert not harness.governor_errors(), f"memory-governor logged errors:\n{harness.governor_errors()}"
+    yield from governed(Copilot(tmp_path, copilot_tools, chat))

@@ -25,15 +25,14 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import npm
 import pytest
-from conftest import HERE, PYTHON, Harness
-from fake_gemini import FakeGemini, Request, Step, ToolResult
+from fake_gemini import FakeGemini, Request, Step
+from sandbox import HERE, PYTHON, Run, Sandbox, fresh, governed
 
 # The pin: change it here only.
 GEMINI_CLI_VERSION = "0.61.0"
@@ -62,59 +61,30 @@ def install_gemini() -> GeminiTools:
     return GeminiTools(npm.install("gemini-cli", packages, lambda folder: GeminiTools(folder).ready()))
 
 
-class GeminiRun:
+class GeminiRun(Run):
     """One `gemini -p` invocation: its output, and what the model received during it."""
+
+    PREFIX, SEP, STDERR_TAIL = "mcp_", "_", 2500
 
     def __init__(self, proc: subprocess.CompletedProcess[str], requests: list[Request], seconds: float,
                  side: list[Request] | None = None) -> None:  # fmt: skip
-        self.proc = proc
-        self.returncode = proc.returncode
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
-        self.seconds = seconds
-        self.requests = requests
+        super().__init__(proc, requests, seconds)
         self.side = side or []  # requests answered outside the script (router, compression)
         try:
             self.output: dict[str, Any] = json.loads(proc.stdout)
         except ValueError:
             self.output = {}
-        self.session_id: str = self.output.get("session_id", "")
-
-    def lane(self, name: str = "main") -> list[Request]:
-        return [r for r in self.requests if r.lane == name]
-
-    def results(self, lane: str | None = None, prefix: str = "mcp_") -> list[ToolResult]:
-        """Every function response the model received in this run (each once, by call id), in order."""
-        seen: dict[str, ToolResult] = {}
-        for request in self.requests:
-            if lane is not None and request.lane != lane:
-                continue
-            for result in request.tool_results():
-                if (result.name or "").startswith(prefix):
-                    seen.setdefault(result.tool_use_id, result)
-        return list(seen.values())
-
-    def results_of(self, tool: str, lane: str | None = None) -> list[ToolResult]:
-        return [r for r in self.results(lane) if (r.name or "").endswith("_" + tool)]
-
-    def describe(self) -> str:
-        lines = [f"exit {self.returncode} in {self.seconds:.1f}s", f"stdout: {self.stdout[-1500:]}",
-                 f"stderr: {self.stderr[-2500:]}"]  # fmt: skip
-        for r in self.results(prefix=""):
-            lines.append(f"  {r.name} is_error={r.is_error}: {r.text[:160]!r}")
-        return "\n".join(lines)
+        self.session_id = self.output.get("session_id", "")
 
 
-class GeminiHarness(Harness):
+class GeminiHarness(Sandbox):
     """A project with memory-governor installed for Gemini CLI, and a way to run `gemini -p` in it.
 
     The seed, the Engram call log, team policies, `governor(...)` and `calls(...)` are the
-    Claude Code harness's (conftest.Harness); the settings and the run are Gemini's."""
+    shared sandbox's (sandbox.py); the settings and the run are Gemini's."""
 
     def __init__(self, tmp: Path, tools: GeminiTools, model: FakeGemini, warm_server: bool = False) -> None:
-        super().__init__(tmp, tools, model, warm_server)  # type: ignore[arg-type]
-        for key in ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"):
-            self.env.pop(key, None)
+        super().__init__(tmp, tools, model, warm_server)
         self.env.update({
             "GEMINI_API_KEY": "gemini-e2e-fake",
             "GOOGLE_GEMINI_BASE_URL": model.url,
@@ -147,8 +117,7 @@ class GeminiHarness(Harness):
             "engram": {
                 "command": PYTHON,
                 "args": [str(HERE / "engram_mcp.py")],
-                "env": {"ENGRAM_SEED": str(self.seed), "ENGRAM_STORE": str(self.store),
-                        "ENGRAM_CALL_LOG": str(self.call_log), **self.engram_env},
+                "env": self.engram_server_env(),
                 "trust": True,
             }
         }  # fmt: skip
@@ -177,27 +146,9 @@ class GeminiHarness(Harness):
         args = [str(self.tools.gemini), "-p", prompt, "--yolo", "-m", MODEL, "-o", "json"]  # type: ignore[attr-defined]
         if resume:
             args += ["--resume", "latest"]
-        mark = self.model.mark()
-        started = time.monotonic()
-        proc = subprocess.run(args, cwd=self.project, env=self.env, capture_output=True, text=True,
-                              timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)  # fmt: skip
+        proc, mark, seconds = self.launch(args, RUN_TIMEOUT)
         side = [r for r in self.model.requests[mark:] if r.lane is None]
-        run = GeminiRun(proc, self.model.since(mark), time.monotonic() - started, side)
-        self.runs.append(run)  # type: ignore[arg-type]
-        if check:
-            assert proc.returncode == 0 and run.session_id, run.describe()
-            assert not self.model.errors, f"script problems: {self.model.errors}\n{run.describe()}"
-            left = {lane: n for lane, n in self.model.remaining().items() if n}
-            assert not left, f"script steps never requested: {left}\n{run.describe()}"
-        return run
-
-    def ledger_calls(self) -> list[tuple[str, str]]:
-        """(role, state) of every memory call the ledger holds, in order."""
-        import sqlite3
-
-        with sqlite3.connect(self.state / "ledger.db") as db:
-            rows = db.execute("SELECT role, state FROM calls WHERE role != 'governor' ORDER BY created, rowid")
-            return [(str(role), str(state)) for role, state in rows]
+        return self.finish(GeminiRun(proc, self.model.since(mark), seconds, side), check)
 
 
 @pytest.fixture(scope="session")
@@ -213,24 +164,15 @@ def gemini_model_server() -> Iterator[FakeGemini]:
 
 @pytest.fixture
 def gemini_model(gemini_model_server: FakeGemini) -> Iterator[FakeGemini]:
-    gemini_model_server.reset()
-    yield gemini_model_server
-    gemini_model_server.reset()
+    yield from fresh(gemini_model_server)
 
 
 @pytest.fixture
 def gem(tmp_path: Path, gemini_tools: GeminiTools, gemini_model: FakeGemini) -> Iterator[GeminiHarness]:
-    harness = GeminiHarness(tmp_path, gemini_tools, gemini_model)
-    yield harness
-    assert not harness.governor_errors(), f"memory-governor logged errors:\n{harness.governor_errors()}"
+    yield from governed(GeminiHarness(tmp_path, gemini_tools, gemini_model))
 
 
 @pytest.fixture
 def gem_warm(tmp_path: Path, gemini_tools: GeminiTools, gemini_model: FakeGemini) -> Iterator[GeminiHarness]:
     """Like gem, but with the warm server left on (the default); stopped afterwards."""
-    harness = GeminiHarness(tmp_path, gemini_tools, gemini_model, warm_server=True)
-    try:
-        yield harness
-    finally:
-        harness.governor("serve", "--stop", check=False)
-    assert not harness.governor_errors(), f"memory-governor logged errors:\n{harness.governor_errors()}"
+    yield from governed(GeminiHarness(tmp_path, gemini_tools, gemini_model, warm_server=True))

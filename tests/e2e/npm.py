@@ -2,8 +2,8 @@
 
 The cache is outside the checkout (`$MEMORY_GOVERNOR_E2E_CACHE`, else
 `$XDG_CACHE_HOME/memory-governor-e2e`, else `~/.cache/memory-governor-e2e`), so a fresh clone
-on the same machine reuses what an earlier run installed. One folder per set of pins; an
-install is file-locked, so parallel test processes install once.
+on the same machine reuses what an earlier run installed. One folder per set of pins; the check
+and the install are file-locked, so parallel test processes (pytest-xdist workers) install once.
 
 No node/npm, or a failed install: the tests that need it are skipped with the reason, except
 under CI=true, where they fail instead.
@@ -47,15 +47,15 @@ def install(name: str, packages: dict[str, str], ready: Callable[[Path], bool], 
         f"{package.strip('@').replace('/', '+')}-{version}" for package, version in sorted(packages.items())
     )
     folder = cache_root() / f"{name}-{pins}"
-    if ready(folder):
-        return folder
-    if shutil.which("npm") is None:
-        unavailable(f"npm not found: the {name} e2e tests install {', '.join(packages)} with npm")
     folder.mkdir(parents=True, exist_ok=True)
+    # `ready` runs the binary, whose first start may unpack into the cache (Copilot's runtime):
+    # it runs under the lock too, so two test processes never write one folder at a time.
     with open(cache_root() / f".{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if ready(folder):
             return folder
+        if shutil.which("npm") is None:
+            unavailable(f"npm not found: the {name} e2e tests install {', '.join(packages)} with npm")
         (folder / "package.json").write_text(
             json.dumps({"name": f"memory-governor-e2e-{name}", "private": True, "dependencies": packages}, indent=2)
             + "\n"

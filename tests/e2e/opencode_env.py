@@ -33,15 +33,14 @@ import json
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import npm
 import pytest
-from conftest import HERE, PYTHON, Harness
 from fake_chat import FakeChat, Request, Step, ToolResult
+from sandbox import HERE, PYTHON, Run, Sandbox, fresh, governed
 
 # The pin: change it here only.
 OPENCODE_VERSION = "1.18.33"
@@ -64,16 +63,13 @@ def install_opencode() -> OpenCodeTools:
     return OpenCodeTools(npm.install("opencode", packages, lambda folder: OpenCodeTools(folder).ready()))
 
 
-class OpenCodeRun:
+class OpenCodeRun(Run):
     """One `opencode run` invocation: its output, and what the model received during it."""
 
+    PREFIX, SEP, STDERR_TAIL = "engram_", "_", 2500
+
     def __init__(self, proc: subprocess.CompletedProcess[str], requests: list[Request], seconds: float) -> None:
-        self.proc = proc
-        self.returncode = proc.returncode
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
-        self.seconds = seconds
-        self.requests = requests
+        super().__init__(proc, requests, seconds)
         self.events: list[dict[str, Any]] = []
         for line in proc.stdout.splitlines():
             try:
@@ -84,41 +80,21 @@ class OpenCodeRun:
                 self.events.append(event)
         self.session_id = next((str(e["sessionID"]) for e in self.events if e.get("sessionID")), "")
 
-    def lane(self, name: str = "main") -> list[Request]:
-        return [r for r in self.requests if r.lane == name]
-
-    def results(self, lane: str | None = None, prefix: str = "engram_") -> list[ToolResult]:
-        """Every tool result the model received in this run (each once, by call id), in order."""
-        seen: dict[str, ToolResult] = {}
-        for request in self.requests:
-            if lane is not None and request.lane != lane:
-                continue
-            for result in request.tool_results():
-                if (result.name or "").startswith(prefix):
-                    seen.setdefault(result.tool_use_id, result)
-        return list(seen.values())
-
     def results_of(self, tool: str, lane: str | None = None) -> list[ToolResult]:
         return [r for r in self.results(lane) if r.name == f"engram_{tool}"]
 
-    def describe(self) -> str:
-        lines = [f"exit {self.returncode} in {self.seconds:.1f}s", f"stdout: {self.stdout[-1500:]}",
-                 f"stderr: {self.stderr[-2500:]}"]  # fmt: skip
-        for r in self.results(prefix=""):
-            lines.append(f"  {r.name}: {r.text[:160]!r}")
-        return "\n".join(lines)
+    def describe_result(self, result: ToolResult) -> str:
+        return f"{result.name}: {result.text[:160]!r}"
 
 
-class OpenCodeHarness(Harness):
+class OpenCodeHarness(Sandbox):
     """A project with memory-governor installed for OpenCode, and a way to run `opencode run` in it.
 
     The seed, the Engram call log, team policies, `governor(...)` and `calls(...)` are the
-    Claude Code harness's (conftest.Harness); the config and the run are OpenCode's."""
+    shared sandbox's (sandbox.py); the config and the run are OpenCode's."""
 
     def __init__(self, tmp: Path, tools: OpenCodeTools, model: FakeChat, warm_server: bool = False) -> None:
-        super().__init__(tmp, tools, model, warm_server)  # type: ignore[arg-type]
-        for key in ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"):
-            self.env.pop(key, None)
+        super().__init__(tmp, tools, model, warm_server)
         self.env.update({
             "XDG_DATA_HOME": str(self.home / ".local" / "share"),
             "OPENCODE_DISABLE_MODELS_FETCH": "1",
@@ -143,8 +119,7 @@ class OpenCodeHarness(Harness):
     def _write_config(self) -> None:
         model_url = self.model.url  # type: ignore[attr-defined]
         engram = {"type": "local", "command": [PYTHON, str(HERE / "engram_mcp.py")], "enabled": True,
-                  "environment": {"ENGRAM_SEED": str(self.seed), "ENGRAM_STORE": str(self.store),
-                                  "ENGRAM_CALL_LOG": str(self.call_log), **self.engram_env}}  # fmt: skip
+                  "environment": self.engram_server_env()}  # fmt: skip
         config = {
             "$schema": "https://opencode.ai/config.json",
             "autoupdate": False,
@@ -189,26 +164,8 @@ class OpenCodeHarness(Harness):
         args = [str(self.tools.opencode), "run", "--format", "json"]  # type: ignore[attr-defined]
         if session:
             args += ["--session", session]
-        mark = self.model.mark()
-        started = time.monotonic()
-        proc = subprocess.run([*args, prompt], cwd=self.project, env=self.env, capture_output=True, text=True,
-                              timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)  # fmt: skip
-        run = OpenCodeRun(proc, self.model.since(mark), time.monotonic() - started)
-        self.runs.append(run)  # type: ignore[arg-type]
-        if check:
-            assert proc.returncode == 0 and run.session_id, run.describe()
-            assert not self.model.errors, f"script problems: {self.model.errors}\n{run.describe()}"
-            left = {lane: n for lane, n in self.model.remaining().items() if n}
-            assert not left, f"script steps never requested: {left}\n{run.describe()}"
-        return run
-
-    def ledger_calls(self) -> list[tuple[str, str]]:
-        """(role, state) of every memory call the ledger holds, in order."""
-        import sqlite3
-
-        with sqlite3.connect(self.state / "ledger.db") as db:
-            rows = db.execute("SELECT role, state FROM calls WHERE role != 'governor' ORDER BY created, rowid")
-            return [(str(role), str(state)) for role, state in rows]
+        proc, mark, seconds = self.launch([*args, prompt], RUN_TIMEOUT)
+        return self.finish(OpenCodeRun(proc, self.model.since(mark), seconds), check)
 
 
 @pytest.fixture(scope="session")
@@ -224,17 +181,13 @@ def opencode_chat_server() -> Iterator[FakeChat]:
 
 @pytest.fixture
 def opencode_chat(opencode_chat_server: FakeChat) -> Iterator[FakeChat]:
-    opencode_chat_server.reset()
-    yield opencode_chat_server
-    opencode_chat_server.reset()
+    yield from fresh(opencode_chat_server)
 
 
 @pytest.fixture
 def oc(tmp_path: Path, opencode_tools: OpenCodeTools, opencode_chat: FakeChat) -> Iterator[OpenCodeHarness]:
     """The plugin with the warm server off: every message goes to a hook process."""
-    harness = OpenCodeHarness(tmp_path, opencode_tools, opencode_chat)
-    yield harness
-    assert not harness.governor_errors(), f"memory-governor logged errors:\n{harness.governor_errors()}"
+    yield from governed(OpenCodeHarness(tmp_path, opencode_tools, opencode_chat))
 
 
 @pytest.fixture

@@ -288,7 +288,7 @@ def test_a_hook_that_cannot_start_lets_the_call_through_under_on_error_open(copi
 
 def test_a_governor_that_cannot_decide_denies_with_its_reason_under_on_error_closed(copilot: Copilot) -> None:
     copilot.team_policy("version: 1\non_error: closed\n")
-    copilot.state.mkdir(parents=True)
+    copilot.state.mkdir(parents=True, exist_ok=True)
     (copilot.state / "ledger.db").mkdir()  # the ledger cannot be opened
     run = copilot.run("What did we decide about auth?",
                       main=[tool_uses(engram("mem_search", query="auth", limit=3)), text("Done.")])  # fmt: skip
