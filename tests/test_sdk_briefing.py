@@ -29,8 +29,11 @@ def test_a_mem_search_result_is_read_as_candidates_in_the_servers_order(env: Env
 def test_the_budget_bounds_the_text_and_the_manifest_names_what_was_left_out(env: Env) -> None:
     manifest = brief(SEARCH, ranking="relevance", budget=90, env=env.vars, project=str(env.project))
     assert 0 < manifest["tokens_used"] <= 90
-    assert manifest["omitted"]["count"] >= 1 and set(manifest["omitted"]["ids"]) | set(_ids(manifest)) == {"42", "57",
-                                                                                                          "61"}
+    assert manifest["omitted"]["count"] >= 1 and set(manifest["omitted"]["ids"]) | set(_ids(manifest)) == {
+        "42",
+        "57",
+        "61",
+    }
 
 
 def test_a_query_ranks_candidates_that_carry_no_relevance(env: Env) -> None:

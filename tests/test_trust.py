@@ -293,8 +293,13 @@ SETTINGS_WRITES = {
         ("Write", {"file_path": "{project}/.claude/settings.local.json", "content": '{"disableAllHooks": true}'}),
         ("Edit", {"file_path": "{project}/.claude/settings.json", "old_string": "hooks", "new_string": "x"}),
         ("Write", {"file_path": "{project}/.mcp.json", "content": '{"mcpServers": {"mem": {"command": "engram"}}}'}),
-        ("Bash", {"command": "jq '.env.MEMORY_GOVERNOR_STATE_DIR=\"/tmp/s\"' .claude/settings.json > t && mv t "
-                             ".claude/settings.json"}),
+        (
+            "Bash",
+            {
+                "command": "jq '.env.MEMORY_GOVERNOR_STATE_DIR=\"/tmp/s\"' .claude/settings.json > t && mv t "
+                ".claude/settings.json"
+            },
+        ),
         ("Bash", {"command": "cd .claude && echo '{\"disableAllHooks\":true}' > settings.local.json"}),
         ("Bash", {"command": "mv .claude .claude-old"}),
         ("Bash", {"command": "rm \"$HOME\"/.claude/sett''ings.json"}),
@@ -312,7 +317,10 @@ SETTINGS_WRITES = {
         ("bash", {"command": "cat > ~/.copilot/mcp-config.json <<'E'\n{}\nE"}),
     ],
     "gemini-cli": [
-        ("write_file", {"file_path": "{project}/.gemini/settings.json", "content": '{"hooksConfig": {"enabled": false}}'}),
+        (
+            "write_file",
+            {"file_path": "{project}/.gemini/settings.json", "content": '{"hooksConfig": {"enabled": false}}'},
+        ),
         ("run_shell_command", {"command": "sed -i 's/BeforeTool/Nothing/' .gemini/settings.json"}),
     ],
     "opencode": [
@@ -355,12 +363,14 @@ def _pre_tool(env: Env, harness: str) -> Any:
         copilot = Copilot(env)
         copilot.prompt("tidy the repo")
         return lambda tool, args: (lambda a: a.reason if a.denied else None)(
-            copilot.send("preToolUse", toolName=tool, toolArgs=args))
+            copilot.send("preToolUse", toolName=tool, toolArgs=args)
+        )
     if harness == "gemini-cli":
         gemini = GeminiSession(env)
         gemini.prompt("tidy the repo")
         return lambda tool, args: (lambda a: a.reason if a.denied else None)(
-            gemini.event("BeforeTool", tool_name=tool, tool_input=args))
+            gemini.event("BeforeTool", tool_name=tool, tool_input=args)
+        )
     opencode = OpenCodeSession(env)
     opencode.prompt("tidy the repo")
     return lambda tool, args: (lambda a: a.reason if a.denied else None)(opencode.before(tool, **args))

@@ -60,7 +60,9 @@ def count(source: str, unit: str | None, fmt: str) -> int:
 
 @click.command("brief")
 @click.argument("source", default="-")
-@click.option("--query", help="What the briefing is for: scores candidates that carry no relevance (for --rank relevance).")
+@click.option(
+    "--query", help="What the briefing is for: scores candidates that carry no relevance (for --rank relevance)."
+)
 @click.option("--budget", type=click.IntRange(min=0), help="Token budget (default: the policy's briefing.max_tokens).")
 @click.option("--unit", type=click.Choice(UNITS), help="Default: the policy's token_counter.")
 @click.option("--limit", type=click.IntRange(min=0), help="At most this many memories (with a budget: fewer wins).")

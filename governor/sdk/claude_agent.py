@@ -87,7 +87,9 @@ def callback_for(env: Mapping[str, str], resumed: bool = False) -> Callback:
         context = opening.get("hookSpecificOutput", {}).get("additionalContext")
         if context and isinstance(input_data, dict) and input_data.get("hook_event_name") == "UserPromptSubmit":
             own = answer.setdefault("hookSpecificOutput", {"hookEventName": "UserPromptSubmit"})
-            own["additionalContext"] = f"{context}\n{own['additionalContext']}" if own.get("additionalContext") else context
+            own["additionalContext"] = (
+                f"{context}\n{own['additionalContext']}" if own.get("additionalContext") else context
+            )
         return answer
 
     async def memory_governor(input_data: dict[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:

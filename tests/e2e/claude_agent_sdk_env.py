@@ -137,9 +137,13 @@ class SdkHarness(Harness):
         """The same orchestrator on the TypeScript SDK, governed by the module `install claude-agent-sdk` wrote."""
         ts = ts_sdk_folder()
         self.governor("install", "claude-agent-sdk", "--project", str(self.tmp))
-        return self.run_sdk(prompt, main, setting_sources=setting_sources,
-                            driver=["node", str(HERE / "sdk_driver.mjs")],
-                            extra={"sdk": str(ts_sdk_module(ts)), "module": str(self.tmp / "memory-governor.mjs")})
+        return self.run_sdk(
+            prompt,
+            main,
+            setting_sources=setting_sources,
+            driver=["node", str(HERE / "sdk_driver.mjs")],
+            extra={"sdk": str(ts_sdk_module(ts)), "module": str(self.tmp / "memory-governor.mjs")},
+        )
 
     def own_hook_calls(self) -> list[dict[str, Any]]:
         if not self.own_hook_log.exists():

@@ -29,15 +29,22 @@ def _four_searches_at_10():
 
 def test_ungoverned_isolation_mode_lets_every_search_through(orchestrator):
     # What govern() is for: without it, isolation mode runs no memory-governor hook at all.
-    orchestrator.run_sdk("What did we decide about auth, search, the repository layer and storage?",
-                         main=[_four_searches_at_10(), text("Summarised.")], setting_sources=ISOLATION, govern=False)
+    orchestrator.run_sdk(
+        "What did we decide about auth, search, the repository layer and storage?",
+        main=[_four_searches_at_10(), text("Summarised.")],
+        setting_sources=ISOLATION,
+        govern=False,
+    )
     calls = orchestrator.calls("mem_search")
     assert len(calls) == 4 and {c["arguments"]["limit"] for c in calls} == {10}, calls
 
 
 def test_isolation_mode_two_of_four_parallel_searches_clamped_to_3_and_the_callers_hooks_still_called(orchestrator):
-    run = orchestrator.run_sdk("What did we decide about auth, search, the repository layer and storage?",
-                               main=[_four_searches_at_10(), text("Summarised.")], setting_sources=ISOLATION)
+    run = orchestrator.run_sdk(
+        "What did we decide about auth, search, the repository layer and storage?",
+        main=[_four_searches_at_10(), text("Summarised.")],
+        setting_sources=ISOLATION,
+    )
     _assert_two_of_four(run, orchestrator)
     assert [c["arguments"]["limit"] for c in orchestrator.calls("mem_search")] == [3, 3]
     # The program's own PreToolUse hook saw all four calls: govern() added to it, replaced nothing.
@@ -100,8 +107,11 @@ def test_isolation_mode_a_save_only_programmatic_agent_cannot_search(orchestrato
 
 def test_settings_mode_with_the_project_install_counts_each_call_once(orchestrator):
     orchestrator.install()  # the project's own Claude Code hooks, in .claude/settings.json
-    run = orchestrator.run_sdk("What did we decide about auth, search, the repository layer and storage?",
-                               main=[_four_searches(), text("Summarised.")], setting_sources=["project"])
+    run = orchestrator.run_sdk(
+        "What did we decide about auth, search, the repository layer and storage?",
+        main=[_four_searches(), text("Summarised.")],
+        setting_sources=["project"],
+    )
     _assert_two_of_four(run, orchestrator)
     rows = orchestrator.decisions()
     # Both observers ran: the command hooks (SessionStart is theirs alone) and the callbacks.
@@ -134,8 +144,11 @@ def test_settings_mode_a_clamp_is_applied_once_decided_by_either_observer(orches
 def test_typescript_sdk_isolation_mode_two_of_four_clamped_to_3(orchestrator):
     orchestrator.env["MEMORY_GOVERNOR_WARM_SERVER"] = "auto"  # the module forwards to the warm server
     try:
-        run = orchestrator.run_ts("What did we decide about auth, search, the repository layer and storage?",
-                                  main=[_four_searches_at_10(), text("Summarised.")], setting_sources=ISOLATION)
+        run = orchestrator.run_ts(
+            "What did we decide about auth, search, the repository layer and storage?",
+            main=[_four_searches_at_10(), text("Summarised.")],
+            setting_sources=ISOLATION,
+        )
         _assert_two_of_four(run, orchestrator)
         assert [c["arguments"]["limit"] for c in orchestrator.calls("mem_search")] == [3, 3]
         own = [c for c in orchestrator.own_hook_calls() if c["tool"] == "mcp__engram__mem_search"]

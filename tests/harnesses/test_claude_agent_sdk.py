@@ -111,6 +111,7 @@ def test_the_same_events_from_a_plain_claude_code_hook_are_not_twins(env: Env) -
 
 # -- the TypeScript SDK's module (memory-governor.mjs), run by node ----------------------------
 
+
 def _node_callbacks(env: Env, module: Path, payloads: list[dict[str, Any]], extra: dict[str, str] | None = None,
                     parallel: bool = False) -> list[Any]:  # fmt: skip
     """govern()'s callback for PreToolUse, called by node on each payload (at once when `parallel`); its answers."""
@@ -162,7 +163,8 @@ def test_the_typescript_module_applies_on_error_when_no_governor_answers(env: En
     assert refused["hookSpecificOutput"]["permissionDecision"] == "deny"
     # No policy could be read (no governor ran at all): closed, for the memory call only.
     assert refused["hookSpecificOutput"]["permissionDecisionReason"].startswith(
-        "memory-governor could not check this memory call (the governor could not be reached)")
+        "memory-governor could not check this memory call (the governor could not be reached)"
+    )
     assert other == {}
 
 

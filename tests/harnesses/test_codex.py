@@ -171,7 +171,9 @@ def test_a_compaction_unlocks_mem_context_for_the_next_turn(codex: Codex) -> Non
                          ("SessionStart", {"source": "compact"})):  # fmt: skip
         codex.hook(codex.payload(event, **extra))
     codex.prompt("where were we?", turn="01a23106-ef3c-7b71-8ea1-2199fa1b9d29")
-    assert codex.pre("mem_context", project="myapp") is None
+    allowed = codex.pre("mem_context", project="myapp")  # asked for what fits: max_bytes near what is left, compact
+    assert not denied(allowed) and allowed["hookSpecificOutput"]["updatedInput"]["compact"] is True
+    assert 0 < allowed["hookSpecificOutput"]["updatedInput"]["max_bytes"] <= 65_536
     assert denied(codex.pre("mem_context", project="myapp"))
 
 

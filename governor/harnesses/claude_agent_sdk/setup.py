@@ -81,5 +81,11 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         return []
     if text == module_text(policy):
         return [Check(OK, "claude-agent-sdk", f"{module_path(project)} is current")]
-    return [Check(WARN, "claude-agent-sdk", f"{module_path(project)} is out of date for this policy or install",
-                  f"memory-governor install claude-agent-sdk --project {project}")]
+    return [
+        Check(
+            WARN,
+            "claude-agent-sdk",
+            f"{module_path(project)} is out of date for this policy or install",
+            f"memory-governor install claude-agent-sdk --project {project}",
+        )
+    ]
