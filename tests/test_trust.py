@@ -402,7 +402,8 @@ PROGRAM_WRITES = [("Bash", {"command": "mv ~/.local/bin/memory-governor ~/.local
                   ("Bash", {"command": "pip uninstall -y memory-governor"}),
                   ("Bash", {"command": "pipx uninstall memory-governor"}),
                   ("Write", {"file_path": "{home}/.local/bin/memory-governor", "content": "#!/bin/sh\n"}),
-                  ("Write", {"file_path": "{project}/bin/memory-governor", "content": "#!/bin/sh\n"})]  # fmt: skip
+                  ("Write", {"file_path": "{project}/bin/memory-governor", "content": "#!/bin/sh\n"}),
+                  ("Write", {"file_path": "{project}/memory-governor", "content": "#!/bin/sh\n"})]  # fmt: skip
 PROGRAM_RUNS = ["memory-governor doctor", "~/.local/bin/memory-governor doctor",
                 "cd sub && .venv/bin/memory-governor policy show", "pip install -U memory-governor",
                 "pip uninstall -y requests", "cat .memory-governor/policy.yaml"]  # fmt: skip
