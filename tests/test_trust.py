@@ -401,6 +401,7 @@ PROGRAM_WRITES = [("Bash", {"command": "mv ~/.local/bin/memory-governor ~/.local
                   ("Bash", {"command": "ln -sf /bin/true .venv/bin/memory-governor"}),
                   ("Bash", {"command": "pip uninstall -y memory-governor"}),
                   ("Bash", {"command": "pipx uninstall memory-governor"}),
+                  ("Bash", {"command": "echo 'export MEMORY_GOVERNOR=$HOME/mg' >> ~/.bashrc"}),
                   ("Write", {"file_path": "{home}/.local/bin/memory-governor", "content": "#!/bin/sh\n"}),
                   ("Write", {"file_path": "{project}/bin/memory-governor", "content": "#!/bin/sh\n"}),
                   ("Write", {"file_path": "{project}/memory-governor", "content": "#!/bin/sh\n"})]  # fmt: skip
