@@ -390,8 +390,11 @@ def test_a_pointer_to_any_other_file_is_never_read(env: Env, session: Session) -
         ("Grep", {"pattern": "decision", "path": "{folder}"}),
         ("Glob", {"pattern": "**/tool-results/mcp-engram-*"}),
         ("Bash", {"command": "cat {folder}/mcp-*.txt | head -200", "description": "read it"}),
+        ("Grep", {"pattern": "decision", "path": "{session}"}),  # folders above it, read whole
+        ("Bash", {"command": "grep -r decision {above}/"}),
+        ("Bash", {"command": "cat {above}/*/*/*.txt"}),
     ],
-    ids=["read", "read-chunk", "grep-folder", "glob", "bash-cat"],
+    ids=["read", "read-chunk", "grep-folder", "glob", "bash-cat", "grep-session", "grep-above", "bash-glob-above"],
 )
 @SPILL_TAILS
 def test_reading_a_spilled_memory_result_back_is_refused(
@@ -399,9 +402,17 @@ def test_reading_a_spilled_memory_result_back_is_refused(
 ) -> None:
     session.prompt("what happened around the JWT decision?")
     path = _spill(env, session, big_search(40), tail=tail)
-    filled = {k: v.format(path=path, folder=path.parent) if isinstance(v, str) else v for k, v in tool_input.items()}
+    folders = {"path": path, "folder": path.parent, "session": path.parent.parent, "above": path.parent.parent.parent}
+    filled = {k: v.format(**folders) if isinstance(v, str) else v for k, v in tool_input.items()}
     answer = session.pre(tool, **filled)
     assert answer.denied and "spilled-result" in answer.reason
+
+
+def test_a_folder_beside_the_spills_is_searched_freely(env: Env, session: Session) -> None:
+    session.prompt("what happened around the JWT decision?")
+    _spill(env, session, big_search(40))
+    for command in (f"grep -rn cache {env.project}", "grep -rn cache ~/src/app", "ls /tmp"):
+        assert session.pre("Bash", command=command).silent, command
 
 
 def test_a_spilled_result_of_a_tool_the_policy_does_not_govern_can_be_read(env: Env, session: Session) -> None:

@@ -331,3 +331,15 @@ def test_an_allowed_mem_context_asks_the_server_for_what_fits(env: Env) -> None:
     session.prompt("recordar todo lo que tengas guardado")
     smaller = session.pre("mem_context", max_bytes=500)
     assert smaller.updated_input == {"max_bytes": 500, "compact": True}, smaller.specific
+
+
+def test_an_allowed_mem_context_reads_this_projects_memory_only(env: Env) -> None:
+    """L1's other_projects is off: a mem_context naming another project is asked without it (the
+    server reads the session's own), as a search is; this project's own name stays."""
+    session = Session(env)
+    session.prompt("recordar todo lo del proyecto")
+    other = session.pre("mem_context", project="billing-service", max_bytes=500)
+    assert other.updated_input == {"max_bytes": 500, "compact": True}, other.specific
+    session.prompt("recordar todo lo que tengas guardado")
+    own = session.pre("mem_context", project=env.project.name, max_bytes=500)
+    assert own.updated_input == {"project": env.project.name, "max_bytes": 500, "compact": True}, own.specific

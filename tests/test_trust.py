@@ -305,6 +305,8 @@ SETTINGS_WRITES = {
         ("Bash", {"command": "rm \"$HOME\"/.claude/sett''ings.json"}),
         ("Write", {"file_path": "{project}/.memory-governor/hook", "content": "exit 0\n"}),  # the launcher
         ("Bash", {"command": "printf 'exit 0\\n' > .memory-governor/hook"}),
+        ("Bash", {"command": "rm -rf .memory-governor"}),  # the hooks' command then has nothing to run
+        ("Bash", {"command": "mv .memory-governor/ old"}),
     ],
     "codex": [
         ("Bash", {"command": "echo '{}' > ~/.codex/hooks.json"}),
@@ -389,6 +391,35 @@ def test_a_harness_hook_or_mcp_configuration_written_by_the_model_is_refused(env
         assert reason is not None and "harness-settings" in reason, (tool, args, reason)
     for tool, args in LEFT_ALONE[harness]:
         assert pre(tool, _filled(args, env)) is None, (tool, args)
+
+
+# The program a project's hook launcher runs (the first `memory-governor` on PATH): moved away, the
+# launcher passes memory calls under the shipped on_error: open; replaced, the model's program decides.
+PROGRAM_WRITES = [("Bash", {"command": "mv ~/.local/bin/memory-governor ~/.local/bin/mg.off"}),
+                  ("Bash", {"command": "rm -f \"$HOME/.local/bin/memory-governor\""}),
+                  ("Bash", {"command": "printf '#!/bin/sh\\n' > ~/.local/bin/memory-governor"}),
+                  ("Bash", {"command": "ln -sf /bin/true .venv/bin/memory-governor"}),
+                  ("Bash", {"command": "pip uninstall -y memory-governor"}),
+                  ("Bash", {"command": "pipx uninstall memory-governor"}),
+                  ("Bash", {"command": "echo 'export MEMORY_GOVERNOR=$HOME/mg' >> ~/.bashrc"}),
+                  ("Write", {"file_path": "{home}/.local/bin/memory-governor", "content": "#!/bin/sh\n"}),
+                  ("Write", {"file_path": "{project}/bin/memory-governor", "content": "#!/bin/sh\n"}),
+                  ("Write", {"file_path": "{project}/memory-governor", "content": "#!/bin/sh\n"}),
+                  ("Edit", {"file_path": "{home}/.local/lib/python3.12/site-packages/governor/engine/pre_tool.py",
+                            "old_string": "DENY", "new_string": "NONE"})]  # fmt: skip
+PROGRAM_RUNS = ["memory-governor doctor", "~/.local/bin/memory-governor doctor",
+                "cd sub && .venv/bin/memory-governor policy show", "pip install -U memory-governor",
+                "pip uninstall -y requests", "cat .memory-governor/policy.yaml"]  # fmt: skip
+
+
+def test_the_program_the_hook_launcher_runs_is_not_the_models_to_move_or_replace(env: Env) -> None:
+    pre = _pre_tool(env, "claude-code")
+    for tool, args in PROGRAM_WRITES:
+        filled = {k: v.replace("{home}", str(env.home)) for k, v in _filled(args, env).items()}
+        reason = pre(tool, filled)
+        assert reason is not None and "governor-" in reason, (tool, args, reason)
+    for command in PROGRAM_RUNS:
+        assert pre("Bash", {"command": command}) is None, command
 
 
 def test_a_state_directory_pointed_somewhere_new_does_not_start_from_first_seen(env: Env, session: Session) -> None:

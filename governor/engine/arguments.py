@@ -1,5 +1,5 @@
-"""A governed call's arguments: whether one holds a count, and the decision that rewrites them
-(its reason naming each change).
+"""A governed call's arguments: whether one holds a count, the project it may read, and the
+decision that rewrites them (its reason naming each change).
 
 Hot path: standard library only.
 """
@@ -27,3 +27,26 @@ def rewritten(case: Any, code: str, rewrite_code: str, updated: dict[str, Any]) 
     decision = Decision(ev.REWRITE, rewrite_code, updated_input=updated)
     decision.reason = changed
     return decision
+
+
+def own_project(case: Any, spec: dict[str, Any], updated: dict[str, Any]) -> list[str]:
+    """L1 with other_projects off: a search (or a mem_context) reads the session's project only.
+    `all_projects` is clamped to false; a `project` other than the session's folder name is dropped,
+    so the server reads the project it detects for the session. What changed, for the decision's
+    reason."""
+    if case.policy.ladder["L1"].get("other_projects", True):
+        return []
+    changed = []
+    wide, named = spec.get("all_projects_param"), spec.get("project_param")
+    if wide and wide in updated and updated[wide] is not False:
+        changed.append(f"{wide} {updated[wide]} -> false")
+        updated[wide] = False
+    if named and named in updated:
+        import os
+
+        own = os.path.basename(os.path.normpath(case.world.project or "")).casefold()
+        asked = updated[named]
+        if not isinstance(asked, str) or asked.strip().casefold() != own:
+            changed.append(f"{named} {asked!r} dropped (this session's project only)")
+            del updated[named]
+    return changed

@@ -9,7 +9,7 @@ Hot path: standard library only.
 from __future__ import annotations
 
 from governor.engine import events as ev
-from governor.engine.arguments import is_count, rewritten
+from governor.engine.arguments import is_count, own_project, rewritten
 from governor.engine.budgets import budget_left, spent
 from governor.engine.events import Decision
 from governor.engine.ledger import key
@@ -307,7 +307,7 @@ def _judge_search(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tu
         count = fits
     decision = Decision(code="allow")
     updated = dict(case.event.tool_input)
-    changed = _own_project(case, spec, updated)
+    changed = own_project(case, spec, updated)
     if limit_param and requested != count:
         updated[limit_param] = count
         changed.insert(0, f"{limit_param} {asked if asked is not None else '(unset)'} -> {count}")
@@ -328,28 +328,6 @@ def _judge_other(case: Case, usage: dict[str, int]) -> Decision:
     if enforce == "block" and left <= 0:
         return spent(case, budget - left, budget, 1)
     return Decision(code="unmapped")
-
-
-def _own_project(case: Case, spec: dict[str, Any], updated: dict[str, Any]) -> list[str]:
-    """L1 with other_projects off: a search reads the session's project only. `all_projects` is
-    clamped to false; a `project` other than the session's folder name is dropped, so the server
-    reads the project it detects for the session. What changed, for the decision's reason."""
-    if case.policy.ladder["L1"].get("other_projects", True):
-        return []
-    changed = []
-    wide, named = spec.get("all_projects_param"), spec.get("project_param")
-    if wide and wide in updated and updated[wide] is not False:
-        changed.append(f"{wide} {updated[wide]} -> false")
-        updated[wide] = False
-    if named and named in updated:
-        import os
-
-        own = os.path.basename(os.path.normpath(case.world.project or "")).casefold()
-        asked = updated[named]
-        if not isinstance(asked, str) or asked.strip().casefold() != own:
-            changed.append(f"{named} {asked!r} dropped (this session's project only)")
-            del updated[named]
-    return changed
 
 
 def _tier_search_cap(case: Case) -> int | None:

@@ -9,7 +9,7 @@ Hot path: standard library only.
 from __future__ import annotations
 
 from governor.engine import events as ev
-from governor.engine.arguments import is_count, rewritten
+from governor.engine.arguments import is_count, own_project, rewritten
 from governor.engine.budgets import budget_left, spent
 from governor.engine.events import Decision
 
@@ -74,10 +74,12 @@ MAX_CONTEXT_BYTES = 65536
 def _ask_to_fit(case: Case, code: str, left: int | None) -> Decision:
     """An allowed mem_context asks the server for what fits (where the map names the arguments):
     `max_bytes` near what the turn has left, less room for the governor's note, and `compact`; the
-    result is still counted and trimmed after it. A smaller max_bytes the model asked for stays."""
+    result is still counted and trimmed after it. A smaller max_bytes the model asked for stays.
+    With L1's other_projects off, it reads this session's project only, as a search does."""
     spec = case.spec() or {}
     size, compact = spec.get("max_bytes_param"), spec.get("compact_param")
     updated = dict(case.event.tool_input)
+    own_project(case, spec, updated)
     if size and left is not None:
         room = max(1, left - case.text_tokens("static:search_frame"))
         most = min(MAX_CONTEXT_BYTES, room * BYTES_PER_TOKEN.get(case.policy.unit, BPE_BYTES_PER_TOKEN))

@@ -60,7 +60,9 @@ class ToolSpec(Strict):
     before_param: Name | None = Field(None, description="Argument holding how many neighbours a timeline shows before.")
     after_param: Name | None = Field(None, description="Argument holding how many neighbours a timeline shows after.")
     project_param: Name | None = Field(
-        None, description="Argument naming the project a search reads (kept only when it is the session's own)."
+        None,
+        description="Argument naming the project a search or mem_context reads (kept only when it is the "
+        "session's own, with L1 other_projects off).",
     )
     all_projects_param: Name | None = Field(None, description="Argument widening a search to every project.")
     max_bytes_param: Name | None = Field(

@@ -200,13 +200,18 @@ def test_reading_the_session_log_back_is_refused(copilot: Copilot, env: Env) -> 
              ("bash" if own else "Bash", {"command": "grep -r detailedContent ~/.copilot"}),
              ("bash" if own else "Bash", {"command": "cd ~/.copilot && tail -n 50 session-state/*/events.jsonl"}),
              ("grep" if own else "Grep", {"pattern": "Found", "path": str(env.home / ".copilot" / "se*")}),
-             ("glob" if own else "Glob", {"pattern": "**/events.jsonl", "path": str(log.parent.parent)})]  # fmt: skip
+             ("glob" if own else "Glob", {"pattern": "**/events.jsonl", "path": str(log.parent.parent)}),
+             # the home folder above it, taken in whole by a recursive grep or find
+             ("bash" if own else "Bash", {"command": "grep -r detailedContent ~"}),
+             ("bash" if own else "Bash", {"command": "find $HOME -name events.jsonl -exec cat {} +"}),
+             ("grep" if own else "Grep", {"pattern": "Found", "path": str(env.home)})]  # fmt: skip
     for tool, args in reads:
         answer = copilot.send("preToolUse", toolName=tool, toolArgs=args)
         assert answer.denied and "spilled-result" in answer.reason, (tool, args, answer.data)
     for tool, args in (
         ("view" if own else "Read", {"path" if own else "file_path": str(env.home / ".copilot" / "mcp-config.json")}),
         ("view" if own else "Read", {"path" if own else "file_path": str(env.project / "events.jsonl")}),
+        ("bash" if own else "Bash", {"command": "grep -rn cache ~/src/app ~/.config/app"}),
     ):
         assert copilot.send("preToolUse", toolName=tool, toolArgs=args).silent, (tool, args)  # fmt: skip
 

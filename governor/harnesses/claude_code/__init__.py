@@ -178,7 +178,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         elif kind == ev.PRE_TOOL and tool_name in FILE_TOOLS and tool_input:
             from governor.harnesses.claude_code.spills import spill_read
 
-            fields["spilled"] = spill_read(tool_input)
+            fields["spilled"] = spill_read(tool_input, payload)
     elif kind == ev.PROMPT:
         prompt = _text(payload, "prompt") or ""
         fields["prompt"] = prompt

@@ -11,8 +11,9 @@ and the model is told to `Read` that file in chunks. So the adapter reads the fi
 that file: this session's own tool-results folder, a regular file named for this very
 server and tool) and hands the engine the result itself, which the model then gets in the
 pointer's place, trimmed to the turn's budget; and a Read, Grep, Glob or Bash call that
-names such a file (or the folder, or a pattern over it) is reported as `spilled`, so the
-engine refuses it for a governed server.
+names such a file (or the folder, a folder above it such as `~/.claude/projects` or the home
+folder, or a pattern over one) is reported as `spilled`, so the engine refuses it for a governed
+server.
 
 Imported only when a result looks spilled or a file tool is called.
 """
@@ -63,14 +64,45 @@ def spilled_result(payload: dict[str, Any], text: str, server: str, tool: str) -
         return None
 
 
-def spill_read(tool_input: dict[str, Any]) -> str | None:
+_PATH = re.compile(r"[^\s'\"`;|&()<>=,]+")
+
+
+def _above(text: str, payload: dict[str, Any]) -> bool:
+    """Does `text` name a folder this session's spills are under (its session folder, the
+    project's, `~/.claude/projects`, `~/.claude`, the home folder), or a pattern that takes one in,
+    which a recursive grep or find reads whole? Only folders at or below the home folder or
+    Claude Code's own folder count (`find / …` is not seen)."""
+    transcript, session = payload.get("transcript_path"), payload.get("session_id")
+    if not isinstance(transcript, str) or not isinstance(session, str) or not os.path.isabs(transcript):
+        return False
+    folder = os.path.join(os.path.dirname(transcript), session, "tool-results")
+    roots = [os.path.expanduser("~"), os.path.dirname(os.path.dirname(os.path.dirname(transcript)))]
+    roots = [root.rstrip("/") for root in roots if root not in ("", "/")]
+    for token in _PATH.findall(text):
+        for home in ("$HOME", "${HOME}"):
+            token = os.path.expanduser("~") + token[len(home) :] if token.startswith(home) else token
+        token = os.path.expanduser(token)
+        if not token.startswith("/"):
+            continue
+        wild = _WILDCARD.search(token)
+        fixed = token[: wild.start()] if wild else os.path.normpath(token).rstrip("/") + "/"
+        if not (folder + "/").startswith(fixed):
+            continue
+        if any((fixed.rstrip("/") + "/").startswith(root + "/") or fixed.startswith(root) for root in roots):
+            return True
+    return False
+
+
+def spill_read(tool_input: dict[str, Any], payload: dict[str, Any] | None = None) -> str | None:
     """If a file tool's input names a spilled MCP result: '<server>-<tool>' of it, or a prefix
-    of that ('' for any, e.g. the folder or `mcp-*`). None when it names none."""
+    of that ('' for any, e.g. the folder, a folder above it or `mcp-*`). None when it names none."""
     from governor.engine.saves import judged, text_fields
 
     names: list[str] = []
     for raw in text_fields(tool_input):
         text = judged(raw)
+        if payload is not None and _above(text, payload):
+            names.append("")
         for found in _FILE_REFERENCE.finditer(text):
             names.append(found.group(1))
         for found in _FOLDER_REFERENCE.finditer(text):
