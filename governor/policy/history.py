@@ -8,10 +8,13 @@ a policy is compiled or accepted, read by the report.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from governor import jsonio
 from governor.state import ensure_dir, write_atomic
+
+TYPE_CHECKING = False  # typing imports re and enum: not on the hook's path
+if TYPE_CHECKING:
+    from typing import Any
 
 FOLDER = "limits"
 
