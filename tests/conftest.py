@@ -229,11 +229,14 @@ def run_hook(sandbox: Env, payload: Any, raw: bytes | None = None, extra_env: di
     return Answer(proc)
 
 
-def installed_hook(env: Env) -> list[str]:
-    """The command `memory-governor install claude-code` wrote into the project's settings."""
-    env.cli("install", "claude-code", check=True)
-    settings = json.loads((env.project / ".claude" / "settings.json").read_text())
-    return shlex.split(settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"])
+def installed_hook(env: Env, scope: str = "project") -> list[str]:
+    """The command `memory-governor install claude-code` wrote into the project's settings, run as
+    Claude Code runs a command hook: by the shell, in the project folder. At `local` scope it is this
+    machine's interpreter and entry file, as argv (a test may put interpreter options after argv[0])."""
+    env.cli("install", "claude-code", "--scope", scope, check=True)
+    name = "settings.json" if scope == "project" else "settings.local.json"
+    command = json.loads((env.project / ".claude" / name).read_text())["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    return ["sh", "-c", command] if scope == "project" else shlex.split(command)
 
 
 class Session:

@@ -280,7 +280,7 @@ def test_no_hook_imports_opentelemetry_whether_telemetry_is_on_or_off(
         if path == "in-process":
             extra["MEMORY_GOVERNOR_WARM_SERVER"] = "off"
         stop_servers.append(extra)
-        command = installed_hook(env)
+        command = installed_hook(env, scope="local")  # the interpreter itself, to take -X importtime
         probe = Session(env, "sess-imports", command=command, extra_env=extra)
         probe.prompt(PROMPT)
         if path == "warm server":
