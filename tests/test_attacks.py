@@ -411,8 +411,9 @@ def test_reading_a_spilled_memory_result_back_is_refused(
 def test_a_folder_beside_the_spills_is_searched_freely(env: Env, session: Session) -> None:
     session.prompt("what happened around the JWT decision?")
     _spill(env, session, big_search(40))
-    for command in (f"grep -rn cache {env.project}", "grep -rn cache ~/src/app", "ls /tmp"):
-        assert session.pre("Bash", command=command).silent, command
+    for command in (f"grep -rn cache {env.project}", "grep -rn cache ~/src/app", "ls /tmp", "ls ~", "cd ~ && ls -la",
+                    "ls ~/.claude/projects"):  # fmt: skip
+        assert session.pre("Bash", command=command).silent, command  # a folder above, but its tree is not read
 
 
 def test_a_spilled_result_of_a_tool_the_policy_does_not_govern_can_be_read(env: Env, session: Session) -> None:

@@ -36,6 +36,19 @@ MAX_FORMS = 96
 MAX_MATCHES = 32  # paths one glob may add
 MAX_PATHS = 48  # path-like words resolved per command line
 
+# A command that reads a whole folder tree, whatever is under it: naming a folder above a file to it
+# is naming the file ("grep -r X ~" reads a spilled result; "ls ~" and "cd ~" do not).
+RECURSIVE_READ = re.compile(
+    r"\b(?:[ezf]?grep|zgrep)\b[^|;&\n]*\s(?:-[a-zA-Z]*[rR][a-zA-Z]*|--recursive|--dereference-recursive)\b|"
+    r"\b(?:rg|ag|ack|find|tar|zip|rsync|strings|du -a)\b|\bcp\s+-[a-zA-Z]*[rRa]|\bcat\b[^|;&\n]*\*"
+)
+
+
+def reads_trees(text: str, tool_input: dict[str, object]) -> bool:
+    """A grep tool's call (a pattern and no command), or a command that reads a folder tree whole."""
+    return ("pattern" in tool_input and "command" not in tool_input) or bool(RECURSIVE_READ.search(text))
+
+
 _OPERATORS = frozenset(";&|()<>\n")
 _SEPARATORS = ("&&", "||", ";;", ";", "|", "&", "\n", "(", ")", "|&")
 _REDIRECTS = ("<", ">", ">>", "<<", "<<<", ">&", "<&", "&>", "&>>", ">|", "<>")

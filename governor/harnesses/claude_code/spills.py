@@ -67,7 +67,7 @@ def spilled_result(payload: dict[str, Any], text: str, server: str, tool: str) -
 _PATH = re.compile(r"[^\s'\"`;|&()<>=,]+")
 
 
-def _above(text: str, payload: dict[str, Any]) -> bool:
+def _above(text: str, payload: dict[str, Any], whole: bool = True) -> bool:
     """Does `text` name a folder this session's spills are under (its session folder, the
     project's, `~/.claude/projects`, `~/.claude`, the home folder), or a pattern that takes one in,
     which a recursive grep or find reads whole? Only folders at or below the home folder or
@@ -86,8 +86,8 @@ def _above(text: str, payload: dict[str, Any]) -> bool:
             continue
         wild = _WILDCARD.search(token)
         fixed = token[: wild.start()] if wild else os.path.normpath(token).rstrip("/") + "/"
-        if not (folder + "/").startswith(fixed):
-            continue
+        if not (folder + "/").startswith(fixed) or not (wild or whole):
+            continue  # a folder above, named by a command that does not read its tree ("ls ~", "cd ~")
         if any((fixed.rstrip("/") + "/").startswith(root + "/") or fixed.startswith(root) for root in roots):
             return True
     return False
@@ -97,11 +97,12 @@ def spill_read(tool_input: dict[str, Any], payload: dict[str, Any] | None = None
     """If a file tool's input names a spilled MCP result: '<server>-<tool>' of it, or a prefix
     of that ('' for any, e.g. the folder, a folder above it or `mcp-*`). None when it names none."""
     from governor.engine.saves import judged, text_fields
+    from governor.engine.shell import reads_trees
 
     names: list[str] = []
     for raw in text_fields(tool_input):
         text = judged(raw)
-        if payload is not None and _above(text, payload):
+        if payload is not None and _above(text, payload, whole=reads_trees(raw, tool_input)):
             names.append("")
         for found in _FILE_REFERENCE.finditer(text):
             names.append(found.group(1))

@@ -52,17 +52,21 @@ def log_read(tool_input: dict[str, Any], env: Mapping[str, str]) -> str | None:
     """'' (any governed server) when a file tool's input names Copilot's session log, its folder,
     or a folder or pattern above it that takes it in; None otherwise."""
     from governor.engine.saves import judged, text_fields
+    from governor.engine.shell import reads_trees
 
     homes = _home_references(env)
     for raw in text_fields(tool_input):
         text = judged(raw).replace("\\", "/")
         if re.search(rf"(?<![\w.-]){LOG_FOLDER}(?:/|$|(?=[\s'\"`;|&)]))", text):
             return ""
+        whole = reads_trees(text, tool_input)
         for pattern, below in homes:
             for found in pattern.finditer(text):
                 rest = (found.group(1) or "").lstrip("/")
                 wild = _WILDCARD.search(rest)
                 fixed = rest[: wild.start()] if wild else rest
+                if not rest and below != LOG_FOLDER and not whole:
+                    continue  # the home folder named by a command that does not read its tree ("ls ~", "cd ~")
                 if not rest or (wild and below.startswith(fixed)):
                     return ""
     return None
