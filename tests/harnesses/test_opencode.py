@@ -610,3 +610,35 @@ def test_doctor_flags_a_stale_plugin_a_missing_interpreter_and_an_unmapped_memor
 
 def test_nothing_installed_means_no_opencode_rows(env: Env) -> None:
     assert _doctor(env) == []
+
+
+RENAMED = """
+const { MemoryGovernor } = await import(process.env.PLUGIN)
+const client = { session: { get: async ({ path }) => ({ data: { id: path.id, parentID: "", agent: "build",
+  time: { created: Date.now() } } }) } }
+const hooks = await MemoryGovernor({ client, directory: process.cwd(), worktree: process.cwd() })
+const seen = []
+for (const [i, tool] of ["mem_mem_search", "mem_mem_search", "mem_mem_search", "github_list_issues"].entries()) {
+  const output = { args: { query: "cache", limit: 10 } }
+  try { await hooks["tool.execute.before"]({ tool, sessionID: "ses_1", callID: `call_${i}` }, output); seen.push(output.args.limit) }
+  catch (err) { seen.push("denied") }
+}
+console.log(JSON.stringify(seen))
+"""
+
+
+def test_the_memory_under_another_server_name_is_governed_by_the_plugin(env: Env) -> None:
+    """The model's own `mcp` entry in opencode.json names the server `mem`: OpenCode calls its tools
+    `mem_mem_search`, which the policy does not list; the plugin judges them by what they are."""
+    env.cli("install", "opencode", check=True)
+    plugin = env.project / ".opencode" / "plugin" / "memory-governor.js"
+    node = shutil.which("node")
+    if node is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("node is required under CI")
+        pytest.skip("node is not installed")
+    probe = env.write("renamed.mjs", RENAMED)
+    out = subprocess.run([node, str(probe), "run"], capture_output=True, text=True, timeout=60, cwd=str(env.project),
+                         env={**env.vars, "PLUGIN": plugin.as_uri(), "MEMORY_GOVERNOR_WARM_SERVER": "off"})  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [3, 3, "denied", 10], out.stdout + out.stderr

@@ -222,9 +222,14 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
     return live.get(id) ?? `${id}@${stamp}`
   }
 
+  // The memory tool a tool name stands for: one the policy maps, or the memory under another server name
+  // (`<server>_mem_<name>`, what the model's own `mcp` entry in opencode.json would be called): the governor
+  // judges it by what it is, as it judges Claude Code's `mcp__<any>__mem_*`.
   function mcpOf(tool) {
     const entry = CONFIG.tools[tool]
-    return entry ? { server: entry[0], tool: entry[1] } : null
+    if (entry) return { server: entry[0], tool: entry[1] }
+    const other = typeof tool === "string" ? /^(.+?)_(mem_[a-z0-9_]+)$/.exec(tool) : null
+    return other ? { server: other[1], tool: other[2] } : null
   }
 
   describe() // learn the governor while OpenCode starts
