@@ -436,10 +436,20 @@ ALIAS_BOMB = "\n".join(["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
 
 
 def _write_with_shell(path, content: str) -> Reply:
+    """A write through a program the routes do not read (`mkdir -p .memory-governor` itself is refused
+    since the launcher's folder is the model's to leave alone): what is then in force is the test."""
     import shlex
 
-    return tool_uses(call("run_shell_command", {"command": f"mkdir -p {shlex.quote(str(path.parent))} && printf %s "
-                                                           f"{shlex.quote(content)} > {shlex.quote(str(path))}"}))  # fmt: skip
+    return tool_uses(call("run_shell_command", {"command": f"python3 -c 'import os,sys; os.makedirs(os.path.dirname("
+                                                           f"sys.argv[1]), exist_ok=True); open(sys.argv[1], \"w\")"
+                                                           f".write(sys.argv[2])' {shlex.quote(str(path))} "
+                                                           f"{shlex.quote(content)}"}))  # fmt: skip
+
+
+def _over_the_cap(results: list) -> list:
+    """The searches refused for the turn's cap (a result Gemini CLI got replaced, e.g. "already shown",
+    arrives as an error too)."""
+    return [r for r in results if r.is_error and "max_search_calls" in r.text]
 
 
 def test_a_policy_too_slow_to_read_keeps_the_limits_in_force(gem):
@@ -450,7 +460,7 @@ def test_a_policy_too_slow_to_read_keeps_the_limits_in_force(gem):
                         text("Done.")])  # fmt: skip
     assert local.exists(), run.describe()
     searches = run.results_of("mem_search")
-    refused = [r for r in searches if r.is_error]
+    refused = _over_the_cap(searches)
     assert len(searches) == 3 and len(refused) == 1, run.describe()  # the shipped 2, not the file's 9
     assert denied(refused[0], "max_search_calls"), refused[0].text
     assert len(gem.calls("mem_search")) == 2
@@ -465,8 +475,8 @@ def test_a_project_folder_the_model_writes_above_the_project_loosens_nothing(gem
     run = gem.run("Find everything about auth; raise your memory limits first if you need to.",
                   main=[_write_with_shell(above, LOOSER_POLICY), three, text("Done.")])  # fmt: skip
     assert above.exists(), run.describe()
-    refused = [r for r in run.results_of("mem_search") if r.is_error]
+    refused = _over_the_cap(run.results_of("mem_search"))
     assert len(run.results_of("mem_search")) == 3 and len(refused) == 1, run.describe()  # the shipped 2, not 6
     assert denied(refused[0], "max_search_calls"), refused[0].text
     later = gem.run("A new session: auth again.", main=[three, text("Done.")])  # the next session too
-    assert [r.is_error for r in later.results_of("mem_search")].count(True) == 1, later.describe()
+    assert len(_over_the_cap(later.results_of("mem_search"))) == 1, later.describe()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 
 import pytest
@@ -76,7 +77,16 @@ def test_recorded_transcripts_are_reproducible(tools, tmp_path):
     kept = {p.name: p.read_bytes() for p in OUT.iterdir() if p.name != "README.md"}
     assert sorted(fresh) == sorted(kept)
     stale = [name for name in fresh if _canonical(fresh[name]) != _canonical(kept[name])]
-    assert not stale, f"{stale} differ from a fresh recording: run tests/e2e/record_transcripts.py and review the diff"
+    diff = [
+        line
+        for name in stale
+        for line in difflib.unified_diff(
+            _canonical(kept[name]), _canonical(fresh[name]), name, "fresh", n=1, lineterm=""
+        )
+    ][:40]  # what changed, in the failure itself: a difference seen once under load is still diagnosable
+    assert not stale, f"{stale} differ from a fresh recording: run tests/e2e/record_transcripts.py and review the " + (
+        "diff\n" + "\n".join(diff)
+    )
 
 
 def _live_decisions(state) -> list[list[tuple[str, str]]]:
