@@ -35,6 +35,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parent.parent))  # the checkout: the e2e base imports tests.conftest
 
 from conftest import ROOT, Harness, install_tools  # noqa: E402
 from fake_model import FakeModel, Reply, Request, dispatch, engram, text, tool_uses  # noqa: E402
