@@ -229,6 +229,19 @@ def run_hook(sandbox: Env, payload: Any, raw: bytes | None = None, extra_env: di
     return Answer(proc)
 
 
+def build_wheel(out: Path, source: Path | None = None) -> Path:
+    """The package as a wheel in `out`, built from a private copy of the checkout (or from `source`,
+    a copy a test made): setuptools builds in the source's own build/ folder, which two test
+    workers building at once would share."""
+    if source is None:
+        source = out / "src"
+        shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+            ".venv", ".git", ".cache", "tests", "build", "*.egg-info", "__pycache__", "node_modules"))  # fmt: skip
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w",
+                    str(out), str(source)], check=True, capture_output=True, timeout=300)  # fmt: skip
+    return max(out.glob("memory_governor-*.whl"), key=lambda p: p.stat().st_mtime)
+
+
 def installed_hook(env: Env, scope: str = "project") -> list[str]:
     """The command `memory-governor install claude-code` wrote into the project's settings, run as
     Claude Code runs a command hook: by the shell, in the project folder. At `local` scope it is this

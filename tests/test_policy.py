@@ -247,25 +247,10 @@ def test_diff_of_an_invalid_file_exits_one(env: Env) -> None:
 
 def test_installed_copy_finds_the_shipped_policy(tmp_path: Path) -> None:
     """A non-editable install (a wheel) carries the default policy and the schema."""
-    wheels = tmp_path / "wheels"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(wheels),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    from tests.conftest import build_wheel
+
+    wheel = build_wheel(tmp_path / "wheels")
     target = tmp_path / "site"
-    wheel = next(wheels.glob("memory_governor-*.whl"))
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(wheel)],
         check=True,

@@ -230,9 +230,9 @@ def _installed_copy(tmp: Path, version: str | None = None, limit: int | None = N
     the source tree, or from a copy of it at another `version` whose shipped default has `limit`."""
     import hashlib
 
-    from tests.conftest import ROOT
+    from tests.conftest import ROOT, build_wheel
 
-    source = ROOT
+    source = None  # a private copy of the checkout
     if version is not None:
         source = tmp / "src"
         shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".venv", ".git", "tests", "build", "*.egg-info",
@@ -244,10 +244,7 @@ def _installed_copy(tmp: Path, version: str | None = None, limit: int | None = N
         policy.write_text(policy.read_text().replace(SHIPPED_LIMIT, SHIPPED_LIMIT.replace("2", str(limit))))
         digest = hashlib.sha256(policy.read_bytes()).hexdigest()
         (source / "rules" / "memory-budget.sha256").write_text(f"{digest}  memory-budget.yaml\n")
-    wheels = tmp / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w",
-                    str(wheels), str(source)], check=True, capture_output=True, timeout=300)  # fmt: skip
-    wheel = max(wheels.glob("memory_governor-*.whl"), key=lambda p: p.stat().st_mtime)
+    wheel = build_wheel(tmp / "wheels", source)
     site = tmp / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--upgrade", "--target",
                     str(site), str(wheel)], check=True, capture_output=True, timeout=300)  # fmt: skip

@@ -19,17 +19,14 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, Env
+from tests.conftest import Env, build_wheel
 
 SYSTEM_PATH = "/usr/bin:/bin"
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "-w", str(out), str(ROOT)], check=True, capture_output=True)  # fmt: skip
-    return next(out.glob("memory_governor-*.whl"))
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 def machine(where: Path, wheel: Path) -> Path:
