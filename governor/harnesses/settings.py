@@ -93,6 +93,17 @@ def json_text(data: Any) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
+def read_text(path: str) -> str | None:
+    """A file the installer rewrites whole (a plugin, a module), None if it does not exist."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise SettingsError(f"{path}: cannot read it ({err.strerror})") from err
+
+
 def read_json(path: str, what: str = "settings") -> dict[str, Any]:
     """A JSON object from `path` ({} if it does not exist or is empty); refuses anything else."""
     try:

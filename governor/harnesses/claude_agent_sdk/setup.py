@@ -19,7 +19,7 @@ from typing import Any
 
 from governor.harnesses import hook_command
 from governor.harnesses.checks import OK, WARN, Check
-from governor.harnesses.settings import Change, SettingsError
+from governor.harnesses.settings import Change, SettingsError, read_text
 
 NAME = "claude-agent-sdk"
 SCOPES = ("project",)
@@ -46,19 +46,9 @@ def module_text(policy: dict[str, Any]) -> str:
     return template.replace(CONFIG_LINE, CONFIG_LINE.replace("{}", json.dumps(config, sort_keys=True), 1))
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        raise SettingsError(f"{path}: cannot read it ({err.strerror})") from err
-
-
 def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Change]:
     path = module_path(project)
-    before = _read(path)
+    before = read_text(path)
     if before is not None and not before.startswith(MARK):
         raise SettingsError(f"{path}: a file of that name that is not memory-governor's is there; move it aside "
                             "(nothing was changed)")  # fmt: skip
@@ -69,14 +59,14 @@ def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Chang
 
 def plan_uninstall(scope: str, project: str) -> list[Change]:
     path = module_path(project)
-    before = _read(path)
+    before = read_text(path)
     after = None if before is not None and before.startswith(MARK) else before
     return [Change(path, before, after, "module removed", "not installed", str)]
 
 
 def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     """The TypeScript module, where one is installed: is it current for this policy?"""
-    text = _read(module_path(project))
+    text = read_text(module_path(project))
     if text is None or not text.startswith(MARK):
         return []
     if text == module_text(policy):

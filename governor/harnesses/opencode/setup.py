@@ -26,7 +26,7 @@ from typing import Any
 from governor.harnesses import hook_command
 from governor.harnesses.checks import BAD, INFO, MEMORY_LIKE, OK, WARN, Check, isolation
 from governor.harnesses.opencode import NAME, PLUGIN_FILE, tool_name
-from governor.harnesses.settings import Change, SettingsError, route_tools
+from governor.harnesses.settings import Change, SettingsError, read_text, route_tools
 
 SCOPES = ("project", "user")
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plugin.js")
@@ -97,23 +97,13 @@ def installed_config(text: str) -> dict[str, Any] | None:
     return None
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        raise SettingsError(f"{path}: cannot read it ({err.strerror})") from err
-
-
 def _text(value: Any) -> str:
     return str(value)
 
 
 def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Change]:
     path = plugin_path(scope, project)
-    before = _read(path)
+    before = read_text(path)
     if before is not None and not before.startswith(MARK):
         raise SettingsError(f"{path}: a plugin of that name that is not memory-governor's is there; move it aside "
                             "(nothing was changed)")  # fmt: skip
@@ -124,7 +114,7 @@ def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Chang
 
 def plan_uninstall(scope: str, project: str) -> list[Change]:
     path = plugin_path(scope, project)
-    before = _read(path)
+    before = read_text(path)
     after = None if before is not None and before.startswith(MARK) else before
     return [Change(path, before, after, "plugin removed", "not installed", _text)]
 
@@ -138,7 +128,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     for scope in SCOPES:
         path = plugin_path(scope, project)
         try:
-            text = _read(path)
+            text = read_text(path)
         except SettingsError as err:
             checks.append(Check(BAD, f"opencode ({scope})", str(err), "fix the file's permissions"))
             continue
@@ -244,7 +234,7 @@ def mcp_servers(project: str) -> list[tuple[str, str, dict[str, Any]]]:
     out = []
     for path in config_files(project):
         try:
-            data = jsonc(_read(path) or "")
+            data = jsonc(read_text(path) or "")
         except ValueError:
             continue
         section = data.get("mcp") if isinstance(data, dict) else None
