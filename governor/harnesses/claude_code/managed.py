@@ -1,0 +1,186 @@
+"""`install claude-code --scope managed`: the hooks where the user's files cannot switch them off.
+
+Claude Code reads managed settings from /etc/claude-code/managed-settings.json (Linux; Seen in
+2.1.197 and 2.1.332): hooks there run whatever the user, project or local settings say
+(`disableAllHooks` outside that file leaves them running) and whatever `--setting-sources`
+says. With `allowManagedHooksOnly: true` there, no other file's hooks run at all.
+
+The layout (every path root-owned, no level group- or world-writable):
+
+  /etc/claude-code/managed-settings.json   the hooks (merged: other keys and hooks kept), and
+                                           allowManagedHooksOnly: true
+  /etc/memory-governor/policy.yaml         the administrator's policy, over the shipped default
+  /etc/memory-governor/policy.json         it compiled, with the signature a hook compares
+  /etc/memory-governor/install.json        what this install created or set, for the uninstall
+  the governor's own environment           e.g. /opt/memory-governor (a venv made by root): the
+                                           hook command runs its interpreter `-I -S` on its entry
+                                           file with `--managed /etc/memory-governor`
+
+`root` (tests) puts the two /etc folders under another prefix; the command names them there.
+Files are written 0644 and folders made 0755 whatever the umask (every user's hook reads
+them); a file replaced keeps its mode and is backed up (governor.harnesses.settings).
+
+Cold path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from governor.harnesses.settings import Change, json_text, read_json, read_text, with_hooks, without_hooks
+from governor.policy import managed as policy_managed
+
+SETTINGS = ("etc", "claude-code", "managed-settings.json")
+CONFIG = ("etc", "memory-governor")
+RECORD = "install.json"
+ONLY_MANAGED = "allowManagedHooksOnly"
+EMPTY_POLICY = (
+    "# memory-governor: the managed policy, layered over the shipped default.\n"
+    "# Every user's hooks enforce it; no project or user file changes it.\n"
+    "# Edit it (as root), then run `memory-governor install claude-code --scope managed` again.\n"
+    "version: 1\n"
+)
+
+
+def paths(root: str = "/") -> dict[str, str]:
+    config = os.path.join(root, *CONFIG)
+    return {
+        "settings": os.path.join(root, *SETTINGS),
+        "config": config,
+        "policy": policy_managed.policy_path(config),
+        "compiled": policy_managed.compiled_path(config),
+        "record": os.path.join(config, RECORD),
+    }
+
+
+def hook_command(config: str) -> str:
+    from governor.harnesses import hook_command as command
+
+    return f'{command("claude-code")} {policy_managed.FLAG} "{config}"'
+
+
+def environment_paths() -> list[str]:
+    """What a managed hook runs: the interpreter (and its standard library), the governor's
+    package, and the site-packages it loads third-party packages from (their .pth files run)."""
+    import site
+
+    import governor
+
+    package = os.path.dirname(os.path.abspath(governor.__file__))
+    out = [sys.executable, os.path.dirname(os.__file__), package]
+    for folder, _, files in os.walk(package):
+        out += [folder, *(os.path.join(folder, f) for f in files)]
+    out += [p for p in site.getsitepackages() if os.path.isdir(p)]
+    return out
+
+
+def read_record(root: str) -> dict[str, Any]:
+    try:
+        data = read_json(paths(root)["record"], "the install record")
+    except ValueError:
+        return {}
+    return data
+
+
+def will_create(root: str) -> list[str]:
+    """What an install here creates (before it writes anything), with what an earlier one did."""
+    created = list(read_record(root).get("created") or [])
+    where = paths(root)
+    for path in [*created_folders(root), *(where[k] for k in ("settings", "policy", "compiled", "record"))]:
+        if not os.path.exists(path) and path not in created:
+            created.append(path)
+    return created
+
+
+def policy_text(root: str, given: str | None) -> str:
+    """The policy the install puts in force: the one given, else the one there, else an empty one."""
+    if given is not None:
+        return given
+    there = read_text(paths(root)["policy"])
+    return there if there is not None else EMPTY_POLICY
+
+
+def plan_policy(root: str, text: str) -> Change:
+    path = paths(root)["policy"]
+    return Change(path, read_text(path), text, "the managed policy", "the managed policy is as given", lambda t: t)
+
+
+def plan_install(root: str, text: str, compiled: dict[str, Any], created: list[str]) -> list[Change]:
+    """The compiled policy, the hooks in the managed settings, and the install record."""
+    from governor.harnesses.claude_code.setup import is_ours, our_hooks
+
+    where = paths(root)
+    record = read_record(root)
+    before = read_json(where["settings"])
+    after = with_hooks(before, our_hooks(compiled["policy"], hook_command(where["config"])), is_ours)
+    set_only = bool(record.get("set_only_managed")) or ONLY_MANAGED not in before
+    after[ONLY_MANAGED] = True
+    new_record = {"created": created, "set_only_managed": set_only, "command": hook_command(where["config"]),
+                  "policy_sha256": _digest(text)}  # fmt: skip
+    return [
+        Change(where["compiled"], read_json(where["compiled"]), compiled, "the managed policy compiled",
+               "compiled as it is", lambda data: json.dumps(data) + "\n", backup=False),
+        Change(where["settings"], before, after, "managed hooks installed (allowManagedHooksOnly: only managed "
+               "hooks run)", "managed hooks already installed", json_text),
+        Change(where["record"], record or None, new_record, "install record written", "install record as it is",
+               json_text, backup=False),
+    ]  # fmt: skip
+
+
+def plan_uninstall(root: str) -> list[Change]:
+    """Exactly what the install added: its hooks, allowManagedHooksOnly if it set it, and the
+    files it created (the policy only while it is as the install left it)."""
+    from governor.harnesses.claude_code.setup import is_ours
+
+    where = paths(root)
+    record = read_record(root)
+    created = set(record.get("created") or [])
+    before = read_json(where["settings"])
+    after: Any = without_hooks(before, is_ours)
+    if record.get("set_only_managed"):
+        after.pop(ONLY_MANAGED, None)
+    if not after and where["settings"] in created:
+        after = None
+    changes = [Change(where["settings"], before, after, "managed hooks removed", "no managed hooks", json_text)]
+    for key in ("compiled", "policy", "record"):
+        text = read_text(where[key])
+        if where[key] not in created or text is None:
+            continue
+        if key == "policy" and _digest(text) != record.get("policy_sha256"):
+            continue  # changed since the install: the administrator's now, kept
+        changes.append(Change(where[key], text, None, "removed", "not there", lambda t: t, backup=False))
+    return changes
+
+
+def _digest(text: str) -> str:
+    from hashlib import sha256
+
+    return sha256(text.encode()).hexdigest()
+
+
+def created_folders(root: str) -> list[str]:
+    return [os.path.dirname(paths(root)["settings"]), paths(root)["config"]]
+
+
+def make_folders(root: str) -> None:
+    """The two /etc folders, 0755 whatever the umask."""
+    for folder in created_folders(root):
+        if not os.path.isdir(folder):
+            os.makedirs(folder, mode=0o755, exist_ok=True)
+            os.chmod(folder, 0o755)
+
+
+def remove_folders(root: str, record: dict[str, Any]) -> list[str]:
+    """The folders the install made, when nothing else is in them now."""
+    removed = []
+    for folder in created_folders(root):
+        if folder in (record.get("created") or []):
+            try:
+                os.rmdir(folder)
+                removed.append(folder)
+            except OSError:
+                pass
+    return removed
