@@ -165,7 +165,7 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, dr
             managed.make_folders(prefix)
         _apply_managed(managed.plan_policy(prefix, text), dry_run)
         if not dry_run:  # compiled where it is, so its signature is what every hook compares with
-            blob, problems = policy_managed.compile_for_install(where["config"])
+            blob, problems = managed.compile_for_install(where["config"])
             if blob is None:
                 raise click.ClickException(f"the managed policy is invalid: {problems[0]}")
         for change in managed.plan_install(prefix, text, blob, created):

@@ -70,7 +70,10 @@ def load(env: Mapping[str, str], cwd: str | None, state: str, session: object = 
     from governor.policy import managed
 
     if managed.active():  # a managed hook: the administrator's policy, nothing from the user's files
-        return managed.load(env, cwd)
+        found, notices = managed.load(env, cwd)
+        if found is None:
+            raise PolicyUnavailable("; ".join(notices))
+        return found, notices
     recent_key: tuple[Any, ...] = ()
     if _recheck_seconds:
         import time

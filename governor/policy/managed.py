@@ -1,8 +1,8 @@
 """The managed install: the policy in force is the administrator's, full stop.
 
-`install claude-code --scope managed` (governor.harnesses.claude_code.managed) puts the hooks in
-Claude Code's managed settings and the policy in CONFIG_DIR, both root-owned, and the hook
-command names that folder (`entry.py claude-code --managed /etc/memory-governor`). A hook run so
+`install <harness> --scope managed` (the harness's setup, governor.harnesses) puts the hooks in
+the harness's managed settings and the policy in CONFIG_DIR, both root-owned, and the hook
+command names that folder (`entry.py <harness> --managed /etc/memory-governor`). A hook run so
 enforces CONFIG_DIR/policy.yaml over the shipped default and nothing else: no project or user
 policy file, no local override, no acceptance record (nothing to accept), no compiled cache in
 the user's state directory (the install compiles it into CONFIG_DIR/policy.json), no warm server
@@ -81,9 +81,10 @@ def sources(env: Mapping[str, str], project: str, config_dir: str):  # type: ign
     return Sources(env, project, project, managed=policy_path(config_dir))
 
 
-def load(env: Mapping[str, str], cwd: str | None) -> tuple[CompiledPolicy, list[str]]:
+def load(env: Mapping[str, str], cwd: str | None) -> tuple[CompiledPolicy | None, list[str]]:
     """The managed policy, as the install compiled it; compiled here (and said) when the files
-    changed since (the package upgraded, the policy edited without a new install)."""
+    changed since (the package upgraded, the policy edited without a new install). None, and the
+    problems, when not even the shipped default compiles."""
     from governor import with_site_packages
     from governor.engine.rules import CompiledPolicy
 
@@ -106,33 +107,18 @@ def load(env: Mapping[str, str], cwd: str | None) -> tuple[CompiledPolicy, list[
         if blob is None:
             blob, _ = compile_sources(found, only_default=True)
             if blob is None:
-                from governor.policy.compiled import PolicyUnavailable
-
-                raise PolicyUnavailable("; ".join(problems))
+                return None, problems
             notices.append(f"memory-governor: the managed policy {policy_path(config)} is invalid: {problems[0]}. "
-                           "Enforcing the shipped default; an administrator runs `memory-governor install "
-                           "claude-code --scope managed` again.")  # fmt: skip
+                           "Enforcing the shipped default; an administrator runs `memory-governor install` "
+                           "with `--scope managed` again.")  # fmt: skip
         else:
             notices.append(f"memory-governor: the managed policy in {config} changed since it was installed; it is "
-                           "in force, compiled at every hook. An administrator runs `memory-governor install "
-                           "claude-code --scope managed` again.")  # fmt: skip
+                           "in force, compiled at every hook. An administrator runs `memory-governor install` with "
+                           "`--scope managed` again.")  # fmt: skip
     policy = CompiledPolicy(blob)
     policy.project = project
     policy.accepted_at = installed_at  # a subagent definition written since may not widen its tier
     return policy, notices
-
-
-def compile_for_install(config_dir: str) -> tuple[dict | None, list[str]]:  # type: ignore[type-arg]
-    """What the install writes to CONFIG_DIR/policy.json: the managed policy compiled, with the
-    signature a hook compares with the files."""
-    from governor.policy.compiled import CACHE_FORMAT
-    from governor.policy.files import compile_sources
-
-    found = sources({}, config_dir, config_dir)
-    blob, problems = compile_sources(found)
-    if blob is not None:
-        blob["format"], blob["signature"] = CACHE_FORMAT, found.signature()
-    return blob, problems
 
 
 def ownership_problems(paths: Iterable[str]) -> list[str]:

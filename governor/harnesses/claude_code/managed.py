@@ -85,6 +85,19 @@ def read_record(root: str) -> dict[str, Any]:
     return data
 
 
+def compile_for_install(config_dir: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """What the install writes to CONFIG_DIR/policy.json: the managed policy compiled, with the
+    signature a hook compares with the files."""
+    from governor.policy.compiled import CACHE_FORMAT
+    from governor.policy.files import compile_sources
+
+    found = policy_managed.sources({}, config_dir, config_dir)
+    blob, problems = compile_sources(found)
+    if blob is not None:
+        blob["format"], blob["signature"] = CACHE_FORMAT, found.signature()
+    return blob, problems
+
+
 def will_create(root: str) -> list[str]:
     """What an install here creates (before it writes anything), with what an earlier one did."""
     created = list(read_record(root).get("created") or [])
@@ -184,3 +197,53 @@ def remove_folders(root: str, record: dict[str, Any]) -> list[str]:
             except OSError:
                 pass
     return removed
+
+
+GUARANTEES = (
+    "managed: the hooks run whatever user, project or local settings say (disableAllHooks, emptied "
+    "hooks, an env entry, --setting-sources), only managed hooks run, and the policy in force is "
+    "{policy} whatever the project's or the user's files say (nothing to accept); the counts are "
+    "kept in each user's own state directory, which that user can delete (a turn's counts then "
+    "restart). Project, local and user installs: every protection holds only against the "
+    "spellings the routes read, because the model can write the user's files"
+)
+
+
+def doctor(root: str = "/") -> list[Any]:
+    """The managed install, when there is one: every file it runs or reads root-owned and not
+    writable by anyone else, readable by every user, and which guarantees hold."""
+    import shlex
+
+    from governor.harnesses.checks import BAD, INFO, OK, Check
+    from governor.harnesses.claude_code.setup import is_ours
+
+    where = paths(root)
+    try:
+        settings = read_json(where["settings"])
+    except ValueError as err:
+        return [Check(BAD, "claude-code (managed)", str(err), "fix the file by hand")]
+    hooks = [h for groups in (settings.get("hooks") or {}).values() if isinstance(groups, list)
+             for g in groups if isinstance(g, dict) for h in g.get("hooks") or [] if is_ours(h)]  # fmt: skip
+    if not hooks:
+        return []
+    checks = []
+    words = shlex.split(hooks[0]["command"])
+    ran = [w for w in words[:1] + [w for w in words if w.endswith("entry.py")]]
+    files = [where["settings"], where["policy"], where["compiled"], *ran]
+    unsafe = policy_managed.ownership_problems(files)
+    unreadable = [p for p in files if os.path.exists(p) and not os.stat(p).st_mode & 0o004]
+    fix = "sudo memory-governor install claude-code --scope managed (from a root-owned environment)"
+    if unsafe:
+        checks.append(Check(BAD, "claude-code (managed)", "someone other than root can change what every hook runs "
+                            "or enforces: " + "; ".join(unsafe[:4]), fix))  # fmt: skip
+    if unreadable:
+        checks.append(Check(BAD, "claude-code (managed)", f"not readable by other users: {', '.join(unreadable)}",
+                            "chmod 0644 them"))  # fmt: skip
+    if settings.get(ONLY_MANAGED) is not True:
+        checks.append(Check(BAD, "claude-code (managed)", f"{where['settings']}: {ONLY_MANAGED} is not true, so "
+                            "project and user hooks run beside the managed ones", fix))  # fmt: skip
+    if not checks:
+        checks.append(Check(OK, "claude-code (managed)", f"{where['settings']}: {len(hooks)} managed hooks; it, the "
+                            "policy, the interpreter and the entry file are root-owned and written by root alone"))
+    checks.append(Check(INFO, "guarantees", GUARANTEES.format(policy=where["policy"])))
+    return checks

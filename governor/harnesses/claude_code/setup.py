@@ -171,6 +171,14 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
             if scope != "user" and _made_by_install(os.path.dirname(path)):
                 checks.append(Check(INFO, f"claude-code ({scope})", f"{RESTART_NOTE} (its .claude/ holds only "
                                     "what the install wrote)", "restart Claude Code sessions started before it"))  # fmt: skip
+    from governor.harnesses.claude_code import managed
+
+    walled = managed.doctor()
+    checks += walled
+    if commands and not walled:
+        checks.append(Check(INFO, "guarantees", "not managed: the hooks and the policy are in files the user, and so "
+                            "the model, can write; the routes refuse the plain ways to change them. A wall: "
+                            "sudo memory-governor install claude-code --scope managed"))  # fmt: skip
     checks += _unmapped_memory_servers(project, policy)
     checks += _engram_plugin(project)
     for command in sorted(set(commands)):
