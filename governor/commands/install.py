@@ -127,8 +127,10 @@ def _managed_prefix(harness: str, root: str | None) -> str:
     if harness != "claude-code":
         raise click.BadParameter(f"{harness} has no managed scope (only claude-code has one)", param_hint="--scope")
     if root is None and os.geteuid() != 0:
-        raise click.ClickException("the managed scope writes /etc/claude-code and /etc/memory-governor: run it as "
-                                   "root (sudo), from a root-owned environment such as /opt/memory-governor")
+        raise click.ClickException(
+            "the managed scope writes /etc/claude-code and /etc/memory-governor: run it as "
+            "root (sudo), from a root-owned environment such as /opt/memory-governor"
+        )
     return os.path.abspath(root or "/")
 
 
@@ -143,10 +145,13 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, dr
     prefix = _managed_prefix(harness, root)
     unsafe = policy_managed.ownership_problems(managed.environment_paths())
     if unsafe:
-        message = ("the hooks would run a governor that someone other than root can change: "
-                   + "; ".join(unsafe[:3]) + (f" (and {len(unsafe) - 3} more)" if len(unsafe) > 3 else "")
-                   + ". Install it in a root-owned environment (sudo python3 -m venv /opt/memory-governor; "
-                   "sudo /opt/memory-governor/bin/pip install memory-governor) and run that one's memory-governor")
+        message = (
+            "the hooks would run a governor that someone other than root can change: "
+            + "; ".join(unsafe[:3])
+            + (f" (and {len(unsafe) - 3} more)" if len(unsafe) > 3 else "")
+            + ". Install it in a root-owned environment (sudo python3 -m venv /opt/memory-governor; "
+            "sudo /opt/memory-governor/bin/pip install memory-governor) and run that one's memory-governor"
+        )
         if root is None:
             raise click.ClickException(message)
         click.echo(f"warning: {message}", err=True)
@@ -168,13 +173,17 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, dr
             blob, problems = managed.compile_for_install(where["config"])
             if blob is None:
                 raise click.ClickException(f"the managed policy is invalid: {problems[0]}")
-        for change in managed.plan_install(prefix, text, blob, created):
+        from governor.harnesses.claude_code import setup
+
+        for change in managed.plan_install(prefix, text, blob, created, setup.our_hooks, setup.is_ours):
             _apply_managed(change, dry_run)
     except (SettingsError, OSError) as err:
         raise click.ClickException(str(err)) from err
     if not dry_run:
-        click.echo(f"managed: every user's Claude Code sessions on this machine now enforce {where['policy']}; "
-                   "no user, project or local file switches these hooks off. Check it: memory-governor doctor")
+        click.echo(
+            f"managed: every user's Claude Code sessions on this machine now enforce {where['policy']}; "
+            "no user, project or local file switches these hooks off. Check it: memory-governor doctor"
+        )
     return 0
 
 
@@ -191,7 +200,9 @@ def _uninstall_managed(harness: str, root: str | None, dry_run: bool) -> int:
     prefix = _managed_prefix(harness, root)
     record = managed.read_record(prefix)
     try:
-        for change in managed.plan_uninstall(prefix):
+        from governor.harnesses.claude_code import setup
+
+        for change in managed.plan_uninstall(prefix, setup.is_ours):
             apply(change, dry_run, click.echo)
     except (SettingsError, OSError) as err:
         raise click.ClickException(str(err)) from err

@@ -49,7 +49,9 @@ def _prerequisites() -> None:
         unavailable("the managed install needs root (it writes /etc, inside a private mount namespace)")
     for program in ("unshare", "setpriv", "useradd", "userdel", "mount"):
         if shutil.which(program) is None:
-            unavailable(f"{program} not found: the managed e2e test runs the binary as another user in a mount namespace")
+            unavailable(
+                f"{program} not found: the managed e2e test runs the binary as another user in a mount namespace"
+            )
     probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True, text=True)
     if probe.returncode != 0:
         unavailable(f"no private mount namespace here (unshare -m: {probe.stderr.strip()})")
@@ -75,14 +77,15 @@ class Managed(Harness):
                 *(drop if as_user else []), *args]  # fmt: skip
 
     def install(self) -> None:
-        proc = subprocess.run(self.namespaced([PYTHON, "-m", "governor", "install", "claude-code", "--scope", "managed"],
-                                              as_user=False),  # fmt: skip
-                              env={**self.env, "MEMORY_GOVERNOR_STATE_DIR": str(self.layers / "root-state")},
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        args = self.namespaced([PYTHON, "-m", "governor", "install", "claude-code", "--scope", "managed"], False)
+        env = {**self.env, "MEMORY_GOVERNOR_STATE_DIR": str(self.layers / "root-state")}
+        proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         self.installed = True
 
-    def launch(self, args: Sequence[str], timeout: float = RUN_TIMEOUT) -> tuple[subprocess.CompletedProcess[str], int, float]:
+    def launch(
+        self, args: Sequence[str], timeout: float = RUN_TIMEOUT
+    ) -> tuple[subprocess.CompletedProcess[str], int, float]:
         for path in [self.tmp, *self.tmp.rglob("*")]:  # what the test wrote as root, the user's own
             os.lchown(path, self.user.pw_uid, self.user.pw_gid)
         return super().launch(self.namespaced(args, as_user=True), timeout)
@@ -121,7 +124,9 @@ _was_there_before = os.path.exists("/etc/claude-code/managed-settings.json")
 
 def _attack(project: Path, home: Path, state: Path) -> str:
     """One shell script doing every write, base64-encoded: the routes read no decoded program."""
-    redirect = json.dumps({"disableAllHooks": True, "hooks": {}, "env": {"MEMORY_GOVERNOR_STATE_DIR": str(project.parent / "fresh")}})
+    redirect = json.dumps(
+        {"disableAllHooks": True, "hooks": {}, "env": {"MEMORY_GOVERNOR_STATE_DIR": str(project.parent / "fresh")}}
+    )
     script = "\n".join([
         f"cd {project}",
         "mkdir -p .memory-governor ../.memory-governor .claude ~/.claude",

@@ -17,6 +17,7 @@ import pytest
 
 from governor.harnesses.checks import BAD
 from governor.harnesses.claude_code import managed
+from governor.harnesses.claude_code.setup import is_ours
 from governor.policy import managed as policy_managed
 
 
@@ -34,7 +35,9 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def tree(root: Path) -> dict[str, object]:
-    return {str(p.relative_to(root)): (json.loads(p.read_text()) if p.is_file() else "/") for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): (json.loads(p.read_text()) if p.is_file() else "/") for p in sorted(root.rglob("*"))
+    }
 
 
 def test_install_writes_root_readable_files_and_uninstall_removes_exactly_what_it_added(tmp_path, env):
@@ -132,13 +135,13 @@ def test_the_managed_policy_ignores_the_projects_files(tmp_path, env):
 def test_doctor_names_a_managed_file_someone_else_can_write(tmp_path, env):
     root = tmp_path / "r"
     governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
-    good = managed.doctor(str(root))
+    good = managed.doctor(str(root), is_ours)
     problems = [c.detail for c in good if c.status == BAD]
     if policy_managed.ownership_problems([str(tmp_path)]):  # pytest's tmp folders are not root's alone
         assert problems and all("root" in p or "writable" in p for p in problems)
     policy = managed.paths(str(root))["policy"]
     os.chmod(policy, 0o666)
-    bad = [c.detail for c in managed.doctor(str(root)) if c.status == BAD]
+    bad = [c.detail for c in managed.doctor(str(root), is_ours) if c.status == BAD]
     assert any(f"{policy}: mode 0666 is group- or world-writable" in d for d in bad), bad
     assert any(c.what == "guarantees" for c in good)
 

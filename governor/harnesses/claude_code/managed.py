@@ -121,10 +121,10 @@ def plan_policy(root: str, text: str) -> Change:
     return Change(path, read_text(path), text, "the managed policy", "the managed policy is as given", lambda t: t)
 
 
-def plan_install(root: str, text: str, compiled: dict[str, Any], created: list[str]) -> list[Change]:
-    """The compiled policy, the hooks in the managed settings, and the install record."""
-    from governor.harnesses.claude_code.setup import is_ours, our_hooks
-
+def plan_install(root: str, text: str, compiled: dict[str, Any], created: list[str], our_hooks: Any,
+                 is_ours: Any) -> list[Change]:  # fmt: skip
+    """The compiled policy, the hooks in the managed settings, and the install record.
+    `our_hooks`, `is_ours`: the setup module's (governor.harnesses.claude_code.setup)."""
     where = paths(root)
     record = read_record(root)
     before = read_json(where["settings"])
@@ -143,11 +143,9 @@ def plan_install(root: str, text: str, compiled: dict[str, Any], created: list[s
     ]  # fmt: skip
 
 
-def plan_uninstall(root: str) -> list[Change]:
+def plan_uninstall(root: str, is_ours: Any) -> list[Change]:
     """Exactly what the install added: its hooks, allowManagedHooksOnly if it set it, and the
     files it created (the policy only while it is as the install left it)."""
-    from governor.harnesses.claude_code.setup import is_ours
-
     where = paths(root)
     record = read_record(root)
     created = set(record.get("created") or [])
@@ -209,13 +207,13 @@ GUARANTEES = (
 )
 
 
-def doctor(root: str = "/") -> list[Any]:
+def doctor(root: str, is_ours: Any) -> list[Any]:
     """The managed install, when there is one: every file it runs or reads root-owned and not
-    writable by anyone else, readable by every user, and which guarantees hold."""
+    writable by anyone else, readable by every user, and which guarantees hold. `is_ours`: what
+    marks a hook entry as the governor's (the setup module's; it calls this)."""
     import shlex
 
     from governor.harnesses.checks import BAD, INFO, OK, Check
-    from governor.harnesses.claude_code.setup import is_ours
 
     where = paths(root)
     try:
@@ -243,7 +241,13 @@ def doctor(root: str = "/") -> list[Any]:
         checks.append(Check(BAD, "claude-code (managed)", f"{where['settings']}: {ONLY_MANAGED} is not true, so "
                             "project and user hooks run beside the managed ones", fix))  # fmt: skip
     if not checks:
-        checks.append(Check(OK, "claude-code (managed)", f"{where['settings']}: {len(hooks)} managed hooks; it, the "
-                            "policy, the interpreter and the entry file are root-owned and written by root alone"))
+        checks.append(
+            Check(
+                OK,
+                "claude-code (managed)",
+                f"{where['settings']}: {len(hooks)} managed hooks; it, the "
+                "policy, the interpreter and the entry file are root-owned and written by root alone",
+            )
+        )
     checks.append(Check(INFO, "guarantees", GUARANTEES.format(policy=where["policy"])))
     return checks
