@@ -7,8 +7,9 @@ in the project and in a new project root above it, a local override, a forged `p
 the state directory deleted, `disableAllHooks: true` and an `env` entry moving
 MEMORY_GOVERNOR_STATE_DIR in `.claude/settings.json`, `settings.local.json` and
 `~/.claude/settings.json`. Every write lands (one base64-encoded script the routes cannot read),
-and the searches of that turn and of the next (`--resume`, which reads the rewritten settings)
-are still capped: 2 of 3, each `limit: 20` clamped to 3.
+and the searches of that turn, of the next (`--resume`, which reads the rewritten settings) and
+of a new session with `--setting-sources ""` (the Agent SDK's isolation mode) are still capped:
+2 of 3, each `limit: 20` clamped to 3.
 
 The managed file is machine-wide, so it never reaches the machine's /etc: each command runs in a
 private mount namespace (`unshare -m`) with an overlay over /etc whose upper folder is this
@@ -65,6 +66,7 @@ class Managed(Harness):
         self.layers = layers
         self.user = pwd.getpwnam(USER)
         self.user_state = self.home / ".local" / "state" / "memory-governor"  # where a managed hook keeps it
+        self.extra: list[str] = []  # more arguments for the binary
 
     def namespaced(self, args: Sequence[str], as_user: bool) -> list[str]:
         """`args` in a private mount namespace whose /etc and /root are this test's overlays."""
@@ -88,7 +90,7 @@ class Managed(Harness):
     ) -> tuple[subprocess.CompletedProcess[str], int, float]:
         for path in [self.tmp, *self.tmp.rglob("*")]:  # what the test wrote as root, the user's own
             os.lchown(path, self.user.pw_uid, self.user.pw_gid)
-        return super().launch(self.namespaced(args, as_user=True), timeout)
+        return super().launch(self.namespaced([args[0], *self.extra, *args[1:]], as_user=True), timeout)
 
 
 @pytest.fixture
@@ -164,6 +166,12 @@ def test_a_managed_install_holds_against_a_model_running_as_the_user(managed):
                         allowed=["mcp__engram__mem_search"], resume=run.session_id)  # fmt: skip
     assert sorted(r.is_error for r in again.results_of("mem_search")) == [False, False, True], again.describe()
     assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3, 3, 3], managed.calls()
+    # Isolation mode (the Agent SDK's setting_sources=[]): no user, project or local settings.
+    managed.extra = ["--setting-sources", ""]
+    isolated = managed.run("Look it up afresh.", main=[tool_uses(*searches), text("Found.")],
+                           allowed=["mcp__engram__mem_search"])  # fmt: skip
+    assert sorted(r.is_error for r in isolated.results_of("mem_search")) == [False, False, True], isolated.describe()
+    assert [c["arguments"]["limit"] for c in managed.calls("mem_search")][4:] == [3, 3], managed.calls()
     assert not (managed.project.parent / "fresh").exists(), "the state directory did not move"
     assert not Path("/etc/claude-code/managed-settings.json").exists() or _was_there_before
     assert (managed.layers / "etc-up" / "claude-code" / "managed-settings.json").exists()
