@@ -15,7 +15,7 @@ import click
 
 from governor import harnesses
 from governor.harnesses import installs
-from governor.harnesses.settings import SettingsError, apply
+from governor.harnesses.settings import Change, SettingsError, apply
 from governor.policy import acceptance, compiled
 from governor.policy.sources import Sources
 from governor.state import default_state_dir, state_dir
@@ -48,9 +48,16 @@ def _setup(harness: str, scope: str | None, client: str | None) -> tuple[ModuleT
 
 
 _HARNESS = click.argument("harness", type=click.Choice(harnesses.names()))
-_SCOPE = click.option("--scope", type=click.Choice(["project", "user", "local"]), default=None,
+_SCOPE = click.option("--scope", type=click.Choice(["project", "user", "local", "managed"]), default=None,
                       help="project: in the project's settings (committed); local: its uncommitted settings; "
-                      "user: your own, for every project. Default: the harness's (or client's) first.")  # fmt: skip
+                      "user: your own, for every project; managed (claude-code, as root): the machine's managed "
+                      "settings, a boundary no user file crosses. Default: the harness's (or client's) first.")  # fmt: skip
+_ROOT = click.option("--root", type=click.Path(file_okay=False), default=None,
+                     help="managed: put /etc/claude-code and /etc/memory-governor under this prefix instead "
+                     "(a staging tree, or a test); the root check is then not made.")  # fmt: skip
+_POLICY = click.option("--policy", "policy_file", type=click.Path(dir_okay=False, exists=True), default=None,
+                       help="managed: the policy to enforce (copied to /etc/memory-governor/policy.yaml); default: "
+                       "the one there, else the shipped default.")  # fmt: skip
 _CLIENT = click.option("--client", help="mcp-proxy: the MCP client whose configuration starts the memory server "
                        "(claude-desktop, cursor, windsurf, claude-code, gemini-cli, vscode).")  # fmt: skip
 _PROJECT = click.option("--project", type=click.Path(file_okay=False), help="The project directory (default: here).")
@@ -63,8 +70,13 @@ _DRY_RUN = click.option("--dry-run", is_flag=True, help="Show the settings that 
 @_CLIENT
 @_PROJECT
 @_DRY_RUN
-def install(harness: str, scope: str | None, client: str | None, project: str | None, dry_run: bool) -> int:
+@_ROOT
+@_POLICY
+def install(harness: str, scope: str | None, client: str | None, project: str | None, dry_run: bool,
+            root: str | None, policy_file: str | None) -> int:  # fmt: skip
     """Install the hooks into a harness's settings (mcp-proxy: the proxy into an MCP client's)."""
+    if scope == "managed":
+        return _install_managed(harness, root, policy_file, dry_run)
     setup, scope, options = _setup(harness, scope, client)
     root = _project(project)
     # The hooks cover the tools the policy files name now, held back or not: coverage only widens.
@@ -93,12 +105,108 @@ def install(harness: str, scope: str | None, client: str | None, project: str | 
 @_CLIENT
 @_PROJECT
 @_DRY_RUN
-def uninstall(harness: str, scope: str | None, client: str | None, project: str | None, dry_run: bool) -> int:
+@_ROOT
+def uninstall(harness: str, scope: str | None, client: str | None, project: str | None, dry_run: bool,
+              root: str | None) -> int:  # fmt: skip
     """Remove memory-governor's hooks from a harness's settings, keeping all others."""
+    if scope == "managed":
+        return _uninstall_managed(harness, root, dry_run)
     setup, scope, options = _setup(harness, scope, client)
     try:
         for change in setup.plan_uninstall(scope, _project(project), **options):
             apply(change, dry_run, click.echo)
     except (SettingsError, OSError) as err:
         raise click.ClickException(str(err)) from err
+    return 0
+
+
+# -- the managed scope (governor.harnesses.claude_code.managed) ----------------------------
+
+
+def _managed_prefix(harness: str, root: str | None) -> str:
+    if harness != "claude-code":
+        raise click.BadParameter(f"{harness} has no managed scope (only claude-code has one)", param_hint="--scope")
+    if root is None and os.geteuid() != 0:
+        raise click.ClickException(
+            "the managed scope writes /etc/claude-code and /etc/memory-governor: run it as "
+            "root (sudo), from a root-owned environment such as /opt/memory-governor"
+        )
+    return os.path.abspath(root or "/")
+
+
+def _install_managed(harness: str, root: str | None, policy_file: str | None, dry_run: bool) -> int:
+    import tempfile
+
+    from governor.harnesses.claude_code import managed
+    from governor.harnesses.settings import read_text
+    from governor.policy import managed as policy_managed
+    from governor.policy.files import compile_sources
+
+    prefix = _managed_prefix(harness, root)
+    unsafe = policy_managed.ownership_problems(managed.environment_paths())
+    if unsafe:
+        message = (
+            "the hooks would run a governor that someone other than root can change: "
+            + "; ".join(unsafe[:3])
+            + (f" (and {len(unsafe) - 3} more)" if len(unsafe) > 3 else "")
+            + ". Install it in a root-owned environment (sudo python3 -m venv /opt/memory-governor; "
+            "sudo /opt/memory-governor/bin/pip install memory-governor) and run that one's memory-governor"
+        )
+        if root is None:
+            raise click.ClickException(message)
+        click.echo(f"warning: {message}", err=True)
+    where = managed.paths(prefix)
+    text = managed.policy_text(prefix, read_text(policy_file) if policy_file else None)
+    # What will be enforced, compiled before anything is written: a policy that does not compile is refused.
+    with tempfile.TemporaryDirectory() as scratch:
+        with open(policy_managed.policy_path(scratch), "w", encoding="utf-8") as handle:
+            handle.write(text)
+        blob, problems = compile_sources(policy_managed.sources({}, scratch, scratch))
+    if blob is None:
+        raise click.ClickException(f"the managed policy is invalid: {problems[0]}; nothing was changed")
+    try:
+        created = managed.will_create(prefix)
+        if not dry_run:
+            managed.make_folders(prefix)
+        _apply_managed(managed.plan_policy(prefix, text), dry_run)
+        if not dry_run:  # compiled where it is, so its signature is what every hook compares with
+            blob, problems = managed.compile_for_install(where["config"])
+            if blob is None:
+                raise click.ClickException(f"the managed policy is invalid: {problems[0]}")
+        from governor.harnesses.claude_code import setup
+
+        for change in managed.plan_install(prefix, text, blob, created, setup.our_hooks, setup.is_ours):
+            _apply_managed(change, dry_run)
+    except (SettingsError, OSError) as err:
+        raise click.ClickException(str(err)) from err
+    if not dry_run:
+        click.echo(
+            f"managed: every user's Claude Code sessions on this machine now enforce {where['policy']}; "
+            "no user, project or local file switches these hooks off. Check it: memory-governor doctor"
+        )
+    return 0
+
+
+def _apply_managed(change: Change, dry_run: bool) -> None:
+    new = not os.path.exists(change.path)
+    apply(change, dry_run, click.echo)
+    if not dry_run and new and change.after is not None:
+        os.chmod(change.path, 0o644)  # every user's hook reads it, whatever the umask
+
+
+def _uninstall_managed(harness: str, root: str | None, dry_run: bool) -> int:
+    from governor.harnesses.claude_code import managed
+
+    prefix = _managed_prefix(harness, root)
+    record = managed.read_record(prefix)
+    try:
+        from governor.harnesses.claude_code import setup
+
+        for change in managed.plan_uninstall(prefix, setup.is_ours):
+            apply(change, dry_run, click.echo)
+    except (SettingsError, OSError) as err:
+        raise click.ClickException(str(err)) from err
+    if not dry_run:
+        for folder in managed.remove_folders(prefix, record):
+            click.echo(f"{folder}: removed (the install made it)")
     return 0

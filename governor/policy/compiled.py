@@ -65,7 +65,15 @@ def load(env: Mapping[str, str], cwd: str | None, state: str, session: object = 
     Compiles on a cache miss. A broken policy never stops enforcement: the last valid
     compile for this project is used, else the shipped default, and the notice says so. A
     change that loosens the policy a person accepted is held back (governor.policy.acceptance).
+    In a managed hook (governor.policy.managed) it is the administrator's policy, whatever else.
     """
+    from governor.policy import managed
+
+    if managed.active():  # a managed hook: the administrator's policy, nothing from the user's files
+        found, notices = managed.load(env, cwd)
+        if found is None:
+            raise PolicyUnavailable("; ".join(notices))
+        return found, notices
     recent_key: tuple[Any, ...] = ()
     if _recheck_seconds:
         import time

@@ -93,7 +93,10 @@ class Sources:
 
     __slots__ = ("anchor", "ledger_url", "local", "project", "shipped", "team", "team_origin", "watched")
 
-    def __init__(self, env: Mapping[str, str], cwd: str | None, project: str | None = None) -> None:
+    def __init__(self, env: Mapping[str, str], cwd: str | None, project: str | None = None,
+                 managed: str | None = None) -> None:  # fmt: skip
+        """`managed`: the administrator's policy file (governor.policy.managed), the only layer
+        over the shipped default: no project or user file, no local override, no variable."""
         from governor.state import default_state_dir
 
         self.project = project or project_root(cwd)  # `project`: the root pinned for a session
@@ -108,6 +111,11 @@ class Sources:
         local = os.path.join(self.project, PROJECT_DIR_NAME, LOCAL_NAME)
         self.team: str | None = None
         self.team_origin = "shipped default"
+        if managed is not None:
+            self.team, self.team_origin, self.local = managed, "managed", None
+            self.ledger_url = None
+            self.watched = [self.shipped, managed, _MODEL_FILE]
+            return
         if explicit:
             self.team, self.team_origin = os.path.abspath(explicit), "MEMORY_GOVERNOR_POLICY"
         elif os.path.isfile(project_team):

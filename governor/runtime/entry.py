@@ -2,7 +2,7 @@
 
 Run as `memory-governor hook <harness>`, or, faster, as the installer writes it:
 `<python> -I -S <this file> <harness>` (isolated from the user's environment, no site, no
-click). It asks the warm local server
+click); a managed install adds `--managed <folder>` (governor.policy.managed). It asks the warm local server
 first (governor.runtime.server) and decides in this process when the server is not there, so a
 governed call never goes ungoverned because the fast path is down.
 
@@ -54,11 +54,16 @@ def run(harness: str, exits: bool = False) -> int:
     try:
         raw = _read_stdin()
         answer = None
-        if os.environ.get("MEMORY_GOVERNOR_WARM_SERVER", "auto") != "off":
+        env = os.environ
+        from governor.policy import managed
+
+        if managed.active():  # nothing the model can set in the environment moves a managed hook
+            env = managed.environment(os.environ)  # type: ignore[assignment]
+        if env.get("MEMORY_GOVERNOR_WARM_SERVER", "auto") != "off":
             try:
                 from governor.runtime.client import ask
 
-                answer = ask(harness, raw, os.environ)
+                answer = ask(harness, raw, env)
             except Exception as failure:  # the fast path is down: decide here, and say why
                 reason = type(failure).__name__
                 err = f"memory-governor: warm server unavailable ({reason}); deciding in-process\n".encode()
@@ -68,20 +73,20 @@ def run(harness: str, exits: bool = False) -> int:
             from governor.runtime.runner import respond
             from governor.state import cache_dir
 
-            load_quickly(cache_dir(os.environ))  # no tiktoken start-up for one decision
+            load_quickly(cache_dir(env))  # no tiktoken start-up for one decision
             if exits:
                 from governor.runtime.runner import leave_open
 
                 leave_open()
             _arm_safety_net()
-            outcome = respond(harness, raw, os.environ)
+            outcome = respond(harness, raw, env)
             _disarm_safety_net()
             out, err = outcome.stdout(), err + outcome.stderr()
             path = b"decided in this process"
         else:
             out, err = answer
             path = b"answered by the warm server"
-        if os.environ.get("MEMORY_GOVERNOR_TRACE"):
+        if env.get("MEMORY_GOVERNOR_TRACE"):
             err += b"memory-governor: " + path + b"\n"
     except BaseException as failure:
         err = f"memory-governor: internal error ({type(failure).__name__}: {failure}); no decision made\n".encode(
@@ -120,5 +125,9 @@ if __name__ == "__main__":
 
         print(json.dumps(describe(os.environ, sys.argv[2] if len(sys.argv) > 2 else os.getcwd())))
         sys.exit(0)
+    if sys.argv[2:3] == ["--managed"] and len(sys.argv) > 3:  # the hook command a managed install writes
+        from governor.policy.managed import enter
+
+        enter(sys.argv[3])
     code = run(sys.argv[1] if len(sys.argv) > 1 else "claude-code", exits=True)
     os._exit(code)  # the answer is written and flushed: no interpreter teardown, no WAL checkpoint

@@ -171,6 +171,12 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
             if scope != "user" and _made_by_install(os.path.dirname(path)):
                 checks.append(Check(INFO, f"claude-code ({scope})", f"{RESTART_NOTE} (its .claude/ holds only "
                                     "what the install wrote)", "restart Claude Code sessions started before it"))  # fmt: skip
+    walled = _managed_doctor()
+    checks += walled
+    if commands and not walled:
+        checks.append(Check(INFO, "guarantees", "not managed: the hooks and the policy are in files the user, and so "
+                            "the model, can write; the routes refuse the plain ways to change them. A wall: "
+                            "sudo memory-governor install claude-code --scope managed"))  # fmt: skip
     checks += _unmapped_memory_servers(project, policy)
     checks += _engram_plugin(project)
     for command in sorted(set(commands)):
@@ -182,6 +188,13 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     if commands and tools:
         checks.append(_selftest(commands[0], tools[0], project))
     return checks
+
+
+def _managed_doctor() -> list[Check]:
+    """The managed install's checks (governor.harnesses.claude_code.managed)."""
+    from governor.harnesses.claude_code import managed
+
+    return list(managed.doctor("/", is_ours))
 
 
 def _made_by_install(folder: str) -> bool:

@@ -1,0 +1,158 @@
+"""The managed install: the policy in force is the administrator's, full stop.
+
+`install <harness> --scope managed` (the harness's setup, governor.harnesses) puts the hooks in
+the harness's managed settings and the policy in CONFIG_DIR, both root-owned, and the hook
+command names that folder (`entry.py <harness> --managed /etc/memory-governor`). A hook run so
+enforces CONFIG_DIR/policy.yaml over the shipped default and nothing else: no project or user
+policy file, no local override, no acceptance record (nothing to accept), no compiled cache in
+the user's state directory (the install compiles it into CONFIG_DIR/policy.json), no warm server
+(its socket is in the user's state directory), and no MEMORY_GOVERNOR_* variable, XDG folder or
+HOME from the environment (the state directory is the user's own, found from the password
+database). What the user's files can still change is their own ledger: see docs/reliability.md.
+
+Managed mode is chosen by the hook command only (`enter`), never by the environment, so a
+variable a model sets cannot make an ordinary hook read a policy of its choosing.
+
+Hot path: standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from governor import jsonio
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from governor.engine.rules import CompiledPolicy
+
+CONFIG_DIR = "/etc/memory-governor"
+POLICY_NAME = "policy.yaml"
+COMPILED_NAME = "policy.json"
+FLAG = "--managed"
+# Set in the environment a managed hook decides in, so a notice can say which mode it is in.
+MARK = "MEMORY_GOVERNOR_MANAGED"
+
+_config: str | None = None
+
+
+def enter(config_dir: str) -> None:
+    """This process runs a managed hook: its policy is the one in `config_dir`."""
+    global _config
+    _config = os.path.abspath(config_dir)
+
+
+def active() -> str | None:
+    """The managed configuration folder this process enforces, or None (an ordinary install)."""
+    return _config
+
+
+def environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment a managed hook decides in: nothing in it the model could have set chooses
+    the state directory, the policy, the ledger, telemetry or the warm server."""
+    import pwd
+
+    try:
+        home = pwd.getpwuid(os.getuid()).pw_dir or "/"
+    except KeyError:  # a uid with no entry: a state directory of its own under /tmp is no boundary
+        home = env.get("HOME") or "/"
+    dropped = ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "HOME")
+    out = {k: v for k, v in env.items() if not k.startswith("MEMORY_GOVERNOR") and k not in dropped}
+    out["HOME"] = home
+    out["MEMORY_GOVERNOR_WARM_SERVER"] = "off"
+    out[MARK] = _config or CONFIG_DIR
+    return out
+
+
+def policy_path(config_dir: str) -> str:
+    return os.path.join(config_dir, POLICY_NAME)
+
+
+def compiled_path(config_dir: str) -> str:
+    return os.path.join(config_dir, COMPILED_NAME)
+
+
+def sources(env: Mapping[str, str], project: str, config_dir: str):  # type: ignore[no-untyped-def]
+    from governor.policy.sources import Sources
+
+    return Sources(env, project, project, managed=policy_path(config_dir))
+
+
+def load(env: Mapping[str, str], cwd: str | None) -> tuple[CompiledPolicy | None, list[str]]:
+    """The managed policy, as the install compiled it; compiled here (and said) when the files
+    changed since (the package upgraded, the policy edited without a new install). None, and the
+    problems, when not even the shipped default compiles."""
+    from governor import with_site_packages
+    from governor.engine.rules import CompiledPolicy
+
+    config = _config or CONFIG_DIR
+    project = os.path.abspath(cwd or os.getcwd())
+    found = sources(env, project, config)
+    blob = None
+    try:
+        with open(compiled_path(config), "rb") as handle:
+            blob = jsonio.loads(handle.read())
+        installed_at = os.stat(compiled_path(config)).st_mtime
+    except (OSError, ValueError):
+        installed_at = 0.0
+    notices: list[str] = []
+    if not (isinstance(blob, dict) and blob.get("signature") == found.signature() and "policy" in blob):
+        with_site_packages()
+        from governor.policy.files import compile_sources
+
+        blob, problems = compile_sources(found)
+        if blob is None:
+            blob, _ = compile_sources(found, only_default=True)
+            if blob is None:
+                return None, problems
+            notices.append(f"memory-governor: the managed policy {policy_path(config)} is invalid: {problems[0]}. "
+                           "Enforcing the shipped default; an administrator runs `memory-governor install` "
+                           "with `--scope managed` again.")  # fmt: skip
+        else:
+            notices.append(f"memory-governor: the managed policy in {config} changed since it was installed; it is "
+                           "in force, compiled at every hook. An administrator runs `memory-governor install` with "
+                           "`--scope managed` again.")  # fmt: skip
+    policy = CompiledPolicy(blob)
+    policy.project = project
+    policy.accepted_at = installed_at  # a subagent definition written since may not widen its tier
+    return policy, notices
+
+
+def ownership_problems(paths: Iterable[str]) -> list[str]:
+    """What makes these paths writable by someone other than root: each path, what it resolves
+    to, and every folder above either must be owned by root and not group- or world-writable."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for path in paths:
+        for chain in (_chain(os.path.abspath(path)), _chain(os.path.realpath(path))):
+            for level in chain:
+                if level in seen:
+                    continue
+                seen.add(level)
+                try:
+                    st = os.lstat(level)
+                except OSError as err:
+                    problems.append(f"{level}: {err.strerror}")
+                    continue
+                if stat.S_ISLNK(st.st_mode):
+                    if st.st_uid != 0:
+                        problems.append(f"{level}: a symlink owned by uid {st.st_uid}, not root")
+                    continue
+                if st.st_uid != 0:
+                    problems.append(f"{level}: owned by uid {st.st_uid}, not root")
+                if st.st_mode & 0o022:
+                    problems.append(f"{level}: mode {stat.S_IMODE(st.st_mode):04o} is group- or world-writable")
+    return problems
+
+
+def _chain(path: str) -> list[str]:
+    out = [path]
+    while True:
+        parent = os.path.dirname(path)
+        if parent == path:
+            return out
+        out.append(parent)
+        path = parent
