@@ -91,7 +91,15 @@ class Sandbox:
             if sock.exists():
                 break
             time.sleep(0.05)
-        self.hook(self.payload("PostToolUse", tool_name="mcp__engram__mem_search", tool_input={}, tool_response=SEARCH))
+        entry = str(self.root / "governor" / "runtime" / "entry.py")
+        for _ in range(100):  # until the server answers (a busy machine starts it slowly)
+            proc = subprocess.run([*HOOK[:3], entry, self.harness], capture_output=True, cwd=self.dir / "project",
+                                  input=self.payload("PostToolUse", tool_name="mcp__engram__mem_search", tool_input={},
+                                                     tool_response=SEARCH),
+                                  env={**self.env, "MEMORY_GOVERNOR_TRACE": "1"})  # fmt: skip
+            if b"answered by the warm server" in proc.stderr:
+                break
+            time.sleep(0.1)
         time.sleep(0.5)  # the tokenizer loads in the server's background thread
 
     def stop_server(self) -> None:
@@ -125,6 +133,9 @@ class Sandbox:
         elapsed = time.perf_counter() - started
         if proc.returncode != 0 or b"could not decide" in proc.stderr:
             raise RuntimeError(f"hook failed: {proc.stderr.decode()[-300:]}")
+        path = b"answered by the warm server" if self.warm else b"decided in this process"
+        if "MEMORY_GOVERNOR_TRACE" in env and path not in proc.stderr:  # who answered, as the hook says it
+            raise RuntimeError(f"hook not {path.decode()}: {proc.stderr.decode()[-300:]}")
         return elapsed
 
 
@@ -910,6 +921,10 @@ SDK_FIRST_CALL = """
 import asyncio, json, os, sys, time
 sys.path.insert(0, {root!r})
 payload = json.loads(sys.stdin.buffer.read())
+try:
+    import anyio  # the SDK's own dependency: loaded in its user's process already
+except ImportError:
+    pass
 started = time.perf_counter()
 from governor.runtime import runner
 from governor.sdk.claude_agent import callback_for
@@ -1092,8 +1107,13 @@ def time_harnesses(runs: int) -> dict[str, Any]:
     bares: dict[tuple[str, bool], float] = {}
     floor_ms: float | None = None
     runner.keep_connections()  # as govern() does
+    # The package `install` writes its commands for (the launcher runs it too): the hooks, the plugin's
+    # and the warm server must be one code (a server from other code retires, governor.runtime.client).
+    installed = Path(subprocess.run([PY, "-c", "import governor; print(governor.__file__)"], capture_output=True,
+                                    text=True, check=True, cwd=tempfile.gettempdir()).stdout.strip()).parent.parent  # fmt: skip
     for warm in (True, False):
-        box = Sandbox("o200k_base", warm)
+        box = Sandbox("o200k_base", warm, root=installed)
+        box.env["MEMORY_GOVERNOR_TRACE"] = "1"  # each hook says who answered: checked (Sandbox.hook)
         cases: dict[tuple[str, str], tuple[str, Any, list[str] | None]] = {
             key: (kind, make, None) for key, (kind, make) in process_harness_cases().items()}  # fmt: skip
         for label, command in installed_launchers(box).items():
