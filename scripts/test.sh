@@ -6,6 +6,7 @@
 # The end-to-end tests install the pinned harness binaries from npm (and the Claude Agent SDK's wheel
 # from PyPI, with pip) into a cache outside the checkout
 # (~/.cache/memory-governor-e2e, see tests/e2e/npm.py) on first use.
+# `--newest [PYTEST ARGS]`: the e2e tests at each harness's newest release instead (below).
 set -euo pipefail
 . "$(dirname "$0")/venv.sh" test,dev
 cd "$ROOT"

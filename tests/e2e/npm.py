@@ -26,7 +26,6 @@ from pathlib import Path
 
 import pytest
 
-
 OVERRIDE = "MEMORY_GOVERNOR_E2E_PINS"
 PINS: dict[str, tuple[str, str]] = {}  # package -> (the version pinned in the code, its registry: npm or pypi)
 
