@@ -95,8 +95,10 @@ def summary(report: Path) -> int:
     lines = ["", "== --newest: the e2e tests against the newest harness versions =="]
     differ = [(p, declared.get(p, ("?", ""))[0], v) for p, v in sorted(given.items()) if declared.get(p, ("",))[0] != v]
     if differ:
-        lines.append("pins that differ from the newest (run at the newest):")
-        lines += [f"  {package}: pin {pinned} -> newest {version}" for package, pinned, version in differ]
+        lines.append(
+            "pins that differ (MEMORY_GOVERNOR_E2E_PINS; --newest: the newest versions), run at the version given:"
+        )
+        lines += [f"  {package}: pin {pinned} -> ran {version}" for package, pinned, version in differ]
     else:
         lines.append("every pin is the newest version")
     failed, skipped = [], {}

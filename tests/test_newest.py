@@ -114,7 +114,7 @@ def test_summary_says_which_pins_differ_and_what_failed(tmp_path: Path) -> None:
                           env=env, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     pin = read_pins(None)["pins"]["@openai/codex"][0]
-    assert f"@openai/codex: pin {pin} -> newest 0.999.0" in proc.stdout
+    assert f"@openai/codex: pin {pin} -> ran 0.999.0" in proc.stdout
     assert "3 tests, 1 failed or errored, 1 skipped" in proc.stdout
     failures = [line for line in proc.stdout.splitlines() if line.strip().startswith("failure:")]
     assert len(failures) == 1 and "test_fails" in failures[0] and "the hook answered nothing" in failures[0]
