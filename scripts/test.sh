@@ -6,6 +6,7 @@
 # The end-to-end tests install the pinned harness binaries from npm (and the Claude Agent SDK's wheel
 # from PyPI, with pip) into a cache outside the checkout
 # (~/.cache/memory-governor-e2e, see tests/e2e/npm.py) on first use.
+# `--newest [PYTEST ARGS]`: the e2e tests at each harness's newest release instead (below).
 set -euo pipefail
 . "$(dirname "$0")/venv.sh" test,dev
 cd "$ROOT"
@@ -21,4 +22,20 @@ install_missing chromium chromium "the HTML report test"
 install_missing redis-server redis-server "the Redis ledger's tests"
 # Side by side on every core (pytest-xdist); under loadgroup tests/conftest.py keeps each e2e
 # module, per Claude Code pin, in one worker. MEMORY_GOVERNOR_TEST_WORKERS=0 runs in one process.
-exec python -m pytest -n "${MEMORY_GOVERNOR_TEST_WORKERS:-auto}" --dist loadgroup "$@"
+pytest=(python -m pytest -n "${MEMORY_GOVERNOR_TEST_WORKERS:-auto}" --dist loadgroup)
+if [ "${1:-}" != "--newest" ]; then
+  exec "${pytest[@]}" "$@"  # the pins: what CI runs
+fi
+# --newest [PYTEST ARGS]: the e2e tests (or those named) against the newest version of each harness
+# the registries serve instead of the pins (scripts/newest.py; each version gets its own folder in
+# the e2e cache), then which pins differ and what failed.
+shift
+pins="$(python scripts/newest.py resolve)"
+export MEMORY_GOVERNOR_E2E_PINS="$pins"
+[ $# -gt 0 ] || set -- tests/e2e
+report="$(mktemp "${TMPDIR:-/tmp}/memory-governor-newest-XXXXXX.xml")"
+status=0
+"${pytest[@]}" --junitxml="$report" "$@" || status=$?
+python scripts/newest.py summary "$report"
+rm -f "$report"
+exit "$status"

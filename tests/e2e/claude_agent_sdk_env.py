@@ -32,7 +32,8 @@ from fake_model import FakeModel, Step
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-SDK_VERSION = "0.2.189"  # the pin: change it here only (and in pyproject.toml's [sdk] extra)
+# The pin: change it here only (and in pyproject.toml's [sdk] extra).
+SDK_VERSION = npm.pin("claude-agent-sdk", "0.2.189", "pypi")
 BUNDLED_CLAUDE_CODE = "2.1.332"  # what that wheel's _cli_version.py says
 MISSING_DEPENDENCIES = ("sniffio",)  # of the SDK's, not brought by the test extra
 
@@ -61,7 +62,8 @@ def sdk_folder() -> Path:
     return folder
 
 
-TS_SDK_VERSION = "0.3.334"  # @anthropic-ai/claude-agent-sdk on npm (its platform package carries the binary)
+# @anthropic-ai/claude-agent-sdk on npm (its platform package carries the binary).
+TS_SDK_VERSION = npm.pin("@anthropic-ai/claude-agent-sdk", "0.3.334")
 
 
 def ts_sdk_folder() -> Path:

@@ -31,7 +31,7 @@ from sandbox import Run as SandboxRun
 
 from tests.conftest import GOVERNOR_PATH
 
-CODEX_VERSION = "0.171.0"  # the pin: change it here only
+CODEX_VERSION = npm.pin("@openai/codex", "0.171.0")  # the pin: change it here only
 MODEL = "gpt-5.1-codex"
 COMPACT_AT = 20_000  # model_auto_compact_token_limit; a reply reporting more makes Codex compact next
 

@@ -94,10 +94,11 @@ from governor.harnesses.claude_code import spelled  # noqa: E402
 __all__ = ["HERE", "PYTHON", "ROOT", "Harness", "Run", "Tools"]  # what the e2e modules take from here
 
 # The pins: change them here only. Claude Code runs at two: the long-standing pin, and a
-# recent one bumped deliberately (the newest npm served then: what a new user installs).
+# recent one bumped deliberately (the newest npm served then: what a new user installs), which
+# `./scripts/test.sh --newest` replaces by today's newest (npm.pin).
 CLAUDE_CODE_VERSION = "2.1.197"
-CLAUDE_CODE_RECENT = "2.1.332"
-CLAUDE_CODE_VERSIONS = (CLAUDE_CODE_VERSION, CLAUDE_CODE_RECENT)
+CLAUDE_CODE_RECENT = npm.pin("@anthropic-ai/claude-code", "2.1.332")
+CLAUDE_CODE_VERSIONS = tuple(dict.fromkeys((CLAUDE_CODE_VERSION, CLAUDE_CODE_RECENT)))
 SERVER_MEMORY_VERSION = "2026.8.31"
 
 

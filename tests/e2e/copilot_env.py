@@ -60,7 +60,7 @@ from sandbox import Run as SandboxRun  # noqa: E402
 from tests.conftest import GOVERNOR_PATH  # noqa: E402
 
 # The pin: change it here only.
-COPILOT_VERSION = "1.0.102"
+COPILOT_VERSION = npm.pin("@github/copilot", "1.0.102")
 NPM_PACKAGES = {"@github/copilot": COPILOT_VERSION}
 MODEL = "gpt-4.1"
 DENIED = "Denied by preToolUse hook: "

@@ -35,7 +35,7 @@ from fake_gemini import FakeGemini, Request, Step
 from sandbox import HERE, PYTHON, Run, Sandbox, fresh, governed
 
 # The pin: change it here only.
-GEMINI_CLI_VERSION = "0.61.0"
+GEMINI_CLI_VERSION = npm.pin("@google/gemini-cli", "0.61.0")
 MODEL = "gemini-2.5-flash"
 RUN_TIMEOUT = 120
 USER_SETTINGS = {

@@ -7,6 +7,11 @@ and the install are file-locked, so parallel test processes (pytest-xdist worker
 
 No node/npm, or a failed install: the tests that need it are skipped with the reason, except
 under CI=true, where they fail instead.
+
+Every harness's pin is declared through `pin(package, version)`, which honours
+MEMORY_GOVERNOR_E2E_PINS (`package@version` items, by space or comma: `./scripts/test.sh --newest`
+sets it to the newest each registry serves, scripts/newest.py). An overridden version installs
+into a folder of its own, so the pinned cache stays as it is.
 """
 
 from __future__ import annotations
@@ -20,6 +25,28 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+OVERRIDE = "MEMORY_GOVERNOR_E2E_PINS"
+PINS: dict[str, tuple[str, str]] = {}  # package -> (the version pinned in the code, its registry: npm or pypi)
+
+
+def overrides(text: str | None = None) -> dict[str, str]:
+    """{package: version} from MEMORY_GOVERNOR_E2E_PINS (or `text`): `@scope/name@1.2.3 name@4.5`."""
+    text = os.environ.get(OVERRIDE, "") if text is None else text
+    out = {}
+    for item in text.replace(",", " ").split():
+        package, at, version = item.rpartition("@")
+        if not at or not package or not version:
+            raise ValueError(f"{OVERRIDE}: {item!r} is not package@version")
+        out[package] = version
+    return out
+
+
+def pin(package: str, version: str, registry: str = "npm") -> str:
+    """The version of `package` (on `registry`: npm, or pypi) the e2e tests run: `version` (the pin),
+    unless MEMORY_GOVERNOR_E2E_PINS names another."""
+    PINS[package] = (version, registry)
+    return overrides().get(package, version)
 
 
 def cache_root() -> Path:

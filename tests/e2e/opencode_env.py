@@ -43,7 +43,7 @@ from fake_chat import FakeChat, Request, Step, ToolResult
 from sandbox import HERE, PYTHON, Run, Sandbox, fresh, governed
 
 # The pin: change it here only.
-OPENCODE_VERSION = "1.18.33"
+OPENCODE_VERSION = npm.pin("opencode-ai", "1.18.33")
 PROVIDER, MODEL = "fake", "gpt-4.1"
 RUN_TIMEOUT = 240  # a run takes ~10 s; generous for a loaded 2-core machine
 CLOSED_PORT = "http://127.0.0.1:9/"  # npm's registry for these runs: nothing listens there
