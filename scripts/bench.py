@@ -442,11 +442,12 @@ COLD_END = "<!-- end of cold section -->"
 COLD_CASES = {"UserPromptSubmit": 2, "PreToolUse (memory tool)": 2, "PostToolUse (search result)": 4}  # target × bare
 
 
-def time_cold(runs: int) -> dict[str, Any]:
+def time_cold(runs: int, baseline: Path | None = None) -> dict[str, Any]:
     """The hook command with no warm server (every hook decides in its own process), o200k_base,
     interleaved call by call with `python -c pass`: wall clock and the child's CPU (user + sys,
     from getrusage), each as a median and a ratio against the bare interpreter's in this run.
-    Also the first call after install, which builds the tokenizer table."""
+    Also the first call after install, which builds the tokenizer table. `baseline`: another
+    checkout timed in the same rounds (its rows end in "(baseline)")."""
     import resource
 
     def cpu() -> float:
@@ -459,23 +460,28 @@ def time_cold(runs: int) -> dict[str, Any]:
     before = cpu()
     first = box.hook(post(box))  # a fresh state directory: builds the table under state/cache
     first_cpu = cpu() - before
-    for make in cases.values():  # one warm-up each
-        box.hook(make(box))
-    wall: dict[str, list[float]] = {name: [] for name in ["bare", *cases]}
+    boxes = {name: box for name in cases}
+    if baseline is not None:
+        other = Sandbox("o200k_base", warm=False, root=baseline)
+        boxes.update({f"{name} (baseline)": other for name in cases})
+    made = {name: cases[name.removesuffix(" (baseline)")] for name in boxes}
+    for name, make in made.items():  # one warm-up each
+        boxes[name].hook(make(boxes[name]))
+    wall: dict[str, list[float]] = {name: [] for name in ["bare", *made]}
     spent: dict[str, list[float]] = {name: [] for name in wall}
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     for _ in range(runs):
         for name in wall:
             before = cpu()
-            wall[name].append(bare() if name == "bare" else box.hook(cases[name](box)))
+            wall[name].append(bare() if name == "bare" else boxes[name].hook(made[name](boxes[name])))
             spent[name].append(cpu() - before)
     base, base_cpu = statistics.median(wall["bare"]), statistics.median(spent["bare"])
     rows = []
-    for name in cases:
+    for name in made:
         median, median_cpu = statistics.median(wall[name]), statistics.median(spent[name])
         rows.append({"event": name, "median_ms": median * 1000, "p95_ms": pct(wall[name], 0.95) * 1000,
                      "ratio": median / base, "cpu_ms": median_cpu * 1000, "cpu_ratio": median_cpu / base_cpu,
-                     "target": COLD_CASES[name]})  # fmt: skip
+                     "target": COLD_CASES[name.removesuffix(" (baseline)")]})  # fmt: skip
     return {"rows": rows, "bare_ms": base * 1000, "bare_cpu_ms": base_cpu * 1000, "first_ms": first * 1000,
             "first_cpu_ms": first_cpu * 1000, "runs": runs,
             "load": f"{load} → " + " / ".join(f"{x:.1f}" for x in os.getloadavg())}  # fmt: skip
@@ -1207,7 +1213,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--harness", choices=("claude-code", "gemini-cli"),
                         help="Only the hook table, with this harness's payloads.")  # fmt: skip
-    parser.add_argument("--baseline", type=Path, help="--only prompt: also time this other checkout, in the same run.")
+    parser.add_argument("--baseline", type=Path, help="--only prompt, cold: time this checkout too, in one run.")
     parser.add_argument("--only", choices=["proxy", "pathological", "redis", "telemetry", "prompt", "cold", "sdk"],
                         help="Time one section and print its rows (proxy, redis, telemetry: --write replaces its section).")  # fmt: skip
     args = parser.parse_args()
@@ -1252,7 +1258,7 @@ def main() -> int:
         print(f"load average {load} -> " + " / ".join(f"{x:.1f}" for x in os.getloadavg()))
         return 0
     if args.only == "cold":
-        only = {"date": time.strftime("%Y-%m-%d"), "cold": time_cold(runs)}
+        only = {"date": time.strftime("%Y-%m-%d"), "cold": time_cold(runs, args.baseline)}
         command = f"./scripts/bench.sh --only cold --runs {runs}" + (f" --write {args.write}" if args.write else "")
         text = cold_markdown(only, command)
         if args.write:
