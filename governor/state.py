@@ -88,3 +88,13 @@ def sha256_hex(data: bytes) -> str:
         except ImportError:
             from hashlib import sha256
     return str(sha256(data).hexdigest())
+
+
+def blake2b_hex(data: bytes | memoryview) -> str:
+    """A 32-byte blake2b of `data`, hex: what a file under state/cache is checked by when it is read
+    (several times faster than `_sha256`; `_blake2` spares loading hashlib's OpenSSL)."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:
+        from hashlib import blake2b
+    return str(blake2b(data, digest_size=32).hexdigest())

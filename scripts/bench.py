@@ -454,11 +454,12 @@ COLD_END = "<!-- end of cold section -->"
 COLD_CASES = {"UserPromptSubmit": 2, "PreToolUse (memory tool)": 2, "PostToolUse (search result)": 4}  # target × bare
 
 
-def time_cold(runs: int) -> dict[str, Any]:
+def time_cold(runs: int, baseline: Path | None = None) -> dict[str, Any]:
     """The hook command with no warm server (every hook decides in its own process), o200k_base,
     interleaved call by call with `python -c pass`: wall clock and the child's CPU (user + sys,
     from getrusage), each as a median and a ratio against the bare interpreter's in this run.
-    Also the first call after install, which builds the tokenizer table."""
+    Also the first call after install, which builds the tokenizer table. `baseline`: another
+    checkout timed in the same rounds (its rows end in "(baseline)")."""
     import resource
 
     def cpu() -> float:
@@ -471,23 +472,28 @@ def time_cold(runs: int) -> dict[str, Any]:
     before = cpu()
     first = box.hook(post(box))  # a fresh state directory: builds the table under state/cache
     first_cpu = cpu() - before
-    for make in cases.values():  # one warm-up each
-        box.hook(make(box))
-    wall: dict[str, list[float]] = {name: [] for name in ["bare", *cases]}
+    boxes = {name: box for name in cases}
+    if baseline is not None:
+        other = Sandbox("o200k_base", warm=False, root=baseline)
+        boxes.update({f"{name} (baseline)": other for name in cases})
+    made = {name: cases[name.removesuffix(" (baseline)")] for name in boxes}
+    for name, make in made.items():  # one warm-up each
+        boxes[name].hook(make(boxes[name]))
+    wall: dict[str, list[float]] = {name: [] for name in ["bare", *made]}
     spent: dict[str, list[float]] = {name: [] for name in wall}
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     for _ in range(runs):
         for name in wall:
             before = cpu()
-            wall[name].append(bare() if name == "bare" else box.hook(cases[name](box)))
+            wall[name].append(bare() if name == "bare" else boxes[name].hook(made[name](boxes[name])))
             spent[name].append(cpu() - before)
     base, base_cpu = statistics.median(wall["bare"]), statistics.median(spent["bare"])
     rows = []
-    for name in cases:
+    for name in made:
         median, median_cpu = statistics.median(wall[name]), statistics.median(spent[name])
         rows.append({"event": name, "median_ms": median * 1000, "p95_ms": pct(wall[name], 0.95) * 1000,
                      "ratio": median / base, "cpu_ms": median_cpu * 1000, "cpu_ratio": median_cpu / base_cpu,
-                     "target": COLD_CASES[name]})  # fmt: skip
+                     "target": COLD_CASES[name.removesuffix(" (baseline)")]})  # fmt: skip
     return {"rows": rows, "bare_ms": base * 1000, "bare_cpu_ms": base_cpu * 1000, "first_ms": first * 1000,
             "first_cpu_ms": first_cpu * 1000, "runs": runs,
             "load": f"{load} → " + " / ".join(f"{x:.1f}" for x in os.getloadavg())}  # fmt: skip
@@ -516,12 +522,12 @@ def cold_markdown(result: dict[str, Any], command: str) -> str:
 # reworked (issue 27), kept with the table it explains.
 COLD_BEFORE = "Before (main at 855a983, the same command on 2026-12-02, load average 2.7): UserPromptSubmit 5.31× bare (CPU 3.54×), PreToolUse (memory tool) 5.40× (CPU 2.93×), PostToolUse (search result) 53.6× (CPU 43.5×)."
 COLD_LEFT = (
-    "UserPromptSubmit is still over 2×: classifying runs the policy's regexes, so `re` (and `enum`, which "
-    "it imports) must load (~4.4 ms of imports, `python -X importtime`), and the patterns a prompt's words "
-    "let through are compiled in the process (re compiles in Python). What is left to try: keeping each "
-    "pattern's compiled form (`_sre` code, keyed by the interpreter's version and `_sre.MAGIC`) in the "
-    "compiled policy so a hook builds patterns without `re`; handing the prompt to a warm server the hook "
-    "has just started; or fewer and cheaper patterns in the shipped policy."
+    "UserPromptSubmit is still just over 2× (2.05–2.10× in the runs beside main above): it now costs "
+    "about what PreToolUse does plus ~1–2 ms, mostly reading and checking the forms file (213 KB: read, "
+    "blake2b and its header ~1–2 ms in a new process), `unicodedata` and recall's word sets (~1 ms). What "
+    "is left to try: a smaller forms file (only the patterns whose required words a prompt can reach are "
+    "ever built; the code of re.I literals is two words a character); handing the prompt to a warm server "
+    "the hook has just started; or fewer and cheaper patterns in the shipped policy."
 )
 COLD_FINDINGS = [
     "Where a cold decision's time went (2026-12-02, before this table's code: `python -X importtime` and a "
@@ -540,7 +546,21 @@ COLD_FINDINGS = [
     "by the project pins). Now the recall guards' four long patterns compile on first use (only a prompt that "
     "asks for everything reaches them: recall's own import ~1 ms), the pins use governor.jsonio and the "
     "interpreter's `_sha256` (governor.state.sha256_hex). Measured beside main in one run, CPU per cold "
-    "UserPromptSubmit: 29.3 ms against 35.4 ms (bare 11.9 ms), PreToolUse 23.9 against 31.3 ms.",
+    "UserPromptSubmit: 29.3 ms against 35.4 ms (bare 11.9 ms), PreToolUse 23.9 against 31.3 ms. "
+    "Then (`python -X importtime` and a cProfile of hooks for a pattern-decided prompt, a coding prompt "
+    "the model decides, and \"load all project memory\", 2026-12-02): `re` and `enum` still loaded by every "
+    "prompt (~5 ms on the busy machine), each of the 14 recall phrases compiled on every prompt, recall's "
+    "six module-level patterns compiled at import, and on a prompt that asks for everything ~45 compiles, "
+    "most of the process. Now governor.engine.patterns builds each pattern from its `_sre` code, kept "
+    "beside the compiled policy in one file per interpreter (state/policy/*.forms, written by the first "
+    "prompt after a policy change, each form checked equal to `re.compile`'s) and checked whole before "
+    "use (blake2b digest, `sys.hexversion`, `_sre.MAGIC` and the sre limits, package version, policy "
+    "digest; anything else and `re` compiles as before and the file is written again, "
+    "tests/test_patterns.py); a phrase that is not in the prompt is not built; need_model reads its "
+    "weights with governor.jsonio. No `re` in a cold UserPromptSubmit of any of those prompts. Measured "
+    "beside main in one run (`./scripts/bench.sh --only cold --runs 20 --baseline`, load average 0.4–0.7, "
+    "twice): UserPromptSubmit 2.10× and 2.05× bare against 2.71× and 2.35× (CPU 31.2 against 40.1 ms and "
+    "34.2 against 39.4 ms, bare 14.8 and 16.6 ms); PreToolUse and PostToolUse unchanged (within noise).",
     "- **PreToolUse**: imports, then the exit. `json` imports `re`, which imports `enum` (~5 ms); `sqlite3` "
     "adds `datetime`; `signal` builds enums; closing the ledger's last connection checkpoints the WAL (an "
     "fsync: tens of ms on a busy disk); the interpreter's teardown. Now: JSON through `_json` "
@@ -1572,7 +1592,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--harness", choices=("claude-code", "gemini-cli"),
                         help="Only the hook table, with this harness's payloads.")  # fmt: skip
-    parser.add_argument("--baseline", type=Path, help="--only prompt: also time this other checkout, in the same run.")
+    parser.add_argument("--baseline", type=Path, help="--only prompt, cold: time this checkout too, in one run.")
     parser.add_argument("--only", choices=["proxy", "pathological", "redis", "telemetry", "prompt", "cold", "sdk",
                                            "harnesses"],
                         help="Time one section and print its rows (proxy, redis, telemetry, cold, harnesses: --write "
@@ -1619,7 +1639,7 @@ def main() -> int:
         print(f"load average {load} -> " + " / ".join(f"{x:.1f}" for x in os.getloadavg()))
         return 0
     if args.only == "cold":
-        only = {"date": time.strftime("%Y-%m-%d"), "cold": time_cold(runs)}
+        only = {"date": time.strftime("%Y-%m-%d"), "cold": time_cold(runs, args.baseline)}
         command = f"./scripts/bench.sh --only cold --runs {runs}" + (f" --write {args.write}" if args.write else "")
         text = cold_markdown(only, command)
         if args.write:

@@ -154,11 +154,9 @@ def _slots(count: int) -> int:
 
 
 def _digest(body: bytes | memoryview) -> str:
-    try:
-        from _blake2 import blake2b
-    except ImportError:  # hashlib costs a few ms more (it loads OpenSSL)
-        from hashlib import blake2b
-    return str(blake2b(body, digest_size=32).hexdigest())
+    from governor.state import blake2b_hex
+
+    return blake2b_hex(body)
 
 
 def _byteorder() -> str:

@@ -7,27 +7,32 @@ reaches `model_threshold`; else the class with the most cue words, if it has `cu
 of them; else the policy's default. `continuation` is never chosen here: it comes from
 events (compaction, resume), not from words.
 
-Runs on every UserPromptSubmit. Patterns are compiled when first reached, in precedence order,
-and the search stops at the first match (compiling all of them costs ~16 ms in a new process).
+Runs on every UserPromptSubmit. Patterns are built when first reached, in precedence order,
+and the search stops at the first match (compiling all of them costs ~16 ms in a new process;
+a hook builds them from their kept `_sre` code instead, governor.engine.patterns).
 A pattern none of whose `required` words (found once, when the policy is compiled) is in the
-prompt cannot match, so it is passed over without being compiled.
+prompt cannot match, so it is passed over without being built.
 A long prompt (a pasted log, a file) is judged by its first HEAD and last TAIL characters:
 what a prompt asks for is said there, and the policy's patterns then run in bounded time.
 """
 
 from __future__ import annotations
 
-import re
 import unicodedata
+
+from governor.engine.patterns import IGNORECASE, Lazy, compiled
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from re import Pattern
     from typing import Any
 
 EVENT_DRIVEN = ("continuation",)
 _LIKE_ASCII = "\u0130\u0131\u017f\u212a"  # what re.I matches to an ASCII letter (İ ı ſ K): no skipping then
 HEAD, TAIL = 4000, 1000
-_compiled: dict[str, re.Pattern[str]] = {}
+_compiled: dict[str, Pattern[str]] = {}
+_CUE_WORDS = Lazy(r"[a-z0-9_']+")
+_CUE_PHRASE_WORDS = Lazy(r"[a-z0-9_]+")
 
 
 def strip_accents(text: str) -> str:
@@ -42,13 +47,18 @@ def fold(text: str) -> str:
     return " ".join(strip_accents(text.casefold()).split())
 
 
-def _pattern(source: str) -> re.Pattern[str]:
+def _pattern(source: str) -> Pattern[str]:
     """The policy's pattern compiled, accents removed like the text; cached by its source as
     written, so a prompt costs one dictionary lookup per pattern, not an accent strip."""
     found = _compiled.get(source)
     if found is None:
-        found = _compiled[source] = re.compile(strip_accents(source), re.I)
+        found = _compiled[source] = compiled(*form(source))
     return found
+
+
+def form(source: str) -> tuple[str, int]:
+    """What the policy's pattern `source` is compiled as: (pattern, flags)."""
+    return strip_accents(source), IGNORECASE
 
 
 class Verdict:
@@ -88,8 +98,10 @@ def required(source: str) -> list[str] | None:
     """Words one of which every match of the policy's pattern `source` contains, lower case,
     ASCII (so a folded prompt without any of them cannot match); None when there are none.
     For the compiled policy: parsing costs what compiling does."""
+    import re
+
     try:
-        return _required(_sre().parse(strip_accents(source), re.I))
+        return _required(_sre().parse(*form(source)))
     except (re.error, RecursionError, OverflowError):
         return None
 
@@ -179,8 +191,8 @@ def _by_cues(text: str, needs: dict[str, Any]) -> Verdict | None:
     """No pattern matched: the class with the most distinct cue words, if it reaches the threshold.
 
     Ties go to the class earlier in precedence."""
-    words = set(re.findall(r"[a-z0-9_']+", text))
-    padded = f" {' '.join(re.findall(r'[a-z0-9_]+', text))} "
+    words = set(_CUE_WORDS.findall(text))
+    padded = f" {' '.join(_CUE_PHRASE_WORDS.findall(text))} "
     best: tuple[int, str, list[str]] | None = None
     for name in needs["precedence"]:
         if name in EVENT_DRIVEN:

@@ -71,11 +71,13 @@ def _prepare(case: Case) -> None:
     if event.kind == ev.PROMPT and event.machine_made:
         return  # nothing of its text is used
     if event.kind == ev.PROMPT:
-        from governor.engine.recall import judge
+        from governor.engine import patterns
+        from governor.engine.recall import judge, sources
 
-        case.prepared["verdict"], case.prepared["recall"] = judge(
-            event.prompt or "", policy.data["memory_needs"], policy.recall_phrases, policy.pattern_words
-        )
+        needs, phrases = policy.data["memory_needs"], policy.recall_phrases
+        patterns.use(policy.forms, policy.digest, lambda: sources(needs, phrases))
+        case.prepared["verdict"], case.prepared["recall"] = judge(event.prompt or "", needs, phrases,
+                                                                  policy.pattern_words)  # fmt: skip
         case.world.check()
         return
     spec = case.spec()

@@ -24,19 +24,20 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import sys
 from array import array
 from binascii import a2b_base64, crc32
 from bisect import bisect_left
 from itertools import pairwise
 
+from governor.engine.patterns import Lazy
+
 FORMAT = "memory-governor need model 1"
 WEIGHTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "need_model.json")
 CHAR_SIZES = (3, 4, 5)
 # A pasted log or diff adds nothing after its first screen; the ask is at the start or the end.
 HEAD, TAIL = 400, 300
-_WORD = re.compile(r"[a-z0-9_]+")
+_WORD = Lazy(r"[a-z0-9_]+")
 
 
 def features(folded: str) -> set[str]:
@@ -115,9 +116,9 @@ def _array(typecode: str, itemsize: int, encoded: str) -> array[int]:
 
 
 def parse(raw: bytes) -> Model:
-    import json
+    from governor import jsonio  # not json, which imports re
 
-    data = json.loads(raw)
+    data = jsonio.loads(raw)
     if data.get("format") != FORMAT:
         raise ValueError(f"not a {FORMAT!r} file (format {data.get('format')!r})")
     classes = list(data["classes"])

@@ -26,54 +26,36 @@ prompt's first HEAD and last TAIL characters).
 
 from __future__ import annotations
 
-import re
-
 from governor.engine.classify import HEAD, TAIL, Verdict, strip_accents
+from governor.engine.patterns import Lazy, compiled, escape
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from re import Match
 
 CLASS = "explicit_user_recall"
 WINDOW = 6  # words between the word for "all" and the word for the memory
 WIDE = 15  # the same, within one clause, when the memory need is explicit_user_recall too
 ANSWER_WORDS = 6  # "What have you stored? Give me all of it.": the longest such answer
 
-
-class _Lazy:
-    """A pattern compiled when first used: the guards run only on a prompt that asks, and compiling
-    them all would cost every UserPromptSubmit a few milliseconds."""
-
-    __slots__ = ("_compiled", "_pattern")
-
-    def __init__(self, pattern: str) -> None:
-        self._pattern = pattern
-        self._compiled: re.Pattern[str] | None = None
-
-    def _re(self) -> re.Pattern[str]:
-        if self._compiled is None:
-            self._compiled = re.compile(self._pattern)
-        return self._compiled
-
-    def search(self, text: str) -> re.Match[str] | None:
-        return self._re().search(text)
-
-    def match(self, text: str) -> re.Match[str] | None:
-        return self._re().match(text)
-
-
+# Each pattern is built when first used (governor.engine.patterns): the guards run only on a prompt
+# that asks, and compiling them all would cost every UserPromptSubmit a few milliseconds.
 # What a prompt shows rather than says: code, and quoted text.
-_SHOWN = re.compile(
+_SHOWN = Lazy(
     r"```[\s\S]*?(?:```|\Z)|`[^`\n]{0,500}`|\"[^\"\n]{0,500}\"|“[^”\n]{0,500}”|«[^»\n]{0,500}»"
     r"|(?<!\w)'[^'\n]{0,500}'(?!\w)"
 )
-_NEGATION = _Lazy(
+_NEGATION = Lazy(
     r"\b(?:not|no|never|without|nor|dont|don't|doesnt|doesn't|isnt|isn't|aren't|won't|shouldn't|shouldnt|mustn't|"
     r"can't|cannot|avoid|skip|rather than|instead of|nunca|sin|ni|tampoco|jamas|nada de|evita|evitar|saltate|salta|"
     r"saltar|saltarse|omite|omitir|pasa de|hold off|no ahora|not now|not yet|todavia no|aun no)\b"
 )
-_CLAUSE_END = re.compile(r"[.!?;:\n]")
-_SENTENCE_END = re.compile(r"[.!?\n]")
-_SPACES = re.compile(r"[^\S\n]+")
+_CLAUSE_END = Lazy(r"[.!?;:\n]")
+_SENTENCE_END = Lazy(r"[.!?\n]")
+_SPACES = Lazy(r"[^\S\n]+")
 # A token of the prompt; a word is one made of letters only (`full_memory.py`, `--all-context` are not).
-_TOKEN = re.compile(r"[^\s,;:!?¿¡()\[\]{}]+")
-_WORDLIKE = re.compile(r"[a-zñ']+")
+_TOKEN = Lazy(r"[^\s,;:!?¿¡()\[\]{}]+")
+_WORDLIKE = Lazy(r"[a-zñ']+")
 
 
 def _words(text: str) -> frozenset[str]:
@@ -159,7 +141,7 @@ _BETWEEN = (
 _KNOWN = (
     _ALL | _NOUNS | _PARTICIPLES | _AFTER_PARTICIPLE | _HEAD_NOUNS | _AFTER_HEAD | _VERBS | _WEAK | _KNOW | _BETWEEN
 )
-_ANCHOR = _Lazy(
+_ANCHOR = Lazy(
     r"\b(?:about|on|of|regarding|sobre|de|acerca de) (?:me|mi)\b|\b(?:past|previous|earlier|prior|last) sessions?\b|"
     r"\bsesion(?:es)? (?:pasadas?|anteriores?|previas?)\b|\b(?:us|our|ours|we|my|this (?:project|repo|"
     r"repository|codebase|app|service|team)|project|repo|repository|codebase|nosotros|nuestr[oa]s?|mis?|proyecto|"
@@ -168,18 +150,18 @@ _ANCHOR = _Lazy(
 # The computer's memory, not the assistant's: words that say so anywhere in the clause, and words that
 # say so only beside the words of the ask ("the memory map", "las paginas de memoria"; not "the same
 # page", "el repo de mapas").
-_MACHINE = _Lazy(
+_MACHINE = Lazy(
     r"\b(?:allocat\w*|leak\w*|heap|ram|garbage|oom|malloc|valgrind|swap|footprint|\d+ ?(?:[kmgt]i?b|gigs?)|"
     r"fugas?|consumo|consume|consumes|ocupa)\b"
 )
-_MACHINE_NEAR = _Lazy(
+_MACHINE_NEAR = Lazy(
     r"\b(?:free|frees|freeing|usage|profil\w*|barriers?|maps?|mapped|mapping|address\w*|pages?|paging|"
     r"segments?|bandwidth|libera\w*|reservad[ao]s?|reservar|reserva|barreras?|mapas?|direccion\w*|paginas?|"
     r"segmentos?|uso|objects?|buffers?|arrays?|variables?|threads?|process|processes|objetos?|procesos?|hilos?)\b"
 )
 NEAR = 3  # words either side of the ask that _MACHINE_NEAR looks at
 # A reminder or an instruction that merely contains the words.
-_REMINDER = _Lazy(
+_REMINDER = Lazy(
     r"\bremember (?:to|that|not)\b|\bremind (?:me|us|yourself)(?: \w+){0,3} to\b|"
     r"\brecuerdame (?:manana|luego|mas tarde|el (?:lunes|martes|miercoles|jueves|viernes|sabado|domingo))\b|\b(?:don't|dont|do not) forget\b|"
     r"\bmake a note\b|\btake (?:a )?note\b|\btoma(?:te)? nota\b|"
@@ -206,7 +188,7 @@ _ABOUT_WORDS = (  # {w}: the words, escaped
 
 
 # An instruction to save, not to recall, that opens the clause ("please store the whole context of ...").
-_SAVE = _Lazy(
+_SAVE = Lazy(
     r"(?:(?:please|pls|plz|now|ok|okay|and|also|then|can you|could you|would you|por favor|porfa|ahora|y|tambien) )*"
     r"(?:store|save|write down|jot down|record|memori[sz]e|guarda|guardate|guardalo|apunta|apuntate|apuntalo|anota|"
     r"anotate|anotalo|memoriza|memorizate|registra|(?:add|put|agrega|agregale|anade|anadele|mete|pon|incluye|suma)"
@@ -214,7 +196,7 @@ _SAVE = _Lazy(
 )
 # A question of opinion or design about loading memory, and another agent's memory ("all of its stored
 # memories", "their full context"), are not the user asking for theirs.
-_OPINION = _Lazy(
+_OPINION = Lazy(
     r"\b(?:is it|would it be|isn't it|is that) (?:a |an )?(?:good|bad|wise|smart|sensible|terrible|great|better|worse)\b|"
     r"\bshould (?:an?|the|my|our) (?:agent|assistant|model|llm|bot)s?\b|\bpros (?:and|y) (?:cons|contras)\b|"
     r"\bhow (?:does|do|is|are) (?:your|the|its|their|an?) [\w' -]{0,30}\b(?:memory|memories|context|store)\b"
@@ -225,12 +207,12 @@ _OPINION = _Lazy(
     r"\b(?:es|seria) (?:una )?(?:buena|mala) idea\b|\bventajas y desventajas\b|\bdeberia (?:un|el) (?:agente|asistente|modelo)\b"
 )
 # What the words name when another thing stands beside them: "the full history of this branch".
-_OTHER_THING = _Lazy(
+_OTHER_THING = Lazy(
     r"\b(?:branch|branches|commits?|git|rama|ramas|browser|navegador|shell|terminal|file|archivo|fichero|table|"
     r"tabla|database|spreadsheet|hoja|form|forms|formulario|formularios|localstorage|sessionstorage|cookies?|redux)\b"
 )
 # Verbs that destroy or rewrite what they name: "wipe the full history", "borra todo el historial".
-_UNDOING = _Lazy(
+_UNDOING = Lazy(
     r"\b(?:wipe|delete|clear|erase|purge|remove|drop|reset|rewrite|squash|truncate|borra|borrar|elimina|eliminar|"
     r"limpia|limpiar|vacia|vaciar|resetea|reescribe)\b"
 )
@@ -238,7 +220,7 @@ _UNDOING = _Lazy(
 # saved ...?", "¿me pasas ...?"); any other question with the words is about them ("what happens to your
 # context window if the full project memory is bigger than it?", "should a tool that injects all saved
 # memories be opt-in?").
-_REQUEST_FORM = _Lazy(
+_REQUEST_FORM = Lazy(
     r"\b(?:can|could|would|will|wont|won't|wouldn't|may|might) (?:you|u|ya)\b|\bwould you mind\b|\bany chance\b|"
     r"\bwhat (?:have|do|did|else) (?:you|u)\b|\bwhat(?:'s| is) (?:in|stored|saved|kept)\b|\bhow about\b|"
     r"\bwhy don'?t you\b|\bmind (?:\w+ing)\b|\bis there (?:any )?way\b|\bis it possible\b|\bare you able\b|"
@@ -248,14 +230,14 @@ _REQUEST_FORM = _Lazy(
     r"recuerdas|haces|sacas|dices|cuentas|repasas|listas|echas|tiras|compartes|comparte|mandas|envias|ensenas)\b|\bque (?:tienes|tiene|tenes|has|ha|recuerdas|"
     r"recuerda|sabes|sabe|guardaste|guardo|tenias|hay)\b"
 )
-_OTHERS = _Lazy(r"\b(?:its|their|theirs|agent's|agents'|model's|bot's|his|her)\b")
+_OTHERS = Lazy(r"\b(?:its|their|theirs|agent's|agents'|model's|bot's|his|her)\b")
 # "... all your saved notes, but please don't": the ask withdrawn later in its sentence.
-_WITHDRAWN = _Lazy(
+_WITHDRAWN = Lazy(
     r"\b(?:but|pero)\b.*\b(?:don'?t|do not|no lo hagas|no hace falta|no|never ?mind|forget it|olvidalo|mejor no|da igual)\b"
 )
 # A hypothesis, a design discussion or a coding task that contains the words: "if you loaded your entire
 # memory, how much ...", "estamos disenando la herramienta ...", "escribe una funcion que cargue todo ...".
-_NOT_ASKED = _Lazy(
+_NOT_ASKED = Lazy(
     r"\bif (?:you|i|we|it|an? \w+) (?:\w+ed|were|was|had)\b|\bwhat if\b|\bimagine\b|\bsuppose\b|"
     r"\bi was (?:going|about) to\b|\biba a\b|\bpensaba (?:pedir|en)\b|"
     r"\b(?:para que|so that|so it) (?:\w+ )?(?:guarde|cargue|almacene|restaure|saves?|stores?|loads?|keeps?|restores?)\b|"
@@ -274,7 +256,7 @@ _TYPO_TARGETS = ("memory", "memories", "memoria", "memorias", "everything", "rem
 _SHORT = {"tdo": "todo", "tod": "todo", "evrythng": "everything", "evthg": "everything", "mem": "memory"}
 
 _MARK = "\x00"  # stands for the words of the ask in _ABOUT
-_ABOUT = _Lazy(_ABOUT_WORDS.replace("{w}", _MARK))
+_ABOUT = Lazy(_ABOUT_WORDS.replace("{w}", _MARK))
 
 _ABOUT_THEM = "is in a question about the words themselves"
 _MACHINE_MEMORY = "is about the computer's memory"
@@ -300,14 +282,37 @@ def said(prompt: str) -> str:
     return _SPACES.sub(" ", strip_accents(_SHOWN.sub(" ", prompt).casefold()))
 
 
+def _wanted(phrase: str) -> str:
+    return " ".join(strip_accents(phrase.casefold()).split())
+
+
+def phrase_pattern(wanted: str) -> str:
+    """The pattern of a policy phrase (folded): its words whole, not inside a flag or a file name."""
+    return r"(?<![\w./-])" + escape(wanted) + r"(?![\w/-]|\.\w)"
+
+
+def sources(needs: dict, phrases: list[str]) -> list[tuple[str, int]]:  # type: ignore[type-arg]
+    """Every (pattern, flags) a prompt's decision may build for this policy: its memory-need
+    patterns, its phrases, and the fixed patterns of classify, this module and need_model."""
+    from governor.engine import need_model  # noqa: F401  # its patterns are listed when imported
+    from governor.engine.classify import form
+    from governor.engine.patterns import SHIPPED
+
+    found = [form(p) for need in needs["classes"].values() for p in need.get("patterns", [])]
+    found += [(phrase_pattern(_wanted(p)), 0) for p in phrases]
+    return [*found, *SHIPPED]
+
+
 def asks_for_everything(prompt: str, phrases: list[str], verdict: Verdict) -> Recall:
     """Whether `prompt` asks for everything remembered; `verdict` is its class by patterns and model."""
     text = said(prompt)
     refused: str | None = None
     about: list[str] = []
     for phrase in phrases:
-        wanted = " ".join(strip_accents(phrase.casefold()).split())
-        for match in re.finditer(r"(?<![\w./-])" + re.escape(wanted) + r"(?![\w/-]|\.\w)", text):
+        wanted = _wanted(phrase)
+        if wanted not in text:
+            continue  # no match can be found: its pattern is not built
+        for match in compiled(phrase_pattern(wanted)).finditer(text):
             guard = _guard(text, match.start(), match.end(), wanted) or _modifier(text, match.start(), match.end())
             if guard is None and _KNOW.intersection(wanted.split()) and not _anchored(text, match.end()):
                 guard = "asks what is known, of nothing of the user's or the project's"
@@ -410,7 +415,7 @@ def _asks(text: str) -> list[tuple[int, int, str, str]]:
     return found
 
 
-def _token(match: re.Match[str]) -> tuple[int, int, str]:
+def _token(match: Match[str]) -> tuple[int, int, str]:
     """A token without the periods and apostrophes around it: "memory." ends before its period."""
     raw = match.group(0)
     word = raw.strip(".'")

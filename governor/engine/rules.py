@@ -46,6 +46,9 @@ class CompiledPolicy:
         self.accepted_at: float | None = None
         # The project root it governs (governor.policy.projects); None: not loaded for one.
         self.project: str | None = None
+        # Where its patterns' `_sre` code is kept, without the ending (governor.engine.patterns);
+        # None: nowhere, `re` compiles them.
+        self.forms: str | None = None
 
     def tool(self, server: str, tool: str) -> dict[str, Any] | None:
         """The spec (role, parameter names, result format) of a governed tool, else None.

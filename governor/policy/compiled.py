@@ -111,6 +111,7 @@ def from_files(sources: Sources, state: str) -> tuple[CompiledPolicy, list[str]]
     cached = _read_json(good_path) if good_path else None
     if isinstance(cached, dict) and cached.get("format") == CACHE_FORMAT and cached.get("signature") == signature:
         policy = CompiledPolicy(cached)
+        policy.forms = good_path.removesuffix(".json")
         _memo[good_path] = (signature, policy)
         return policy, []
     broken = _read_json(broken_path) if broken_path else None
@@ -129,7 +130,9 @@ def from_files(sources: Sources, state: str) -> tuple[CompiledPolicy, list[str]]
                 os.unlink(broken_path)
             except OSError:
                 pass
-        return CompiledPolicy(blob), []
+        policy = CompiledPolicy(blob)
+        policy.forms = good_path.removesuffix(".json") or None
+        return policy, []
     _store(broken_path, {"signature": signature, "problems": problems})
     return _fallback(cached, problems, sources)
 
