@@ -6,11 +6,16 @@ launcher finds the governor on each machine:
 
 - `$MEMORY_GOVERNOR` (the `memory-governor` program, for a machine where it is not on PATH:
   set it in the shell profile or in the harness's local settings), else `memory-governor` on PATH;
-- from that program's `#!` line, its interpreter; the governor's entry file beside it in that
-  environment's site-packages is run as a direct install writes it (`python -I -S entry.py`),
-  so the launcher costs one `sh` start; an editable install runs the program under `-I`.
+- from that program's `#!` line, its interpreter; the governor's entry file in that
+  environment's own site-packages (`lib/pythonX.Y`, X.Y from the interpreter's name or the
+  environment's pyvenv.cfg, never the first folder a glob finds) is run as a direct install
+  writes it (`python -I -S entry.py`), so the launcher costs one `sh` start; an editable install,
+  or an environment whose version is not known, runs the program under `-I`. Its arguments are
+  passed on (`HARNESS`, or OpenCode's plugin's `--describe PROJECT`).
 - no governor: the user is told at session start, and a memory call follows the committed
-  policy's `on_error` (closed: it is refused; open: it passes, and the user was told why).
+  policy's `on_error` (closed: it is refused, and so is a call of a shell, file or fetch tool
+  whose input names the memory the shipped routes lead to; open: it passes, and the user was
+  told why).
 
 The script is the same on every machine (doctor checks it is current); it is written with the
 settings it serves and removed with the last of them.
@@ -38,14 +43,50 @@ _MISSING = (
 _CLOSED = "memory calls are refused (the project's policy says on_error: closed)"
 _OPEN = "memory calls pass ungoverned (the project's policy says on_error: open)"
 
+
+def _named(prefix: str) -> str:
+    """The sh for a payload that names its event and tool, an MCP tool by its prefix."""
+    return f"event=$(field hook_event_name); tool=$(field tool_name)\ncase $tool in {prefix}*) memory=1 ;; esac"
+
+
+# Copilot's own payloads name no event: each is known by the fields it alone carries (as the
+# adapter knows them). Every tool event is answered as a before-tool one: the arguments are the
+# model's to fill with any key, and after a tool Copilot ignores a deny (a refused call has no
+# after). An MCP tool is <server>-<tool>; none of Copilot's own tools has a `-`.
+_COPILOT = r"""event=$(field hook_event_name)
+[ -n "$event" ] || case $payload in
+  *'"toolName"'*) event=preToolUse ;;
+  *'"prompt"'*|*'"agentName"'*|*'"trigger"'*|*'"stopReason"'*) ;;
+  *'"source"'*) event=sessionStart ;;
+esac
+tool=$(field toolName); [ -n "$tool" ] || tool=$(field tool_name)
+case $tool in *-*) memory=1 ;; esac"""
+# OpenCode's plugin names the hook, and sends `mcp` as an object for a memory tool only.
+_OPENCODE = r"""event=$(field hook); tool=$(field tool)
+case $payload in *'"mcp":{'*) memory=1 ;; esac"""
+
 # What the launcher answers where there is no governor, per harness that runs it: at session
-# start a message for the user; before a memory tool (its name begins with the prefix) a refusal
-# when on_error is closed. Rendered by each harness's own adapter, so the shapes are its own.
-_HARNESSES = {
-    "claude-code": ("SessionStart", "PreToolUse", "tool_name", "mcp__"),
-    "gemini-cli": ("SessionStart", "BeforeTool", "tool_name", "mcp_"),
-    "codex": ("SessionStart", "PreToolUse", "tool_name", "mcp__"),
+# start a message for the user; before a memory tool a refusal when on_error is closed. Each
+# harness: its session-start and before-tool event names, the sh that sets `event` (the event's
+# name), `tool` (the tool's) and `memory` (non-empty for a memory tool), and the keys its
+# payload gives a tool's input under. Rendered by each harness's own adapter, so the shapes are its own.
+_HARNESSES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str, tuple[str, ...]]] = {
+    "claude-code": (("SessionStart",), ("PreToolUse",), _named("mcp__"), ("tool_input",)),
+    "gemini-cli": (("SessionStart",), ("BeforeTool",), _named("mcp_"), ("tool_input",)),
+    "codex": (("SessionStart",), ("PreToolUse",), _named("mcp__"), ("tool_input",)),
+    "copilot": (("sessionStart", "SessionStart"), ("preToolUse", "PreToolUse"), _COPILOT, ("toolArgs", "tool_input")),
+    "opencode": (("session.start",), ("tool.execute.before",), _OPENCODE, ("args",)),
 }
+
+# Without a governor no policy can be read, so the routes to the memory through other tools are
+# the shipped ones (rules/memory-budget.yaml, the routes with `use:`; a test holds them equal):
+# under on_error: closed, a call of one of these tools whose input names Engram's program or
+# folder (`engram`), its HTTP port (7437) or a glob that reaches its database (`eng*.db`,
+# `~/.eng*/`) is refused too. Routes a team adds to its own policy are not seen here.
+ROUTE_TOOLS = ("Bash", "run_shell_command", "bash", "WebFetch", "web_fetch", "webfetch", "Read", "Grep", "Glob",
+               "read_file", "read_many_files", "search_file_content", "glob", "view", "grep", "read")  # fmt: skip
+_WORD = "[A-Za-z0-9_-]"
+MEMORY_NAMES = ("*engram*", "*7437*", *(f"*[!A-Za-z0-9_-]eng{_WORD * n}[*?[]*" for n in range(11)))
 
 
 def path(project: str) -> str:
@@ -79,6 +120,11 @@ def with_uninstall(scope: str, project: str, harness: str, settings: Change) -> 
     return [settings, plan(project, used_elsewhere(project, harness))] if scope == "project" else [settings]
 
 
+# Harnesses that show the user nothing a hook prints (Copilot in `-p` mode): the model is told
+# too, at session start, to pass it on.
+_TELL_THE_MODEL = frozenset(("copilot",))
+
+
 def _answers(harness: str) -> tuple[str, str, str]:
     """(session start answer with on_error closed, with it open, refusal of a memory call)."""
     from governor import harnesses
@@ -86,13 +132,15 @@ def _answers(harness: str) -> tuple[str, str, str]:
     from governor.engine.events import Decision
 
     adapter = harnesses.adapter(harness)
-    start, pre, _, _ = _HARNESSES[harness]
+    starts, pres, _, _ = _HARNESSES[harness]
 
     def told(effect: str) -> str:
         message = _MISSING.format(effect=effect)
-        return json.dumps(adapter.render(start, Decision(ev.NONE, "governor_missing", user_message=message)))
+        context = f"Tell the user, once: {message}" if harness in _TELL_THE_MODEL else ""
+        decision = Decision(ev.NONE, "governor_missing", context=context, user_message=message)
+        return json.dumps(adapter.render(starts[0], decision))
 
-    refused = adapter.refusal(pre, _MISSING.format(effect=_CLOSED))
+    refused = adapter.refusal(pres[0], _MISSING.format(effect=_CLOSED))
     return told(_CLOSED), told(_OPEN), json.dumps(refused)
 
 
@@ -100,29 +148,37 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
+def _indent(lines: str, by: str) -> str:
+    return "".join(f"{by}{line}\n" for line in lines.splitlines())
+
+
 def text() -> str:
     """The launcher script."""
     cases = []
-    for harness, (start, pre, field, prefix) in _HARNESSES.items():
+    for harness, (starts, pres, reads, inputs) in _HARNESSES.items():
         closed, opened, refused = _answers(harness)
         cases.append(
             f"  {harness})\n"
-            f"    event=$(field hook_event_name)\n"
-            f'    if [ "$event" = {start} ]; then\n'
-            f"      if [ \"$mode\" = closed ]; then printf '%s\\n' {_quote(closed)}; "
-            f"else printf '%s\\n' {_quote(opened)}; fi\n"
-            f'    elif [ "$event" = {pre} ] && [ "$mode" = closed ]; then\n'
-            f"      case $(field {field}) in {prefix}*) printf '%s\\n' {_quote(refused)} ;; esac\n"
-            f"    fi ;;\n"
+            + _indent(reads, "    ")
+            + f"    case $event in {'|'.join(starts)}) event=start ;; {'|'.join(pres)}) event=pre ;; esac\n"
+            f"    inputs={_quote(' '.join(inputs))}\n"
+            f"    told_closed={_quote(closed)}\n"
+            f"    told_open={_quote(opened)}\n"
+            f"    refused={_quote(refused)} ;;\n"
         )
-    return _SCRIPT.replace("@CASES@", "".join(cases).rstrip("\n"))
+    return (
+        _SCRIPT.replace("@CASES@", "".join(cases).rstrip("\n"))
+        .replace("@ROUTE_TOOLS@", "|".join(ROUTE_TOOLS))
+        .replace("@MEMORY_NAMES@", "|".join(MEMORY_NAMES))
+    )
 
 
 _SCRIPT = r"""#!/bin/sh
 # memory-governor's hook launcher, committed with the project: it runs this machine's governor,
 # wherever it is installed, so the project's hook settings name no machine's paths.
 # Written by `memory-governor install`; `memory-governor doctor` checks it is current.
-harness=${1:-claude-code}
+[ $# -gt 0 ] || set -- claude-code
+harness=$1
 mg=${MEMORY_GOVERNOR:-$(command -v memory-governor 2>/dev/null)}
 if [ -n "$mg" ] && [ -f "$mg" ]; then
   first=
@@ -131,30 +187,67 @@ if [ -n "$mg" ] && [ -f "$mg" ]; then
   case $py in
     */python*)  # a long path is written as a `#!/bin/sh` exec line instead: then run the program
       if [ -x "$py" ] && [ "$py" != "$first" ]; then
-        for entry in "${py%/bin/*}"/lib/python3*/site-packages/governor/runtime/entry.py; do
-          [ -f "$entry" ] && exec "$py" -I -S "$entry" "$harness"
-        done
-        exec "$py" -I "$mg" hook "$harness"
+        # The environment's own site-packages, by its interpreter's version (its name, python3.12,
+        # else the environment's pyvenv.cfg): no other lib/python* folder there is ever run.
+        version=${py##*/python}
+        case $version in
+          [0-9]*.[0-9]*) ;;
+          *)
+            version=
+            if [ -f "${py%/bin/*}/pyvenv.cfg" ]; then
+              while IFS='= ' read -r key value; do
+                case $key in version|version_info) [ -n "$version" ] || version=$value ;; esac
+              done < "${py%/bin/*}/pyvenv.cfg"
+              major=${version%%.*}
+              minor=${version#*.}
+              minor=${minor%%.*}
+              case $major.$minor in [0-9]*.[0-9]*) version=$major.$minor ;; *) version= ;; esac
+              case $major$minor in *[!0-9]*) version= ;; esac
+            fi ;;
+        esac
+        entry=${py%/bin/*}/lib/python$version/site-packages/governor/runtime/entry.py
+        [ -n "$version" ] && [ -f "$entry" ] && exec "$py" -I -S "$entry" "$@"
+        exec "$py" -I "$mg" hook "$@"
       fi ;;
   esac
-  exec "$mg" hook "$harness"
+  exec "$mg" hook "$@"
 fi
 # No governor on this machine: tell the user, and follow the project's on_error.
+case $harness in -*) exit 1 ;; esac  # --describe (OpenCode's plugin): nothing to describe
 here=$(dirname "$0")
 mode=open
 for policy in "$here/policy.yaml" "$here/policy.local.yaml"; do
   if [ -f "$policy" ] && grep -Eq "^on_error:[[:space:]]*[\"']?closed" "$policy"; then mode=closed; fi
 done
 payload=$(cat)
-field() {
+field() {  # the first string value of a key (a crude reader: enough for the names the harness writes)
   rest=${payload#*\"$1\"}
   [ "$rest" = "$payload" ] && return 0
   rest=${rest#*\"}
   printf '%s' "${rest%%\"*}"
 }
+event= tool= memory=
 case $harness in
 @CASES@
+  *) exit 0 ;;
 esac
+if [ "$event" = start ]; then
+  if [ "$mode" = closed ]; then printf '%s\n' "$told_closed"; else printf '%s\n' "$told_open"; fi
+elif [ "$event" = pre ] && [ "$mode" = closed ]; then
+  if [ -n "$memory" ]; then
+    printf '%s\n' "$refused"
+  else
+    case $tool in
+      @ROUTE_TOOLS@)  # a route to the memory through another tool (the shipped routes)
+        for key in $inputs; do
+          input=${payload#*\"$key\"}
+          [ "$input" = "$payload" ] && continue
+          case $input in @MEMORY_NAMES@) printf '%s\n' "$refused" ;; esac
+          break
+        done ;;
+    esac
+  fi
+fi
 exit 0
 """
 

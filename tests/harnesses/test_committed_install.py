@@ -47,36 +47,121 @@ HARNESSES = {
     "claude-code": ("CLAUDE_PROJECT_DIR", ".claude/settings.json", "PreToolUse", "mcp__engram__mem_search"),
     "gemini-cli": ("GEMINI_PROJECT_DIR", ".gemini/settings.json", "BeforeTool", "mcp_engram_mem_search"),
     "codex": ("PWD", ".codex/hooks.json", "PreToolUse", "mcp__engram__mem_search"),  # Codex sets no project variable
+    "copilot": ("COPILOT_PROJECT_DIR", ".github/hooks/memory-governor.json", "preToolUse", "engram-mem_search"),
+    # OpenCode runs no hook command: its plugin does, loaded here by node as OpenCode loads it.
+    "opencode": ("PWD", ".opencode/plugin/memory-governor.js", "tool.execute.before", "engram_mem_search"),
 }
+SHELL_TOOL = {"gemini-cli": "run_shell_command", "copilot": "bash", "opencode": "bash"}
+
+# OpenCode's side of its plugin: load it as `opencode run` does, then hand it one event (a
+# session's first message, or a tool call), and print what the plugin did with the tool's
+# arguments (nothing when it left them alone, or the error it threw). What the plugin says for the user goes to stderr, as it
+# does under `opencode run`.
+PLUGIN_DRIVER = """
+const { MemoryGovernor } = await import(process.env.PLUGIN)
+const info = { id: "ses_1", parentID: "", agent: "build", time: { created: Date.now() } }
+const client = { session: { get: async () => ({ data: info }) } }
+const hooks = await MemoryGovernor({ client, directory: process.env.PROJECT, worktree: process.env.PROJECT })
+const step = JSON.parse(process.env.STEP)
+if (step.prompt) {
+  const output = { message: { id: "msg_1" }, parts: [{ id: "prt_1", type: "text", text: step.prompt }] }
+  await hooks["chat.message"]({ sessionID: "ses_1" }, output)
+  process.stdout.write(JSON.stringify({ parts: output.parts.length }))
+} else {
+  const output = { args: { ...step.args } }
+  try {
+    await hooks["tool.execute.before"]({ tool: step.tool, sessionID: "ses_1", callID: "call_1" }, output)
+    const same = JSON.stringify(output.args) === JSON.stringify(step.args)
+    process.stdout.write(same ? "" : JSON.stringify({ args: output.args }))
+  } catch (err) {
+    process.stdout.write(JSON.stringify({ deny: err.message }))
+  }
+}
+"""
 
 
 def hook(command: str, project: Path, state: Path, path: str, payload: dict[str, Any],
          harness: str = "claude-code") -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """The installed command run as the harness runs it (OpenCode: its plugin, in node)."""
     env = {"PATH": path, "HOME": str(state.parent), HARNESSES[harness][0]: str(project), "LANG": "C.UTF-8",
            "MEMORY_GOVERNOR_STATE_DIR": str(state), "MEMORY_GOVERNOR_WARM_SERVER": "off"}  # fmt: skip
+    if harness == "opencode":
+        node = shutil.which("node")
+        if node is None:
+            if os.environ.get("CI") == "true":
+                pytest.fail("node is required under CI")
+            pytest.skip("node is not installed")
+        driver = state.parent / "driver.mjs"
+        driver.write_text(PLUGIN_DRIVER)
+        env.update(PLUGIN=(project / command).as_uri(), PROJECT=str(project), STEP=json.dumps(payload))
+        return subprocess.run([node, str(driver), "run"], capture_output=True, text=True, env=env, cwd=project,
+                              timeout=60)  # fmt: skip
     return subprocess.run(["/bin/sh", "-c", command], input=json.dumps(payload), capture_output=True, text=True,
                           env=env, cwd=project, timeout=60)  # fmt: skip
 
 
-def search(project: Path, session: str, harness: str = "claude-code") -> dict[str, Any]:
-    _, _, event, tool = HARNESSES[harness]
+def tool_call(project: Path, session: str, harness: str, tool: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+    event = HARNESSES[harness][2]
+    if harness == "copilot":  # its own dialect: no event name, no call id
+        return {"sessionId": session, "timestamp": 1767225600000, "cwd": str(project), "toolName": tool,
+                "toolArgs": tool_input}  # fmt: skip
+    if harness == "opencode":
+        return {"tool": tool, "args": tool_input}
     extra = {
         "claude-code": {"tool_use_id": "t1", "permission_mode": "default"},
         "codex": {"tool_use_id": "t1", "turn_id": "turn-1", "permission_mode": "default"},
-        "gemini-cli": {"timestamp": "2026-01-01T00:00:00.000Z",
-                       "mcp_context": {"server_name": "engram", "tool_name": "mem_search"}},
+        "gemini-cli": {"timestamp": "2026-01-01T00:00:00.000Z"},
     }[harness]  # fmt: skip
+    if harness == "gemini-cli" and tool.startswith("mcp_"):
+        extra["mcp_context"] = {"server_name": "engram", "tool_name": "mem_search"}
     return {"session_id": session, "transcript_path": "/t.jsonl", "cwd": str(project), "hook_event_name": event,
-            "tool_name": tool, "tool_input": {"query": "auth", "limit": 10}, **extra}  # fmt: skip
+            "tool_name": tool, "tool_input": tool_input, **extra}  # fmt: skip
 
 
-def start(project: Path, session: str) -> dict[str, Any]:
+def search(project: Path, session: str, harness: str = "claude-code") -> dict[str, Any]:
+    return tool_call(project, session, harness, HARNESSES[harness][3], {"query": "auth", "limit": 10})
+
+
+def shell(project: Path, session: str, harness: str, command: str) -> dict[str, Any]:
+    return tool_call(project, session, harness, SHELL_TOOL.get(harness, "Bash"), {"command": command})
+
+
+def start(project: Path, session: str, harness: str = "claude-code") -> dict[str, Any]:
+    if harness == "copilot":
+        return {"sessionId": session, "timestamp": 1767225600000, "cwd": str(project), "source": "new",
+                "initialPrompt": "What did we decide about auth?"}  # fmt: skip
+    if harness == "opencode":
+        return {"prompt": "What did we decide about auth?"}
     return {"session_id": session, "transcript_path": "/t.jsonl", "cwd": str(project),
             "hook_event_name": "SessionStart", "source": "startup"}  # fmt: skip
 
 
+def answer_of(run: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """What the hook (or the plugin) answered, with a harness's nesting undone; {} for no answer."""
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout) if run.stdout.strip() else {}
+    return {**data, **data.get("hookSpecificOutput", {})}
+
+
+def clamped_limit(answer: dict[str, Any]) -> Any:
+    rewritten = answer.get("updatedInput") or answer.get("tool_input") or answer.get("modifiedArgs") or answer.get(
+        "args") or {}  # fmt: skip
+    return rewritten.get("limit")
+
+
+def refusal(answer: dict[str, Any]) -> str | None:
+    """The reason of a refusal, in whichever harness's shape; None when the call is not refused."""
+    if "deny" in (answer.get("permissionDecision"), answer.get("decision")):
+        return str(answer.get("permissionDecisionReason") or answer.get("reason") or "")
+    return answer["deny"] if isinstance(answer.get("deny"), str) else None
+
+
 def installed_commands(project: Path, harness: str = "claude-code") -> set[str]:
+    if harness == "opencode":  # the plugin file is what OpenCode runs
+        return {HARNESSES[harness][1]}
     settings = json.loads((project / HARNESSES[harness][1]).read_text())
+    if harness == "copilot":  # its own format: flat entries, the command under `bash`
+        return {entry["bash"] for entries in settings["hooks"].values() for entry in entries}
     return {h["command"] for groups in settings["hooks"].values() for g in groups for h in g["hooks"]}
 
 
@@ -104,9 +189,7 @@ def test_a_clone_on_a_machine_whose_governor_lives_elsewhere_is_governed_with_no
     shutil.rmtree(tmp_path / "lead")
     state = tmp_path / "dev" / "state"
     answer = hook(command, clone, state, f"{dev}:{SYSTEM_PATH}", search(clone, "dev-1", harness), harness)
-    assert answer.returncode == 0 and answer.stdout, answer.stderr
-    clamped = json.loads(answer.stdout)["hookSpecificOutput"]
-    assert clamped.get("updatedInput", clamped.get("tool_input", {}))["limit"] == 3, "clamped: governed"
+    assert clamped_limit(answer_of(answer)) == 3, f"clamped: governed ({answer.stdout} {answer.stderr})"
     assert (state / "ledger.db").exists(), "decided by this machine's governor, in its own state"
     # Installing on the clone (Codex records its hook trust per machine) changes no committed file.
     dev_env = {"PATH": f"{dev}:{SYSTEM_PATH}", "HOME": str(tmp_path / "dev"), "MEMORY_GOVERNOR_STATE_DIR": str(state)}
@@ -117,7 +200,8 @@ def test_a_clone_on_a_machine_whose_governor_lives_elsewhere_is_governed_with_no
                             text=True, env={"PATH": f"{dev}:{SYSTEM_PATH}", "HOME": str(tmp_path / "dev"),
                                             "MEMORY_GOVERNOR_STATE_DIR": str(state)})  # fmt: skip
     assert "hook launcher" in doctor.stdout and f"runs {dev}/memory-governor" in doctor.stdout, doctor.stdout
-    assert f"ok    {harness} hook " in doctor.stdout, doctor.stdout  # the installed command answers here
+    answers = "ok    opencode plugin" if harness == "opencode" else f"ok    {harness} hook "
+    assert answers in doctor.stdout, doctor.stdout  # the installed command answers here
     assert "ok    hook launcher" in doctor.stdout, doctor.stdout
 
 
@@ -136,24 +220,23 @@ def test_a_clone_on_a_machine_without_a_governor_says_so_and_applies_on_error(
     (command,) = installed_commands(project, harness)
     assert str(tmp_path) not in command
     state = tmp_path / "nobody"
-    told = hook(command, project, state, SYSTEM_PATH, start(project, "s1"), harness)
-    assert (
-        told.returncode == 0
-        and "memory-governor is not installed on this machine" in json.loads(told.stdout)["systemMessage"]
-    )
-    assert f"on_error: {on_error}" in told.stdout, "the user is told what happens to memory calls"
-    call = hook(command, project, state, SYSTEM_PATH, search(project, "s1", harness), harness)
-    assert call.returncode == 0
+    told = hook(command, project, state, SYSTEM_PATH, start(project, "s1", harness), harness)
+    said = told.stderr if harness == "opencode" else answer_of(told).get("systemMessage", "")
+    assert "memory-governor is not installed on this machine" in said, told
+    assert f"on_error: {on_error}" in said, "the user is told what happens to memory calls"
+    if harness == "copilot":  # it shows the user nothing a hook prints in -p mode: the model is told, to pass it on
+        assert answer_of(told)["additionalContext"].startswith("Tell the user, once: memory-governor is not installed")
+    call = answer_of(hook(command, project, state, SYSTEM_PATH, search(project, "s1", harness), harness))
+    routed = answer_of(hook(command, project, state, SYSTEM_PATH,
+                            shell(project, "s1", harness, "engram search auth --limit 50"), harness))  # fmt: skip
     if on_error == "closed":
-        refused = json.loads(call.stdout)
-        refused = refused.get("hookSpecificOutput", refused)
-        assert "deny" in (refused.get("permissionDecision"), refused.get("decision")), refused
-        assert "not installed" in (refused.get("permissionDecisionReason") or refused.get("reason") or "")
+        assert "not installed" in (refusal(call) or ""), call
+        assert "not installed" in (refusal(routed) or ""), "the memory through the shell is refused too"
     else:
-        assert call.stdout == "", "open: the call passes, as the policy says"
-    other = {**search(project, "s1", harness), "tool_name": "run_shell_command" if harness == "gemini-cli" else "Bash",
-             "tool_input": {"command": "echo mcp__engram__mem_search"}}  # fmt: skip
-    assert hook(command, project, state, SYSTEM_PATH, other, harness).stdout == "", "only memory calls are refused"
+        assert refusal(call) is None and clamped_limit(call) is None, "open: the call passes, as the policy says"
+        assert refusal(routed) is None
+    other = answer_of(hook(command, project, state, SYSTEM_PATH, shell(project, "s1", harness, "ls src"), harness))
+    assert refusal(other) is None, "only memory calls are refused"
     assert not state.exists(), "nothing written on a machine without the governor"
 
 
@@ -185,3 +268,42 @@ def test_a_governor_program_that_is_not_a_python_script_is_run_as_it_is(tmp_path
     assert json.loads(answer.stdout)["hookSpecificOutput"]["updatedInput"]["limit"] == 3, answer.stderr
     pointed = hook(command, project, tmp_path / "dev-state2", SYSTEM_PATH, search(project, "w2"))
     assert pointed.stdout == "", "no governor on PATH: nothing decided (on_error: open)"
+
+
+def test_a_decoy_site_packages_planted_in_the_environment_is_never_run(tmp_path: Path, wheel: Path) -> None:
+    """The launcher runs the entry file of the environment's own site-packages, chosen by its
+    interpreter's version (pyvenv.cfg here: pip's `#!` names bin/python), not the first
+    lib/python3*/ folder a glob finds: a planted lib/python3.0/ (which sorts first) is not run."""
+    bin_dir = machine(tmp_path / "venv", wheel)
+    decoy = tmp_path / "venv" / "lib" / "python3.0" / "site-packages" / "governor" / "runtime" / "entry.py"
+    decoy.parent.mkdir(parents=True)
+    decoy.write_text('print(\'{"systemMessage": "decoy"}\')\n')
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {"PATH": f"{bin_dir}:{SYSTEM_PATH}", "HOME": str(tmp_path), "MEMORY_GOVERNOR_STATE_DIR": str(tmp_path / "s")}
+    subprocess.run([str(bin_dir / "memory-governor"), "install", "claude-code", "--project", str(project)],
+                   check=True, capture_output=True, env=env)  # fmt: skip
+    (command,) = installed_commands(project)
+    answer = hook(command, project, tmp_path / "state", f"{bin_dir}:{SYSTEM_PATH}", search(project, "d1"))
+    assert "decoy" not in answer.stdout and clamped_limit(answer_of(answer)) == 3, answer.stdout
+    # ... and it is the direct start (the entry file, -I -S), not the slower run of the program.
+    traced = subprocess.run(["/bin/sh", "-x", str(project / ".memory-governor" / "hook"), "claude-code"],
+                            input=json.dumps(search(project, "d2")), capture_output=True, text=True, cwd=project,
+                            env={**env, "MEMORY_GOVERNOR_STATE_DIR": str(tmp_path / "state")}, timeout=60)  # fmt: skip
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert f"-I -S {tmp_path}/venv/lib/python{version}/site-packages/governor/runtime/entry.py" in traced.stderr, (
+        traced.stderr
+    )
+
+
+def test_the_launchers_routes_are_the_shipped_routes_to_the_memory() -> None:
+    """Without a governor the launcher cannot read the policy: the tools it checks for a route to
+    the memory are those of the shipped routes that lead to it (`use:`)."""
+    import yaml
+
+    from governor.harnesses import launcher
+    from tests.conftest import SHIPPED
+
+    routes = yaml.safe_load(SHIPPED.read_text())["routes"]
+    shipped = {tool for route in routes if route.get("use") for tool in route["tools"]}
+    assert set(launcher.ROUTE_TOOLS) == shipped

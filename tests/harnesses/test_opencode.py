@@ -493,8 +493,9 @@ def test_install_writes_a_plain_plugin_with_no_dependencies_and_is_idempotent(en
     imports = [line for line in text.splitlines() if line.startswith("import ")]
     assert imports and all('from "node:' in line for line in imports), imports  # no package to install
     config = plugin_config(plugin)
-    assert config["command"] == [sys.executable, "-I", "-S", str(ROOT / "governor" / "runtime" / "entry.py"),
-                                 "opencode"]  # fmt: skip
+    # Committed: it runs the project's launcher (found beside the plugin file), no machine's path.
+    assert config["launcher"] == ".memory-governor/hook" and "command" not in config, config
+    assert (env.project / ".memory-governor" / "hook").exists() and str(env.tmp) not in text
     assert config["tools"]["engram_mem_search"] == ["engram", "mem_search"]
     assert config["tools"]["plugin_engram_engram_mem_context"] == ["plugin_engram_engram", "mem_context"]
     assert {"task", "bash", "read", "webfetch"} <= set(config["forward"])
@@ -541,6 +542,9 @@ def test_user_scope_goes_to_opencodes_config_folder(env: Env) -> None:
     out = env.cli("install", "opencode", "--scope", "user", check=True)
     plugin = env.home / ".config" / "opencode" / "plugin" / "memory-governor.js"
     assert str(plugin) in out.stdout and plugin.exists()
+    assert plugin_config(plugin)["command"] == [sys.executable, "-I", "-S",
+                                                str(ROOT / "governor" / "runtime" / "entry.py"), "opencode"]  # fmt: skip
+    assert not (env.project / ".memory-governor" / "hook").exists(), "no launcher for a per-machine scope"
     assert env.cli("install", "opencode", "--scope", "local").returncode != 0
 
 
@@ -602,6 +606,9 @@ def test_doctor_flags_a_stale_plugin_a_missing_interpreter_and_an_unmapped_memor
         rows["opencode (project)"]["status"] == "FAIL" and "memory_mem_search" in rows["opencode (project)"]["detail"]
     )
     assert rows["memory server"]["status"] == "warn" and "'mem0'" in rows["memory server"]["detail"]
+    env.cli("uninstall", "opencode", check=True)
+    env.cli("install", "opencode", "--scope", "user", check=True)  # the scope that names this machine's interpreter
+    plugin = env.home / ".config" / "opencode" / "plugin" / "memory-governor.js"
     text = plugin.read_text().replace(sys.executable, "/nonexistent/python3")
     plugin.write_text(text)
     rows = {row["check"]: row for row in _doctor(env)}

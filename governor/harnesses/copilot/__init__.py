@@ -197,7 +197,7 @@ def installed_here(path: str) -> bool:
             text = handle.read(262_144)
     except OSError:
         return False
-    return re.search(r'entry\.py\\?"?\s+copilot\b', text) is not None
+    return re.search(r'(?:entry\.py|\.memory-governor/hook)\\?"?\s+copilot\b', text) is not None
 
 
 def _deferred(payload: dict[str, Any], env: Mapping[str, str], project: str | None) -> bool:

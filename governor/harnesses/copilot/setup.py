@@ -7,9 +7,13 @@ loaded by Copilot in a trusted folder) or `~/.copilot/hooks/memory-governor.json
 the exact tool names the policy governs, as Copilot spells them (`engram-mem_search`, a regex
 Copilot matches whole), plus the dispatch tools.
 
+The project scope is committed, so its command is the project's launcher
+(`sh "${COPILOT_PROJECT_DIR:-.}/.memory-governor/hook" copilot`, governor.harnesses.launcher),
+which finds each machine's governor; the user scope names this machine's interpreter.
+
 A preToolUse hook that exits non-zero makes Copilot deny the call. The hook process always
-exits 0, but a missing interpreter cannot: with `on_error: open` the command ends in
-`|| true`, so even that lets the call through; with `on_error: closed` it does not, and the
+exits 0, but a missing interpreter (or launcher) cannot: with `on_error: open` the command ends
+in `|| true`, so even that lets the call through; with `on_error: closed` it does not, and the
 call is denied as closed asks. `doctor` says when the policy and the installed command
 disagree.
 
@@ -27,7 +31,7 @@ import os
 import re
 from typing import Any
 
-from governor.harnesses import hook_command
+from governor.harnesses import launcher
 from governor.harnesses.checks import BAD, INFO, OK, WARN, Check, run_hook_command
 from governor.harnesses.copilot import HOOKS_FILE, NAME, server_name, user_hooks_dir
 from governor.harnesses.settings import (
@@ -44,7 +48,11 @@ SCOPES = ("project", "user")
 TIMEOUT_SECONDS = 10
 FAIL_OPEN = " || true"
 # What marks a hook entry as ours, whichever install (path, venv, layout) wrote it.
-OURS = re.compile(r"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+copilot\b|memory-governor\"?\s+hook\s+copilot\b")
+OURS = re.compile(
+    r"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+copilot\b|memory-governor\"?\s+hook\s+copilot\b"
+    r"|\.memory-governor[/\\]hook\"?\s+copilot\b"
+)
+PROJECT_VARIABLE = "COPILOT_PROJECT_DIR"  # set for every hook (Seen, 1.0.102); the project scope's launcher names it
 TOOL_EVENTS = ("preToolUse", "postToolUse", "postToolUseFailure")
 SESSION_EVENTS = ("sessionStart", "userPromptSubmitted", "preCompact", "subagentStart", "subagentStop", "agentStop")
 
@@ -67,8 +75,9 @@ def governed_tools(policy: dict[str, Any]) -> list[str]:
     return names
 
 
-def command_for(policy: dict[str, Any]) -> str:
-    return hook_command(NAME) + (FAIL_OPEN if policy["on_error"] == "open" else "")
+def command_for(policy: dict[str, Any], scope: str) -> str:
+    command = launcher.hook_command_for(scope, NAME, PROJECT_VARIABLE)
+    return command + (FAIL_OPEN if policy["on_error"] == "open" else "")
 
 
 def _command_of(entry: Any) -> str | None:
@@ -89,8 +98,8 @@ def _literal(name: str) -> str:
     return "".join(c if c.isalnum() or c in "_-" else "\\" + c for c in name)
 
 
-def our_hooks(policy: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    command = command_for(policy)
+def our_hooks(policy: dict[str, Any], scope: str) -> dict[str, list[dict[str, Any]]]:
+    command = command_for(policy, scope)
     tools = governed_tools(policy)
     dispatch = [t for t in policy["briefing"]["dispatch_tools"] if t not in tools]
 
@@ -137,10 +146,10 @@ def without_ours(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def with_ours(data: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
+def with_ours(data: dict[str, Any], policy: dict[str, Any], scope: str) -> dict[str, Any]:
     out = without_ours(data)
     hooks = dict(out.get("hooks") or {})
-    for event, added in our_hooks(policy).items():
+    for event, added in our_hooks(policy, scope).items():
         hooks[event] = [*hooks.get(event, []), *added]
     return {"version": out.get("version", 1), **out, "hooks": hooks}
 
@@ -167,16 +176,22 @@ def _read(path: str) -> dict[str, Any]:
 def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Change]:
     path = hooks_path(scope, project)
     before = _read(path)
-    after = with_ours(before, policy)
+    after = with_ours(before, policy, scope)
     done = f"installed hooks for {len(governed_tools(policy))} memory tools and {len(SESSION_EVENTS)} session events"
-    return [Change(path, before, after, done, "already installed", json_text)]
+    return launcher.with_install(scope, project, Change(path, before, after, done, "already installed", json_text))
+
+
+def project_files(project: str) -> list[str]:
+    """The project-scope files whose hooks run the launcher."""
+    return [hooks_path("project", project)]
 
 
 def plan_uninstall(scope: str, project: str) -> list[Change]:
     path = hooks_path(scope, project)
     before = _read(path)
     after = removal(path, without_ours(before) if before else before, lambda data: not data.get("hooks"))
-    return [Change(path, before, after, "hooks removed", "not installed", json_text)]
+    return launcher.with_uninstall(scope, project, NAME, Change(path, before, after, "hooks removed", "not installed",
+                                                                json_text))  # fmt: skip
 
 
 def _matched(entries: list[dict[str, Any]]) -> set[str]:
@@ -210,6 +225,9 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         installed.append(scope)
         scope_commands = [c for entries in events.values() for e in entries if (c := _command_of(e))]
         commands += scope_commands
+        if scope == "project":
+            bare = [c.removesuffix(FAIL_OPEN) for c in scope_commands]
+            checks += launcher.doctor(project, NAME, path, bare, PROJECT_VARIABLE)
         missing = [e for e in (*TOOL_EVENTS, *SESSION_EVENTS) if e not in events]
         matched = _matched(events.get("preToolUse", []))
         uncovered = [t for t in tools if t not in matched and "*" not in matched]
@@ -265,7 +283,8 @@ def _selftest(command: str, tool: str, project: str) -> Check:
     """Run the installed command on a synthetic search with limit 10: it must clamp to the ladder."""
     payload = {"sessionId": "doctor", "timestamp": 0, "cwd": project, "toolName": tool,
                "toolArgs": {"query": "doctor", "limit": 10}}  # fmt: skip
-    run = run_hook_command(command.removesuffix(FAIL_OPEN), payload)
+    run = run_hook_command(command.removesuffix(FAIL_OPEN), payload, {PROJECT_VARIABLE: os.path.abspath(project)},
+                           os.path.abspath(project))  # fmt: skip
     answer = run.answer if isinstance(run.answer, dict) else {}
     clamped = (answer.get("modifiedArgs") or {}).get("limit")
     if run.returncode == 0 and clamped is not None:

@@ -12,8 +12,16 @@
 import { spawn } from "node:child_process"
 import { appendFileSync, readFileSync, realpathSync } from "node:fs"
 import net from "node:net"
+import { fileURLToPath } from "node:url"
 
 const CONFIG = {} // memory-governor: the install writes this line
+// The hook command: a project install's is the project's committed launcher, found beside this file
+// (<project>/.opencode/plugin/ -> <project>/.memory-governor/hook), which runs each machine's own governor
+// and, on a machine with none, gives the project's no-governor answers (governor/harnesses/launcher.py);
+// a user install's is this machine's interpreter on the governor's entry file.
+const COMMAND = CONFIG.launcher
+  ? ["sh", fileURLToPath(new URL(`../../${CONFIG.launcher}`, import.meta.url)), CONFIG.harness]
+  : CONFIG.command
 
 const MAX_SOCKET_PATH = 107 // sun_path; a longer path is reached through the hook process instead
 const ID_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -67,7 +75,7 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
 
   function describe() {
     if (!described) {
-      described = run([...CONFIG.command.slice(0, -1), "--describe", directory], null, CONFIG.processTimeoutMs)
+      described = run([...COMMAND.slice(0, -1), "--describe", directory], null, CONFIG.processTimeoutMs)
         .then((r) => { try { return JSON.parse(r.out) } catch { return null } })
       described.then((d) => { if (!d) described = null }) // not learnt: ask again next time
     }
@@ -137,7 +145,7 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
       if (reply && !reply.retry) return ["the warm server", reply]
       if (reply && reply.retry === "code-changed") described = null // the governor was upgraded: learn it again
     }
-    const reply = await run(CONFIG.command, body, CONFIG.processTimeoutMs)
+    const reply = await run(COMMAND, body, CONFIG.processTimeoutMs)
     return reply ? ["a hook process", reply] : [null, null]
   }
 
@@ -152,7 +160,7 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
     const mode = onError(info)
     const closed = mode === "closed" && governed
     const message = `memory-governor could not be reached (neither its warm server nor its hook process ` +
-      `${CONFIG.command[0]} answered); memory calls are ` +
+      `${COMMAND.slice(0, -1).join(" ")} answered); memory calls are ` +
       (mode === "closed" ? "denied, their results withheld (on_error: closed)." : "let through (on_error: open).")
     if (!told.has(payload.sessionID)) {
       told.add(payload.sessionID)

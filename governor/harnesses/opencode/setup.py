@@ -3,7 +3,9 @@
 `install opencode` writes one plain JavaScript file, `memory-governor.js`, into the project's
 `.opencode/plugin/` (`--scope user`: OpenCode's own config folder, `$XDG_CONFIG_HOME/opencode/plugin/`),
 which OpenCode loads at start. It is plugin.js with its CONFIG line filled in: the hook command
-(this interpreter, isolated, on this package's entry file), the exact names OpenCode gives the
+(at project scope, which is committed, the project's launcher `.memory-governor/hook`, found
+beside the plugin file, which finds each machine's governor: governor.harnesses.launcher; at
+user scope this interpreter, isolated, on this package's entry file), the exact names OpenCode gives the
 tools the policy governs (`<server>_<tool>`) with the server and tool each stands for, and the
 other tools whose calls it forwards (the policy's dispatch tools and the tools its routes name).
 It imports only node's built-ins: a plugin with dependencies makes OpenCode install packages.
@@ -23,7 +25,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from governor.harnesses import hook_command
+from governor.harnesses import hook_command, launcher
 from governor.harnesses.checks import BAD, INFO, MEMORY_LIKE, OK, WARN, Check, isolation
 from governor.harnesses.opencode import NAME, PLUGIN_FILE, tool_name
 from governor.harnesses.settings import Change, SettingsError, read_text, route_tools
@@ -67,18 +69,30 @@ def forwarded_tools(policy: dict[str, Any], governed: dict[str, list[str]]) -> l
     return [name for name in dict.fromkeys(others) if name not in governed]
 
 
-def plugin_config(policy: dict[str, Any]) -> dict[str, Any]:
+LAUNCHER = launcher.RELATIVE.replace(os.sep, "/")  # what a project install's plugin runs, from the project
+
+
+def plugin_config(policy: dict[str, Any], scope: str) -> dict[str, Any]:
     governed = governed_tools(policy)
-    return {"harness": NAME, "command": shlex.split(hook_command(NAME)), "tools": governed,
-            "forward": forwarded_tools(policy, governed), "socketTimeoutMs": SOCKET_TIMEOUT_MS,
-            "processTimeoutMs": PROCESS_TIMEOUT_MS}  # fmt: skip
+    run: dict[str, Any] = {"launcher": LAUNCHER} if scope == "project" else {"command": shlex.split(hook_command(NAME))}
+    return {"harness": NAME, **run, "tools": governed, "forward": forwarded_tools(policy, governed),
+            "socketTimeoutMs": SOCKET_TIMEOUT_MS, "processTimeoutMs": PROCESS_TIMEOUT_MS}  # fmt: skip
 
 
-def plugin_text(policy: dict[str, Any]) -> str:
+def config_command(config: dict[str, Any], path: str) -> list[str]:
+    """The hook command an installed plugin's CONFIG runs (the plugin file at `path`), as plugin.js builds it."""
+    if config.get("launcher"):
+        project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+        return ["sh", os.path.join(project, str(config["launcher"])), NAME]
+    command = config.get("command")
+    return [str(word) for word in command] if isinstance(command, list) else []
+
+
+def plugin_text(policy: dict[str, Any], scope: str) -> str:
     with open(TEMPLATE, encoding="utf-8") as handle:
         template = handle.read()
     assert template.startswith(MARK) and template.count(CONFIG_LINE) == 1, "plugin.js lost its marks"
-    config = json.dumps(plugin_config(policy), ensure_ascii=False, sort_keys=True)
+    config = json.dumps(plugin_config(policy, scope), ensure_ascii=False, sort_keys=True)
     return template.replace(CONFIG_LINE, CONFIG_LINE.replace("{}", config, 1))
 
 
@@ -107,23 +121,28 @@ def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Chang
     if before is not None and not before.startswith(MARK):
         raise SettingsError(f"{path}: a plugin of that name that is not memory-governor's is there; move it aside "
                             "(nothing was changed)")  # fmt: skip
-    after = plugin_text(policy)
+    after = plugin_text(policy, scope)
     done = f"installed the plugin for {len(governed_tools(policy))} memory tools"
-    return [Change(path, before, after, done, "already installed", _text)]
+    return launcher.with_install(scope, project, Change(path, before, after, done, "already installed", _text))
+
+
+def project_files(project: str) -> list[str]:
+    """The project-scope files that run the launcher."""
+    return [plugin_path("project", project)]
 
 
 def plan_uninstall(scope: str, project: str) -> list[Change]:
     path = plugin_path(scope, project)
     before = read_text(path)
     after = None if before is not None and before.startswith(MARK) else before
-    return [Change(path, before, after, "plugin removed", "not installed", _text)]
+    return launcher.with_uninstall(scope, project, NAME, Change(path, before, after, "plugin removed", "not installed",
+                                                                _text))  # fmt: skip
 
 
 def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     """Is the plugin there, current for this policy, and does the governor it names answer?"""
     checks: list[Check] = []
-    installed: list[tuple[str, dict[str, Any]]] = []
-    wanted = plugin_text(policy)
+    installed: list[tuple[str, list[str]]] = []
     governed = governed_tools(policy)
     for scope in SCOPES:
         path = plugin_path(scope, project)
@@ -140,12 +159,15 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
             if text.startswith(MARK):
                 checks.append(Check(BAD, f"opencode ({scope})", f"{path}: memory-governor's plugin, damaged", fix))
             continue
-        installed.append((scope, config))
+        installed.append((scope, config_command(config, path)))
+        if scope == "project":
+            runs = [launcher.command(NAME, None)] if config.get("launcher") else []
+            checks += launcher.doctor(project, NAME, path, runs, None)
         missing = [name for name in governed if name not in (config.get("tools") or {})]
         if missing:
             checks.append(Check(BAD, f"opencode ({scope})", f"{path}: tools not forwarded: {', '.join(missing[:4])}",
                                 fix))  # fmt: skip
-        elif text != wanted:
+        elif text != plugin_text(policy, scope):
             checks.append(Check(WARN, f"opencode ({scope})", f"{path}: written by another install or version of "
                                 "memory-governor", fix))  # fmt: skip
         else:
@@ -161,9 +183,9 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
                             "takes its project from an inherited $PWD first, so started from here it loads the "
                             f"plugins and policy of {stale}, not this project's", f"cd {os.getcwd()} (or run it "
                             "with PWD set to the folder it runs in)"))  # fmt: skip
-    commands = {json.dumps(config.get("command")): config.get("command") for _, config in installed}
+    commands = {json.dumps(command): command for _, command in installed}
     for command in commands.values():
-        checks += _governor_answers(command if isinstance(command, list) else [], project, governed)
+        checks += _governor_answers(command, project, governed)
     checks += _unmapped_memory_servers(project, policy)
     return checks
 
