@@ -226,3 +226,27 @@ def test_isolation_mode_the_policy_gives_a_programmatic_agent_search_by_name(orc
     assert [c["arguments"]["limit"] for c in orchestrator.calls("mem_search")] == [3]
     [row] = [r for r in orchestrator.decisions("pre_tool") if r["tool"] == "engram/mem_search"]
     assert row["agent_type"] == "reviewer", row
+
+
+def test_typescript_sdk_isolation_mode_token_ceiling_and_refusals_hold(orchestrator):
+    # The module's PostToolUse trims what reaches the model; its PreToolUse refuses an unsurfaced
+    # fetch and mem_context, through the hook process (no warm server) this time.
+    run = orchestrator.run_ts(
+        "What did we decide about storage? Show the full SQLite memory.",
+        main=[tool_uses(engram("mem_search", query="sqlite storage wal", limit=3)),
+              tool_uses(engram("mem_get_observation", id=62)),
+              tool_uses(engram("mem_get_observation", id=58), engram("mem_context", project="myapp")),
+              text("Done.")],
+        setting_sources=ISOLATION,
+    )  # fmt: skip
+    memory = run.results(prefix="mcp__engram__")
+    assert len(memory) == 4, run.describe()
+    search, fetch, unsurfaced, context = memory
+    assert sum(o200k(r.text) for r in memory) <= 1200, run.describe()
+    assert not search.is_error and 62 in hit_ids(search.text), search.text
+    assert "[memory-governor]" in fetch.text and "Note 20 on sqlite storage" not in fetch.text, fetch.text
+    assert denied(unsurfaced, "not surfaced", "58"), unsurfaced.text
+    assert denied(context, "is off outside"), context.text
+    assert [c["arguments"] for c in orchestrator.calls("mem_get_observation")] == [{"id": 62}]
+    assert orchestrator.calls("mem_context") == []
+    assert {row["harness"] for row in orchestrator.decisions("post_tool")} == {"claude-agent-sdk"}
