@@ -110,6 +110,10 @@ class OpenCodeHarness(Sandbox):
     def plugin(self) -> Path:
         return self.project / ".opencode" / "plugin" / "memory-governor.js"
 
+    @property
+    def user_plugin(self) -> Path:
+        return self.home / ".config" / "opencode" / "plugin" / "memory-governor.js"
+
     def agent(self, name: str, body: str, front: dict[str, str] | None = None) -> Path:
         lines = ["---", f"description: The {name} agent. Use it when asked to run {name}.", "mode: subagent"]
         lines += [f"{k}: {v}" for k, v in (front or {}).items()]
@@ -146,7 +150,7 @@ class OpenCodeHarness(Sandbox):
     def install(self, *args: str) -> None:
         """The project's own installer writes .opencode/plugin/memory-governor.js."""
         self.governor("install", "opencode", "--project", str(self.project), *args)
-        assert self.plugin.exists()
+        assert (self.user_plugin if "user" in args else self.plugin).exists()
         self.installed = True
 
     def run(  # type: ignore[override]

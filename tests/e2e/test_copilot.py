@@ -272,8 +272,8 @@ def test_with_the_claude_code_install_alone_then_with_copilots_own(copilot: Copi
 
 
 def test_a_hook_that_cannot_start_lets_the_call_through_under_on_error_open(copilot: Copilot) -> None:
-    copilot.install("copilot")
-    hooks_file = copilot.project / ".github" / "hooks" / "memory-governor.json"
+    copilot.install("copilot", "--scope", "user")  # the scope that names this machine's interpreter
+    hooks_file = copilot.home / ".copilot" / "hooks" / "memory-governor.json"
     hooks = json.loads(hooks_file.read_text())
     for entries in hooks["hooks"].values():
         for entry in entries:  # the interpreter the hooks name is gone (a removed virtualenv)
@@ -298,6 +298,36 @@ def test_a_governor_that_cannot_decide_denies_with_its_reason_under_on_error_clo
     log = copilot.state / "errors.log"
     assert "memory calls are denied (on_error: closed)" in log.read_text()
     log.unlink()  # expected here; the fixture fails a test on any other
+
+
+# -- the committed install on every clone (docs/teams.md) ---------------------------------------------
+
+
+def test_the_committed_install_governs_and_with_no_governor_tells_and_refuses_under_closed(copilot: Copilot) -> None:
+    """The project's hooks file runs the committed launcher: with memory-governor on PATH the
+    search is capped; with none on this machine the model is told at session start (Copilot shows
+    the user nothing a hook prints in -p mode) and, under on_error: closed, memory calls and a
+    shell call to Engram's program are refused with that reason."""
+    copilot.team_policy("version: 1\non_error: closed\n")
+    copilot.install("copilot")
+    hooks = (copilot.project / ".github" / "hooks" / "memory-governor.json").read_text()
+    assert "/.memory-governor/hook" in hooks and str(copilot.tmp) not in hooks
+    run = copilot.run(FOUR_TOPICS, main=[FOUR_SEARCHES, text("Summarised.")])
+    _assert_two_of_four(run, copilot)
+    copilot.env["PATH"] = "/usr/bin:/bin"  # this machine has no governor (node is in /usr/bin)
+    searched = len(copilot.calls("mem_search"))
+    run = copilot.run("What did we decide about auth?",
+                      main=[tool_uses(engram("mem_search", query="auth", limit=3),
+                                      call("bash", {"command": "engram search auth", "description": "search"})),
+                            text("Without memory.")])  # fmt: skip
+    told = "Tell the user, once: memory-governor is not installed on this machine"
+    first = run.lane()[0].all_text()
+    assert told in first and "on_error: closed" in first, run.describe()
+    [result] = run.results_of("mem_search")
+    assert result.text.startswith(DENIED + "memory-governor is not installed"), result.text
+    [shell] = run.results(prefix="bash")
+    assert shell.text.startswith(DENIED + "memory-governor is not installed"), shell.text
+    assert len(copilot.calls("mem_search")) == searched
 
 
 # -- replay of Copilot's own session log --------------------------------------------------------------

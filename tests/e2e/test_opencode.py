@@ -182,9 +182,9 @@ def test_subagent_tiers_and_the_turn_budget_subagents_share(oc: OpenCodeHarness)
 
 
 def test_a_governor_that_cannot_run_refuses_memory_calls_and_says_so(oc: OpenCodeHarness) -> None:
-    oc.install()
-    plugin = oc.plugin.read_text()  # the interpreter the plugin names is gone (a removed virtualenv)
-    oc.plugin.write_text(plugin.replace(json.dumps(PYTHON), json.dumps("/nonexistent/python3"), 1))
+    oc.install("--scope", "user")  # the scope that names this machine's interpreter
+    plugin = oc.user_plugin.read_text()  # the interpreter the plugin names is gone (a removed virtualenv)
+    oc.user_plugin.write_text(plugin.replace(json.dumps(PYTHON), json.dumps("/nonexistent/python3"), 1))
     run = oc.run("What did we decide about auth?",
                  main=[tool_uses(engram("mem_search", query="auth", limit=3), call("bash", {"command": "echo hi",
                        "description": "greet"})), text("Done.")])  # fmt: skip
@@ -195,3 +195,27 @@ def test_a_governor_that_cannot_run_refuses_memory_calls_and_says_so(oc: OpenCod
     [shell] = [r for r in run.results(prefix="bash")]
     assert "hi" in shell.text, "other tools are never blocked by it"
     assert "memory-governor could not be reached" in run.stderr and "on_error: closed" in run.stderr, run.stderr
+
+
+def test_the_committed_plugin_governs_and_with_no_governor_says_so_and_refuses_under_closed(
+    oc: OpenCodeHarness,
+) -> None:
+    """The project's plugin runs the committed launcher beside it: with memory-governor on PATH the
+    search is capped; with none on this machine the user is told at session start (`opencode run`
+    shows it on stderr) and, under on_error: closed, memory calls are refused with that reason."""
+    oc.team_policy("version: 1\non_error: closed\n")
+    oc.install()
+    plugin = oc.plugin.read_text()
+    assert '"launcher": ".memory-governor/hook"' in plugin and str(oc.tmp) not in plugin
+    run = oc.run("What did we decide about auth?",
+                 main=[tool_uses(engram("mem_search", query="auth", limit=10)), text("Done.")])  # fmt: skip
+    [result] = run.results_of("mem_search")
+    assert not denied(result) and [c["arguments"]["limit"] for c in oc.calls("mem_search")] == [3], result.text
+    oc.env["PATH"] = "/usr/bin:/bin"  # this machine has no governor (node is in /usr/bin)
+    run = oc.run("And about sessions?",
+                 main=[tool_uses(engram("mem_search", query="sessions", limit=3)), text("Without memory.")])  # fmt: skip
+    assert "memory-governor is not installed on this machine" in run.stderr, run.stderr[-2000:]
+    assert "on_error: closed" in run.stderr
+    [result] = run.results_of("mem_search")
+    assert result.text.startswith("memory-governor is not installed"), result.text
+    assert len(oc.calls("mem_search")) == 1

@@ -5,6 +5,7 @@ uses for the hooks of a project's .claude/settings.json), and its installer and 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -327,14 +328,21 @@ def test_input_it_cannot_read_follows_on_error(env: Env, on_error: str) -> None:
 @pytest.mark.parametrize("on_error", ["open", "closed"])
 def test_the_installed_command_exits_as_on_error_says_when_python_is_gone(env: Env, on_error: str) -> None:
     env.write(".memory-governor/policy.yaml", f"version: 1\non_error: {on_error}\n")
-    env.cli("install", "copilot", check=True)
-    hooks = json.loads((env.project / ".github" / "hooks" / "memory-governor.json").read_text())
+    env.cli("install", "copilot", "--scope", "user", check=True)  # the scope that names this machine's interpreter
+    hooks = json.loads((env.home / ".copilot" / "hooks" / "memory-governor.json").read_text())
     command = hooks["hooks"]["preToolUse"][0]["bash"]
     broken = '"/nonexistent/python"' + command[command.index(" -I -S ") :]
     proc = subprocess.run(["bash", "-c", broken], input=b"{}", capture_output=True, timeout=30)
     # Copilot denies a call whose preToolUse hook exits non-zero: that is on_error closed.
     assert (proc.returncode == 0) == (on_error == "open"), proc
     assert proc.stdout == b""
+    # The project scope's committed launcher, gone from a clone: the same exit.
+    env.cli("install", "copilot", check=True)
+    project = json.loads((env.project / ".github" / "hooks" / "memory-governor.json").read_text())
+    (env.project / ".memory-governor" / "hook").unlink()
+    proc = subprocess.run(["bash", "-c", project["hooks"]["preToolUse"][0]["bash"]], input=b"{}", capture_output=True,
+                          timeout=30, env={**os.environ, "COPILOT_PROJECT_DIR": str(env.project)})  # fmt: skip
+    assert (proc.returncode == 0) == (on_error == "open"), proc
 
 
 # -- install, uninstall, doctor -------------------------------------------------------------------
@@ -352,7 +360,8 @@ def test_install_then_uninstall_round_trip(env: Env) -> None:
     mine, ours = installed["hooks"]["preToolUse"]
     assert mine["bash"] == "echo mine"
     assert set(ours["matcher"].split("|")) >= {"engram-mem_search", "plugin_engram_engram-mem_get_observation", "task"}
-    assert ours["timeoutSec"] == 10 and Path(ours["bash"].split('"')[1]).is_absolute()
+    # committed: the project's launcher, no machine's path
+    assert ours["timeoutSec"] == 10 and ours["bash"].startswith('sh "${COPILOT_PROJECT_DIR:-.}/.memory-governor/hook"')
     assert ours["bash"].endswith(" copilot || true"), "the shipped policy is on_error: open"
     assert set(installed["hooks"]) >= {"postToolUse", "postToolUseFailure", "userPromptSubmitted", "sessionStart",
                                        "preCompact", "subagentStart", "subagentStop", "agentStop"}  # fmt: skip
