@@ -110,6 +110,7 @@ class Sources:
         user_team = os.path.join(config_home, "memory-governor", TEAM_NAME)
         local = os.path.join(self.project, PROJECT_DIR_NAME, LOCAL_NAME)
         self.team: str | None = None
+        self.local: str | None = None
         self.team_origin = "shipped default"
         if managed is not None:
             self.team, self.team_origin, self.local = managed, "managed", None
@@ -122,7 +123,7 @@ class Sources:
             self.team, self.team_origin = project_team, "project"
         elif os.path.isfile(user_team):
             self.team, self.team_origin = user_team, "user"
-        self.local: str | None = local if os.path.isfile(local) else None
+        self.local = local if os.path.isfile(local) else None
         # Everything whose appearance, change or removal changes the effective policy.
         self.watched = [self.shipped, explicit or project_team, user_team, local, _MODEL_FILE]
 

@@ -234,14 +234,15 @@ def test_typescript_sdk_isolation_mode_token_ceiling_and_refusals_hold(orchestra
     run = orchestrator.run_ts(
         "What did we decide about storage? Show the full SQLite memory.",
         main=[tool_uses(engram("mem_search", query="sqlite storage wal", limit=3)),
-              tool_uses(engram("mem_get_observation", id=62)),
               tool_uses(engram("mem_get_observation", id=58), engram("mem_context", project="myapp")),
+              tool_uses(engram("mem_get_observation", id=62)),
               text("Done.")],
         setting_sources=ISOLATION,
     )  # fmt: skip
     memory = run.results(prefix="mcp__engram__")
     assert len(memory) == 4, run.describe()
-    search, fetch, unsurfaced, context = memory
+    # A refused fetch is not counted: the surfaced one after it is still this turn's one full fetch.
+    search, unsurfaced, context, fetch = memory
     assert sum(o200k(r.text) for r in memory) <= 1200, run.describe()
     assert not search.is_error and 62 in hit_ids(search.text), search.text
     assert "[memory-governor]" in fetch.text and "Note 20 on sqlite storage" not in fetch.text, fetch.text

@@ -14,7 +14,7 @@ of a new session with `--setting-sources ""` (the Agent SDK's isolation mode) ar
 The managed file is machine-wide, so it never reaches the machine's /etc: each command runs in a
 private mount namespace (`unshare -m`) with an overlay over /etc whose upper folder is this
 test's, and one over /root (the checkout's interpreter and the e2e cache live there) that only
-opens it to traversal. The user (`mgmanaged`) is made for the test and removed after it, with
+opens it to traversal. The user (`mgmanaged<pid>`, one per test process) is made for the test and removed after it, with
 everything it wrote. Needs root, unshare, setpriv and useradd: skipped without them (failed
 under CI=true).
 
@@ -41,7 +41,19 @@ from sandbox import PYTHON, RUN_TIMEOUT
 
 pytestmark = [pytest.mark.e2e]
 
-USER = "mgmanaged"
+USER_PREFIX = "mgmanaged"  # one user per test process: xdist runs the two pins side by side
+
+
+def _user() -> str:
+    return f"{USER_PREFIX}{os.getpid()}"
+
+
+def _remove_stale_users() -> None:
+    """Users a run killed before its cleanup left behind: those whose test process is gone."""
+    for entry in pwd.getpwall():
+        pid = entry.pw_name.removeprefix(USER_PREFIX)
+        if entry.pw_name.startswith(USER_PREFIX) and pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            subprocess.run(["userdel", "-r", entry.pw_name], capture_output=True)
 LOOSE = "version: 1\nlimits:\n  default:\n    max_search_calls: 9\n"
 
 
@@ -59,12 +71,12 @@ def _prerequisites() -> None:
 
 
 class Managed(Harness):
-    """A Harness whose governor is the managed install and whose binary runs as USER."""
+    """A Harness whose governor is the managed install and whose binary runs as a user of its own."""
 
-    def __init__(self, tmp: Path, layers: Path, tools: Tools, model: FakeModel) -> None:
+    def __init__(self, tmp: Path, layers: Path, tools: Tools, model: FakeModel, user: str) -> None:
         super().__init__(tmp, tools, model)
         self.layers = layers
-        self.user = pwd.getpwnam(USER)
+        self.user = pwd.getpwnam(user)
         self.user_state = self.home / ".local" / "state" / "memory-governor"  # where a managed hook keeps it
         self.extra: list[str] = []  # more arguments for the binary
 
@@ -96,7 +108,9 @@ class Managed(Harness):
 @pytest.fixture
 def managed(tools: Tools, model: FakeModel) -> Iterator[Managed]:
     _prerequisites()
-    subprocess.run(["userdel", "-r", USER], capture_output=True)  # a run killed before its cleanup
+    _remove_stale_users()
+    user = _user()
+    subprocess.run(["userdel", "-r", user], capture_output=True)  # this process's, from a test killed mid-way
     user_tmp = Path(tempfile.mkdtemp(prefix="mg-managed-user-"))
     layers = Path(tempfile.mkdtemp(prefix="mg-managed-layers-"))
     try:
@@ -104,10 +118,10 @@ def managed(tools: Tools, model: FakeModel) -> Iterator[Managed]:
             (layers / d).mkdir()
         os.chmod(layers / "etc-up", 0o755)
         os.chmod(layers / "root-up", 0o711)  # /root: traversable (the interpreter, the e2e cache), not listable
-        subprocess.run(["useradd", "-M", "-d", str(user_tmp / "home"), "-s", "/bin/sh", USER], check=True,
+        subprocess.run(["useradd", "-M", "-d", str(user_tmp / "home"), "-s", "/bin/sh", user], check=True,
                        capture_output=True)  # fmt: skip
         os.chmod(user_tmp, 0o755)
-        harness = Managed(user_tmp, layers, tools, model)
+        harness = Managed(user_tmp, layers, tools, model, user)
         from tests.conftest import tokenizer_tables
 
         (harness.user_state / "cache").mkdir(parents=True)
@@ -115,7 +129,7 @@ def managed(tools: Tools, model: FakeModel) -> Iterator[Managed]:
             shutil.copy(table, harness.user_state / "cache" / table.name)
         yield harness
     finally:
-        subprocess.run(["userdel", "-r", USER], capture_output=True)
+        subprocess.run(["userdel", "-r", user], capture_output=True)
         shutil.rmtree(user_tmp, ignore_errors=True)
         shutil.rmtree(layers, ignore_errors=True)
     assert not Path("/etc/claude-code/managed-settings.json").exists() or _was_there_before, "nothing left in /etc"
