@@ -30,7 +30,7 @@ import re
 from typing import Any
 
 from governor.harnesses import launcher
-from governor.harnesses.checks import BAD, OK, WARN, Check, isolation, run_hook_command
+from governor.harnesses.checks import BAD, INFO, OK, WARN, Check, isolation, run_hook_command
 from governor.harnesses.settings import (
     Change,
     SettingsError,
@@ -328,6 +328,12 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         checks.append(Check(BAD, "codex config", unreadable, "fix the file by hand: Codex cannot read it either"))
     if installed:
         checks.append(codex_verdict(project, installed))
+    walled = _managed_doctor()
+    checks += walled
+    if commands and not walled:
+        checks.append(Check(INFO, "guarantees", "not managed: the hooks, their trust and the policy are in files the "
+                            "user, and so the model, can write; the routes refuse the plain ways to change them. A "
+                            "wall: sudo memory-governor install codex --scope managed"))  # fmt: skip
     for command in sorted(set(commands)):
         unsafe = isolation(NAME, command)
         if unsafe is not None:
@@ -335,6 +341,13 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     if commands and tools:
         checks.append(_selftest(commands[0], tools[0], project))
     return checks
+
+
+def _managed_doctor() -> list[Check]:
+    """The managed install's checks (governor.harnesses.codex.managed)."""
+    from governor.harnesses.codex import managed
+
+    return list(managed.doctor("/", is_ours))
 
 
 def codex_verdict(project: str, paths: list[str], timeout: float = 15) -> Check:
