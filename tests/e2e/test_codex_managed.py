@@ -26,10 +26,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from codex_env import CodexHarness, CodexTools, codex_tools_fixture, responses_server_fixture  # noqa: F401
+from codex_env import CodexHarness, CodexTools, codex_tools_fixture, responses_fixture, responses_server_fixture  # noqa: F401
 from fake_responses import FakeResponses, call, engram, text, tool_uses
 from managed_env import namespaced, own, tokenizer_tables_for, user_and_layers
-from sandbox import PYTHON, RUN_TIMEOUT, fresh
+from sandbox import PYTHON, RUN_TIMEOUT
 
 pytestmark = [pytest.mark.e2e]
 
@@ -65,13 +65,6 @@ class ManagedCodex(CodexHarness):
     ) -> tuple[subprocess.CompletedProcess[str], int, float]:
         own(self.tmp, self.user)
         return super().launch(namespaced(self.layers, self.user, args, as_user=True), timeout)
-
-
-@pytest.fixture
-def responses(responses_server: FakeResponses) -> Iterator[FakeResponses]:  # noqa: F811
-    for model in fresh(responses_server):
-        model.total_tokens = 15
-        yield model
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import os
 from typing import Any
 
 from governor.harnesses import managed as shared
-from governor.harnesses.settings import Change, SettingsError, with_hooks, without_hooks
+from governor.harnesses.settings import Change, SettingsError, read_toml, with_hooks, without_hooks
 
 SETTINGS = ("etc", "codex", "requirements.toml")
 RECORD = "install-codex.json"
@@ -47,10 +47,7 @@ def read_record(root: str) -> dict[str, Any]:
 
 def read_requirements(path: str) -> dict[str, Any]:
     """requirements.toml as plain data ({} when absent); refuses a file that is not TOML."""
-    from governor.harnesses.codex.setup import read_toml
-
-    doc = read_toml(path)
-    return dict(doc.unwrap())
+    return dict(read_toml(path).unwrap())
 
 
 def toml_text(data: dict[str, Any]) -> str:

@@ -40,6 +40,7 @@ from governor.harnesses.settings import (
     json_text,
     matcher_names,
     read_json,
+    read_toml,
     removal,
     route_tools,
     with_hooks,
@@ -151,25 +152,6 @@ def trust_entries(path: str, settings: dict[str, Any]) -> dict[str, str]:
                 if is_ours(handler):
                     out[f"{path}:{EVENT_LABELS[event]}:{g}:{h}"] = hook_hash(event, group, handler)
     return out
-
-
-def read_toml(path: str) -> Any:
-    """config.toml as a tomlkit document ({} when absent); refuses a file that is not TOML."""
-    import tomlkit
-    from tomlkit.exceptions import ParseError
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        return tomlkit.document()
-    except OSError as err:
-        raise SettingsError(f"{path}: cannot read it ({err.strerror})") from err
-    try:
-        return tomlkit.parse(text)
-    except ParseError as err:
-        raise SettingsError(f"{path}:{err.line}:{err.col}: not valid TOML ({err}); fix it by hand, nothing was "
-                            "changed") from err  # fmt: skip
 
 
 def toml_text(doc: Any) -> str:
