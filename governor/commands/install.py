@@ -50,10 +50,10 @@ def _setup(harness: str, scope: str | None, client: str | None) -> tuple[ModuleT
 _HARNESS = click.argument("harness", type=click.Choice(harnesses.names()))
 _SCOPE = click.option("--scope", type=click.Choice(["project", "user", "local", "managed"]), default=None,
                       help="project: in the project's settings (committed); local: its uncommitted settings; "
-                      "user: your own, for every project; managed (claude-code, as root): the machine's managed "
+                      "user: your own, for every project; managed (claude-code, codex; as root): the machine's managed "
                       "settings, a boundary no user file crosses. Default: the harness's (or client's) first.")  # fmt: skip
 _ROOT = click.option("--root", type=click.Path(file_okay=False), default=None,
-                     help="managed: put /etc/claude-code and /etc/memory-governor under this prefix instead "
+                     help="managed: put /etc/<harness> and /etc/memory-governor under this prefix instead "
                      "(a staging tree, or a test); the root check is then not made.")  # fmt: skip
 _POLICY = click.option("--policy", "policy_file", type=click.Path(dir_okay=False, exists=True), default=None,
                        help="managed: the policy to enforce (copied to /etc/memory-governor/policy.yaml); default: "
@@ -120,16 +120,25 @@ def uninstall(harness: str, scope: str | None, client: str | None, project: str 
     return 0
 
 
-# -- the managed scope (governor.harnesses.claude_code.managed) ----------------------------
+# -- the managed scope (governor.harnesses.managed, and each harness's managed module) ------
 
 
-def _managed_prefix(harness: str, root: str | None) -> str:
-    if harness != "claude-code":
-        raise click.BadParameter(f"{harness} has no managed scope (only claude-code has one)", param_hint="--scope")
+def _managed(harness: str) -> tuple[ModuleType, ModuleType]:
+    """The harness's managed module (governor.harnesses.<name>.managed) and its setup module."""
+    managed = harnesses.part(harness, "managed")
+    setup = harnesses.part(harness, "setup")
+    if managed is None or setup is None:
+        having = [n for n in harnesses.names() if harnesses.part(n, "managed") is not None]
+        raise click.BadParameter(f"{harness} has no managed scope (these have one: {', '.join(having)})",
+                                 param_hint="--scope")  # fmt: skip
+    return managed, setup
+
+
+def _managed_prefix(managed: ModuleType, root: str | None) -> str:
     if root is None and os.geteuid() != 0:
         raise click.ClickException(
-            "the managed scope writes /etc/claude-code and /etc/memory-governor: run it as "
-            "root (sudo), from a root-owned environment such as /opt/memory-governor"
+            f"the managed scope writes {os.path.dirname(managed.paths()['settings'])} and /etc/memory-governor: run "
+            "it as root (sudo), from a root-owned environment such as /opt/memory-governor"
         )
     return os.path.abspath(root or "/")
 
@@ -137,12 +146,12 @@ def _managed_prefix(harness: str, root: str | None) -> str:
 def _install_managed(harness: str, root: str | None, policy_file: str | None, dry_run: bool) -> int:
     import tempfile
 
-    from governor.harnesses.claude_code import managed
     from governor.harnesses.settings import read_text
     from governor.policy import managed as policy_managed
     from governor.policy.files import compile_sources
 
-    prefix = _managed_prefix(harness, root)
+    managed, setup = _managed(harness)
+    prefix = _managed_prefix(managed, root)
     unsafe = policy_managed.ownership_problems(managed.environment_paths())
     if unsafe:
         message = (
@@ -173,15 +182,13 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, dr
             blob, problems = managed.compile_for_install(where["config"])
             if blob is None:
                 raise click.ClickException(f"the managed policy is invalid: {problems[0]}")
-        from governor.harnesses.claude_code import setup
-
         for change in managed.plan_install(prefix, text, blob, created, setup.our_hooks, setup.is_ours):
             _apply_managed(change, dry_run)
     except (SettingsError, OSError) as err:
         raise click.ClickException(str(err)) from err
     if not dry_run:
         click.echo(
-            f"managed: every user's Claude Code sessions on this machine now enforce {where['policy']}; "
+            f"managed: every user's {harness} sessions on this machine now enforce {where['policy']}; "
             "no user, project or local file switches these hooks off. Check it: memory-governor doctor"
         )
     return 0
@@ -195,13 +202,10 @@ def _apply_managed(change: Change, dry_run: bool) -> None:
 
 
 def _uninstall_managed(harness: str, root: str | None, dry_run: bool) -> int:
-    from governor.harnesses.claude_code import managed
-
-    prefix = _managed_prefix(harness, root)
+    managed, setup = _managed(harness)
+    prefix = _managed_prefix(managed, root)
     record = managed.read_record(prefix)
     try:
-        from governor.harnesses.claude_code import setup
-
         for change in managed.plan_uninstall(prefix, setup.is_ours):
             apply(change, dry_run, click.echo)
     except (SettingsError, OSError) as err:

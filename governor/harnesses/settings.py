@@ -246,6 +246,25 @@ def _remove_empty(folder: str) -> None:
 # -- Claude-style hook groups ---------------------------------------------------------------
 
 
+def read_toml(path: str) -> Any:
+    """A TOML file as a tomlkit document (an empty one when absent); refuses a file that is not TOML."""
+    import tomlkit
+    from tomlkit.exceptions import ParseError
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return tomlkit.document()
+    except OSError as err:
+        raise SettingsError(f"{path}: cannot read it ({err.strerror})") from err
+    try:
+        return tomlkit.parse(text)
+    except ParseError as err:
+        raise SettingsError(f"{path}:{err.line}:{err.col}: not valid TOML ({err}); fix it by hand, nothing was "
+                            "changed") from err  # fmt: skip
+
+
 def without_hooks(settings: dict[str, Any], ours: Callable[[Any], bool]) -> dict[str, Any]:
     """The settings with every hook entry `ours` recognises removed, and groups or events left
     empty dropped. Everything else is kept as it was."""

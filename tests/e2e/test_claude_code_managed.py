@@ -14,9 +14,7 @@ of a new session with `--setting-sources ""` (the Agent SDK's isolation mode) ar
 The managed file is machine-wide, so it never reaches the machine's /etc: each command runs in a
 private mount namespace (`unshare -m`) with an overlay over /etc whose upper folder is this
 test's, and one over /root (the checkout's interpreter and the e2e cache live there) that only
-opens it to traversal. The user (`mgmanaged<pid>`, one per test process) is made for the test and removed after it, with
-everything it wrote. Needs root, unshare, setpriv and useradd: skipped without them (failed
-under CI=true).
+opens it to traversal. The user and the namespace: tests/e2e/managed_env.py.
 
 Run: .venv/bin/python -m pytest tests/e2e/test_claude_code_managed.py -m e2e -x -q -n 0
 """
@@ -27,47 +25,19 @@ import base64
 import json
 import os
 import pwd
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 from conftest import Harness, Tools
 from fake_model import FakeModel, call, engram, text, tool_uses
-from npm import unavailable
+from managed_env import namespaced, own, tokenizer_tables_for, user_and_layers
 from sandbox import PYTHON, RUN_TIMEOUT
 
 pytestmark = [pytest.mark.e2e]
 
-USER_PREFIX = "mgmanaged"  # one user per test process: xdist runs the two pins side by side
-
-
-def _user() -> str:
-    return f"{USER_PREFIX}{os.getpid()}"
-
-
-def _remove_stale_users() -> None:
-    """Users a run killed before its cleanup left behind: those whose test process is gone."""
-    for entry in pwd.getpwall():
-        pid = entry.pw_name.removeprefix(USER_PREFIX)
-        if entry.pw_name.startswith(USER_PREFIX) and pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            subprocess.run(["userdel", "-r", entry.pw_name], capture_output=True)
 LOOSE = "version: 1\nlimits:\n  default:\n    max_search_calls: 9\n"
-
-
-def _prerequisites() -> None:
-    if os.geteuid() != 0:
-        unavailable("the managed install needs root (it writes /etc, inside a private mount namespace)")
-    for program in ("unshare", "setpriv", "useradd", "userdel", "mount"):
-        if shutil.which(program) is None:
-            unavailable(
-                f"{program} not found: the managed e2e test runs the binary as another user in a mount namespace"
-            )
-    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        unavailable(f"no private mount namespace here (unshare -m: {probe.stderr.strip()})")
 
 
 class Managed(Harness):
@@ -81,14 +51,7 @@ class Managed(Harness):
         self.extra: list[str] = []  # more arguments for the binary
 
     def namespaced(self, args: Sequence[str], as_user: bool) -> list[str]:
-        """`args` in a private mount namespace whose /etc and /root are this test's overlays."""
-        mounts = " && ".join(
-            f"mount -t overlay overlay -o lowerdir=/{d},upperdir={self.layers}/{d}-up,workdir={self.layers}/{d}-work /{d}"
-            for d in ("etc", "root")
-        )
-        drop = ["setpriv", f"--reuid={self.user.pw_uid}", f"--regid={self.user.pw_gid}", "--init-groups", "--"]
-        return ["unshare", "-m", "--propagation", "private", "sh", "-c", f'{mounts} && exec "$@"', "sh",
-                *(drop if as_user else []), *args]  # fmt: skip
+        return namespaced(self.layers, self.user, args, as_user)
 
     def install(self) -> None:
         args = self.namespaced([PYTHON, "-m", "governor", "install", "claude-code", "--scope", "managed"], False)
@@ -100,38 +63,16 @@ class Managed(Harness):
     def launch(
         self, args: Sequence[str], timeout: float = RUN_TIMEOUT
     ) -> tuple[subprocess.CompletedProcess[str], int, float]:
-        for path in [self.tmp, *self.tmp.rglob("*")]:  # what the test wrote as root, the user's own
-            os.lchown(path, self.user.pw_uid, self.user.pw_gid)
+        own(self.tmp, self.user)
         return super().launch(self.namespaced([args[0], *self.extra, *args[1:]], as_user=True), timeout)
 
 
 @pytest.fixture
 def managed(tools: Tools, model: FakeModel) -> Iterator[Managed]:
-    _prerequisites()
-    _remove_stale_users()
-    user = _user()
-    subprocess.run(["userdel", "-r", user], capture_output=True)  # this process's, from a test killed mid-way
-    user_tmp = Path(tempfile.mkdtemp(prefix="mg-managed-user-"))
-    layers = Path(tempfile.mkdtemp(prefix="mg-managed-layers-"))
-    try:
-        for d in ("etc-up", "etc-work", "root-up", "root-work"):
-            (layers / d).mkdir()
-        os.chmod(layers / "etc-up", 0o755)
-        os.chmod(layers / "root-up", 0o711)  # /root: traversable (the interpreter, the e2e cache), not listable
-        subprocess.run(["useradd", "-M", "-d", str(user_tmp / "home"), "-s", "/bin/sh", user], check=True,
-                       capture_output=True)  # fmt: skip
-        os.chmod(user_tmp, 0o755)
+    with user_and_layers() as (user_tmp, layers, user):
         harness = Managed(user_tmp, layers, tools, model, user)
-        from tests.conftest import tokenizer_tables
-
-        (harness.user_state / "cache").mkdir(parents=True)
-        for table in tokenizer_tables():  # copied, not linked: the user comes to own them
-            shutil.copy(table, harness.user_state / "cache" / table.name)
+        tokenizer_tables_for(harness.user_state)
         yield harness
-    finally:
-        subprocess.run(["userdel", "-r", user], capture_output=True)
-        shutil.rmtree(user_tmp, ignore_errors=True)
-        shutil.rmtree(layers, ignore_errors=True)
     assert not Path("/etc/claude-code/managed-settings.json").exists() or _was_there_before, "nothing left in /etc"
 
 

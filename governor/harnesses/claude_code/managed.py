@@ -25,100 +25,46 @@ Cold path.
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from typing import Any
 
-from governor.harnesses.settings import Change, json_text, read_json, read_text, with_hooks, without_hooks
-from governor.policy import managed as policy_managed
+from governor.harnesses import managed as shared
+from governor.harnesses.settings import Change, json_text, read_json, with_hooks, without_hooks
 
 SETTINGS = ("etc", "claude-code", "managed-settings.json")
-CONFIG = ("etc", "memory-governor")
 RECORD = "install.json"
 ONLY_MANAGED = "allowManagedHooksOnly"
-EMPTY_POLICY = (
-    "# memory-governor: the managed policy, layered over the shipped default.\n"
-    "# Every user's hooks enforce it; no project or user file changes it.\n"
-    "# Edit it (as root), then run `memory-governor install claude-code --scope managed` again.\n"
-    "version: 1\n"
-)
+EMPTY_POLICY = shared.EMPTY_POLICY
+environment_paths = shared.environment_paths
+compile_for_install = shared.compile_for_install
 
 
 def paths(root: str = "/") -> dict[str, str]:
-    config = os.path.join(root, *CONFIG)
-    return {
-        "settings": os.path.join(root, *SETTINGS),
-        "config": config,
-        "policy": policy_managed.policy_path(config),
-        "compiled": policy_managed.compiled_path(config),
-        "record": os.path.join(config, RECORD),
-    }
+    return {"settings": os.path.join(root, *SETTINGS), **shared.config_paths(root, RECORD)}
 
 
 def hook_command(config: str) -> str:
-    from governor.harnesses import hook_command as command
-
-    return f'{command("claude-code")} {policy_managed.FLAG} "{config}"'
-
-
-def environment_paths() -> list[str]:
-    """What a managed hook runs: the interpreter (and its standard library), the governor's
-    package, and the site-packages it loads third-party packages from (their .pth files run)."""
-    import site
-
-    import governor
-
-    package = os.path.dirname(os.path.abspath(governor.__file__))
-    out = [sys.executable, os.path.dirname(os.__file__), package]
-    for folder, _, files in os.walk(package):
-        out += [folder, *(os.path.join(folder, f) for f in files)]
-    out += [p for p in site.getsitepackages() if os.path.isdir(p)]
-    return out
+    return shared.hook_command("claude-code", config)
 
 
 def read_record(root: str) -> dict[str, Any]:
-    try:
-        data = read_json(paths(root)["record"], "the install record")
-    except ValueError:
-        return {}
-    return data
-
-
-def compile_for_install(config_dir: str) -> tuple[dict[str, Any] | None, list[str]]:
-    """What the install writes to CONFIG_DIR/policy.json: the managed policy compiled, with the
-    signature a hook compares with the files."""
-    from governor.policy.compiled import CACHE_FORMAT
-    from governor.policy.files import compile_sources
-
-    found = policy_managed.sources({}, config_dir, config_dir)
-    blob, problems = compile_sources(found)
-    if blob is not None:
-        blob["format"], blob["signature"] = CACHE_FORMAT, found.signature()
-    return blob, problems
+    return shared.read_record(paths(root)["record"])
 
 
 def will_create(root: str) -> list[str]:
     """What an install here creates (before it writes anything), with what an earlier one did."""
-    created = list(read_record(root).get("created") or [])
     where = paths(root)
-    for path in [*created_folders(root), *(where[k] for k in ("settings", "policy", "compiled", "record"))]:
-        if not os.path.exists(path) and path not in created:
-            created.append(path)
-    return created
+    return shared.will_create(where, created_folders(root), [where[k] for k in ("settings", "policy", "compiled",
+                                                                                "record")])  # fmt: skip
 
 
 def policy_text(root: str, given: str | None) -> str:
     """The policy the install puts in force: the one given, else the one there, else an empty one."""
-    if given is not None:
-        return given
-    there = read_text(paths(root)["policy"])
-    return there if there is not None else EMPTY_POLICY
+    return shared.policy_text(paths(root), given)
 
 
 def plan_policy(root: str, text: str) -> Change:
-    path = paths(root)["policy"]
-    return Change(path, read_text(path), text, "the managed policy", "the managed policy is as given", lambda t: t)
+    return shared.plan_policy(paths(root), text)
 
 
 def plan_install(root: str, text: str, compiled: dict[str, Any], created: list[str], our_hooks: Any,
@@ -132,10 +78,9 @@ def plan_install(root: str, text: str, compiled: dict[str, Any], created: list[s
     set_only = bool(record.get("set_only_managed")) or ONLY_MANAGED not in before
     after[ONLY_MANAGED] = True
     new_record = {"created": created, "set_only_managed": set_only, "command": hook_command(where["config"]),
-                  "policy_sha256": _digest(text)}  # fmt: skip
+                  "policy_sha256": shared.digest(text)}  # fmt: skip
     return [
-        Change(where["compiled"], read_json(where["compiled"]), compiled, "the managed policy compiled",
-               "compiled as it is", lambda data: json.dumps(data) + "\n", backup=False),
+        shared.plan_compiled(where, compiled),
         Change(where["settings"], before, after, "managed hooks installed (allowManagedHooksOnly: only managed "
                "hooks run)", "managed hooks already installed", json_text),
         Change(where["record"], record or None, new_record, "install record written", "install record as it is",
@@ -156,20 +101,7 @@ def plan_uninstall(root: str, is_ours: Any) -> list[Change]:
     if not after and where["settings"] in created:
         after = None
     changes = [Change(where["settings"], before, after, "managed hooks removed", "no managed hooks", json_text)]
-    for key in ("compiled", "policy", "record"):
-        text = read_text(where[key])
-        if where[key] not in created or text is None:
-            continue
-        if key == "policy" and _digest(text) != record.get("policy_sha256"):
-            continue  # changed since the install: the administrator's now, kept
-        changes.append(Change(where[key], text, None, "removed", "not there", lambda t: t, backup=False))
-    return changes
-
-
-def _digest(text: str) -> str:
-    from hashlib import sha256
-
-    return sha256(text.encode()).hexdigest()
+    return changes + shared.plan_removals(where, record)
 
 
 def created_folders(root: str) -> list[str]:
@@ -178,23 +110,12 @@ def created_folders(root: str) -> list[str]:
 
 def make_folders(root: str) -> None:
     """The two /etc folders, 0755 whatever the umask."""
-    for folder in created_folders(root):
-        if not os.path.isdir(folder):
-            os.makedirs(folder, mode=0o755, exist_ok=True)
-            os.chmod(folder, 0o755)
+    shared.make_folders(created_folders(root))
 
 
 def remove_folders(root: str, record: dict[str, Any]) -> list[str]:
     """The folders the install made, when nothing else is in them now."""
-    removed = []
-    for folder in created_folders(root):
-        if folder in (record.get("created") or []):
-            try:
-                os.rmdir(folder)
-                removed.append(folder)
-            except OSError:
-                pass
-    return removed
+    return shared.remove_folders(created_folders(root), record)
 
 
 GUARANTEES = (
@@ -211,8 +132,6 @@ def doctor(root: str, is_ours: Any) -> list[Any]:
     """The managed install, when there is one: every file it runs or reads root-owned and not
     writable by anyone else, readable by every user, and which guarantees hold. `is_ours`: what
     marks a hook entry as the governor's (the setup module's; it calls this)."""
-    import shlex
-
     from governor.harnesses.checks import BAD, INFO, OK, Check
 
     where = paths(root)
@@ -224,19 +143,9 @@ def doctor(root: str, is_ours: Any) -> list[Any]:
              for g in groups if isinstance(g, dict) for h in g.get("hooks") or [] if is_ours(h)]  # fmt: skip
     if not hooks:
         return []
-    checks = []
-    words = shlex.split(hooks[0]["command"])
-    ran = [w for w in words[:1] + [w for w in words if w.endswith("entry.py")]]
-    files = [where["settings"], where["policy"], where["compiled"], *ran]
-    unsafe = policy_managed.ownership_problems(files)
-    unreadable = [p for p in files if os.path.exists(p) and not os.stat(p).st_mode & 0o004]
+    files = [where["settings"], where["policy"], where["compiled"], *shared.ran_files(hooks[0]["command"])]
     fix = "sudo memory-governor install claude-code --scope managed (from a root-owned environment)"
-    if unsafe:
-        checks.append(Check(BAD, "claude-code (managed)", "someone other than root can change what every hook runs "
-                            "or enforces: " + "; ".join(unsafe[:4]), fix))  # fmt: skip
-    if unreadable:
-        checks.append(Check(BAD, "claude-code (managed)", f"not readable by other users: {', '.join(unreadable)}",
-                            "chmod 0644 them"))  # fmt: skip
+    checks = shared.ownership_checks("claude-code (managed)", files, fix)
     if settings.get(ONLY_MANAGED) is not True:
         checks.append(Check(BAD, "claude-code (managed)", f"{where['settings']}: {ONLY_MANAGED} is not true, so "
                             "project and user hooks run beside the managed ones", fix))  # fmt: skip

@@ -30,7 +30,7 @@ import re
 from typing import Any
 
 from governor.harnesses import launcher
-from governor.harnesses.checks import BAD, OK, WARN, Check, isolation, run_hook_command
+from governor.harnesses.checks import BAD, INFO, OK, WARN, Check, isolation, run_hook_command
 from governor.harnesses.settings import (
     Change,
     SettingsError,
@@ -40,6 +40,7 @@ from governor.harnesses.settings import (
     json_text,
     matcher_names,
     read_json,
+    read_toml,
     removal,
     route_tools,
     with_hooks,
@@ -151,25 +152,6 @@ def trust_entries(path: str, settings: dict[str, Any]) -> dict[str, str]:
                 if is_ours(handler):
                     out[f"{path}:{EVENT_LABELS[event]}:{g}:{h}"] = hook_hash(event, group, handler)
     return out
-
-
-def read_toml(path: str) -> Any:
-    """config.toml as a tomlkit document ({} when absent); refuses a file that is not TOML."""
-    import tomlkit
-    from tomlkit.exceptions import ParseError
-
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        return tomlkit.document()
-    except OSError as err:
-        raise SettingsError(f"{path}: cannot read it ({err.strerror})") from err
-    try:
-        return tomlkit.parse(text)
-    except ParseError as err:
-        raise SettingsError(f"{path}:{err.line}:{err.col}: not valid TOML ({err}); fix it by hand, nothing was "
-                            "changed") from err  # fmt: skip
 
 
 def toml_text(doc: Any) -> str:
@@ -328,6 +310,12 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         checks.append(Check(BAD, "codex config", unreadable, "fix the file by hand: Codex cannot read it either"))
     if installed:
         checks.append(codex_verdict(project, installed))
+    walled = _managed_doctor()
+    checks += walled
+    if commands and not walled:
+        checks.append(Check(INFO, "guarantees", "not managed: the hooks, their trust and the policy are in files the "
+                            "user, and so the model, can write; the routes refuse the plain ways to change them. A "
+                            "wall: sudo memory-governor install codex --scope managed"))  # fmt: skip
     for command in sorted(set(commands)):
         unsafe = isolation(NAME, command)
         if unsafe is not None:
@@ -335,6 +323,13 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     if commands and tools:
         checks.append(_selftest(commands[0], tools[0], project))
     return checks
+
+
+def _managed_doctor() -> list[Check]:
+    """The managed install's checks (governor.harnesses.codex.managed)."""
+    from governor.harnesses.codex import managed
+
+    return list(managed.doctor("/", is_ours))
 
 
 def codex_verdict(project: str, paths: list[str], timeout: float = 15) -> Check:

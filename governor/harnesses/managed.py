@@ -1,0 +1,191 @@
+"""What every harness's managed install shares (`install <harness> --scope managed`).
+
+A harness with a settings layer no user file can switch off (Claude Code's managed settings,
+Codex's /etc/codex/requirements.toml) has a `managed` module beside its setup that says where
+that layer is and how our hooks go in it; this module is the rest, written once:
+
+  /etc/memory-governor/policy.yaml         the administrator's policy, over the shipped default
+                                           (one for the machine, whichever harnesses enforce it)
+  /etc/memory-governor/policy.json         it compiled, with the signature a hook compares
+  /etc/memory-governor/<record>            what one harness's install created or set, for its
+                                           uninstall (install.json: Claude Code's)
+  the governor's own environment           e.g. /opt/memory-governor (a venv made by root): the
+                                           hook command runs its interpreter `-I -S` on its entry
+                                           file with `--managed /etc/memory-governor`
+
+The policy and its compiled form are removed by the last harness's uninstall only. Files are
+written 0644 and folders made 0755 whatever the umask (every user's hook reads them).
+
+Cold path.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from typing import Any
+
+from governor.harnesses.settings import Change, read_json, read_text
+from governor.policy import managed as policy_managed
+
+CONFIG = ("etc", "memory-governor")
+RECORDS = "install*.json"  # every harness's install record in CONFIG
+EMPTY_POLICY = (
+    "# memory-governor: the managed policy, layered over the shipped default.\n"
+    "# Every user's hooks enforce it; no project or user file changes it.\n"
+    "# Edit it (as root), then run `memory-governor install <harness> --scope managed` again.\n"
+    "version: 1\n"
+)
+
+
+def config_paths(root: str, record: str) -> dict[str, str]:
+    config = os.path.join(root, *CONFIG)
+    return {
+        "config": config,
+        "policy": policy_managed.policy_path(config),
+        "compiled": policy_managed.compiled_path(config),
+        "record": os.path.join(config, record),
+    }
+
+
+def hook_command(harness: str, config: str) -> str:
+    from governor.harnesses import hook_command as command
+
+    return f'{command(harness)} {policy_managed.FLAG} "{config}"'
+
+
+def environment_paths() -> list[str]:
+    """What a managed hook runs: the interpreter (and its standard library), the governor's
+    package, and the site-packages it loads third-party packages from (their .pth files run)."""
+    import site
+
+    import governor
+
+    package = os.path.dirname(os.path.abspath(governor.__file__))
+    out = [sys.executable, os.path.dirname(os.__file__), package]
+    for folder, _, files in os.walk(package):
+        out += [folder, *(os.path.join(folder, f) for f in files)]
+    out += [p for p in site.getsitepackages() if os.path.isdir(p)]
+    return out
+
+
+def read_record(path: str) -> dict[str, Any]:
+    try:
+        return read_json(path, "the install record")
+    except ValueError:
+        return {}
+
+
+def others_installed(where: dict[str, str]) -> bool:
+    """Does another harness's managed install still use this policy?"""
+    return any(p != where["record"] for p in glob.glob(os.path.join(where["config"], RECORDS)))
+
+
+def compile_for_install(config_dir: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """What the install writes to CONFIG_DIR/policy.json: the managed policy compiled, with the
+    signature a hook compares with the files."""
+    from governor.policy.compiled import CACHE_FORMAT
+    from governor.policy.files import compile_sources
+
+    found = policy_managed.sources({}, config_dir, config_dir)
+    blob, problems = compile_sources(found)
+    if blob is not None:
+        blob["format"], blob["signature"] = CACHE_FORMAT, found.signature()
+    return blob, problems
+
+
+def will_create(where: dict[str, str], folders: list[str], files: list[str]) -> list[str]:
+    """What an install creates (before it writes anything), with what an earlier one did."""
+    created = list(read_record(where["record"]).get("created") or [])
+    for path in [*folders, *files]:
+        if not os.path.exists(path) and path not in created:
+            created.append(path)
+    return created
+
+
+def policy_text(where: dict[str, str], given: str | None) -> str:
+    """The policy the install puts in force: the one given, else the one there, else an empty one."""
+    if given is not None:
+        return given
+    there = read_text(where["policy"])
+    return there if there is not None else EMPTY_POLICY
+
+
+def plan_policy(where: dict[str, str], text: str) -> Change:
+    path = where["policy"]
+    return Change(path, read_text(path), text, "the managed policy", "the managed policy is as given", lambda t: t)
+
+
+def plan_compiled(where: dict[str, str], compiled: dict[str, Any]) -> Change:
+    import json
+
+    return Change(where["compiled"], read_json(where["compiled"]), compiled, "the managed policy compiled",
+                  "compiled as it is", lambda data: json.dumps(data) + "\n", backup=False)  # fmt: skip
+
+
+def plan_removals(where: dict[str, str], record: dict[str, Any]) -> list[Change]:
+    """The files the install created: its record; the policy and its compiled form only when no
+    other harness's install uses them (the policy only while it is as the install left it)."""
+    created = set(record.get("created") or [])
+    keys = ("record",) if others_installed(where) else ("compiled", "policy", "record")
+    changes = []
+    for key in keys:
+        text = read_text(where[key])
+        if where[key] not in created or text is None:
+            continue
+        if key == "policy" and digest(text) != record.get("policy_sha256"):
+            continue  # changed since the install: the administrator's now, kept
+        changes.append(Change(where[key], text, None, "removed", "not there", lambda t: t, backup=False))
+    return changes
+
+
+def digest(text: str) -> str:
+    from hashlib import sha256
+
+    return sha256(text.encode()).hexdigest()
+
+
+def make_folders(folders: list[str]) -> None:
+    """The install's folders, 0755 whatever the umask."""
+    for folder in folders:
+        if not os.path.isdir(folder):
+            os.makedirs(folder, mode=0o755, exist_ok=True)
+            os.chmod(folder, 0o755)
+
+
+def remove_folders(folders: list[str], record: dict[str, Any]) -> list[str]:
+    """The folders the install made, when nothing else is in them now."""
+    removed = []
+    for folder in folders:
+        if folder in (record.get("created") or []):
+            try:
+                os.rmdir(folder)
+                removed.append(folder)
+            except OSError:
+                pass
+    return removed
+
+
+def ownership_checks(label: str, files: list[str], fix: str) -> list[Any]:
+    """BAD checks for every file a managed hook runs or reads that someone other than root can
+    change, or that another user cannot read; [] when there is none."""
+    from governor.harnesses.checks import BAD, Check
+
+    checks = []
+    unsafe = policy_managed.ownership_problems(files)
+    unreadable = [p for p in files if os.path.exists(p) and not os.stat(p).st_mode & 0o004]
+    if unsafe:
+        checks.append(Check(BAD, label, "someone other than root can change what every hook runs or enforces: "
+                            + "; ".join(unsafe[:4]), fix))  # fmt: skip
+    if unreadable:
+        checks.append(Check(BAD, label, f"not readable by other users: {', '.join(unreadable)}", "chmod 0644 them"))
+    return checks
+
+
+def ran_files(command: str) -> list[str]:
+    """The interpreter and the entry file a hook command runs."""
+    import shlex
+
+    words = shlex.split(command)
+    return words[:1] + [w for w in words if w.endswith("entry.py")]
