@@ -37,6 +37,7 @@ from governor.harnesses.claude_agent_sdk import EVENTS, NAME
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
+    from threading import Thread
     from typing import Any
 
     Callback = Callable[[dict[str, Any], "str | None", Any], Awaitable[dict[str, Any]]]
@@ -66,7 +67,7 @@ def govern(options: Any, env: Mapping[str, str] | None = None) -> Any:
     return dataclasses.replace(options, hooks=hooks)
 
 
-def warm_up(env: Mapping[str, str], project: str) -> Any:
+def warm_up(env: Mapping[str, str], project: str) -> Thread | None:
     """Start loading, on a daemon thread, what the warm server loads at its start (tiktoken for the
     policy's unit, the memory-need model), once per state directory and project in this process;
     the thread, or None when it was started already. Callbacks decide meanwhile, counting with
