@@ -1285,12 +1285,13 @@ HARNESS_FINDINGS = [
     "(governor.engine.tokens.load_quickly: exact, loaded in milliseconds), and `govern()` starts on a thread "
     "what the warm server loads at its start (governor.runtime.runner.warm_up: tiktoken, which the counter "
     "moves to once it has loaded, and the memory-need model) while the SDK starts its binary; no count waits "
-    "for that thread. The cold program loads anyio's asyncio backend before its timing starts, as the SDK's own "
-    "session has by the time it calls a callback (that import, 60 to 85 ms here, was most of the 3.7 to 3.8× "
-    "first measured for UserPromptSubmit and PreToolUse), and does not start govern()'s warm-up: the row is a "
-    "callback that comes before anything is loaded. Importing governor.sdk.claude_agent loads only the adapter "
-    "a callback decides with (`python -X importtime`: about 4 ms in a bare interpreter, against 20 to 80 ms "
-    "before with dataclasses and typing). The warm rows count with tiktoken, loaded as govern() loads it.",
+    "for that thread but one the table cannot vouch for, which tiktoken counts as in a hook. The cold program "
+    "loads anyio's asyncio backend before its timing starts, as the SDK's own session has by the time it "
+    "calls a callback (that import, 60 to 85 ms here, was most of the 3.7 to 3.8× first measured for "
+    "UserPromptSubmit and PreToolUse), and does not start govern()'s warm-up: the row is a callback that "
+    "comes before anything is loaded. Importing governor.sdk.claude_agent loads only the adapter a callback "
+    "decides with (`python -X importtime`: about 4 ms in a bare interpreter, against 20 to 80 ms before with "
+    "dataclasses and typing). The warm rows count with tiktoken, loaded as govern() loads it.",
     "",
 ]
 

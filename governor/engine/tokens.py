@@ -13,7 +13,8 @@ built once per vocabulary and tiktoken version under the state directory's cache
 tiktoken still answers, loaded then, for what that encoder cannot vouch for. A long-lived
 process that starts the same way (an SDK's in-process callbacks, governor.sdk) calls
 `load_fully` on a thread: its counter counts with tiktoken once tiktoken has loaded, with the
-table until then; no count waits for that load, and both counts are exact.
+table until then; both counts are exact, and only a count the table cannot vouch for (which
+tiktoken answers) waits for that load.
 """
 
 from __future__ import annotations
@@ -139,8 +140,9 @@ def load_quickly(folder: str) -> None:
 def load_fully(unit: str) -> None:
     """For a long-lived process that called `load_quickly`: load tiktoken for `unit` (in this
     thread: call it from one that may wait), then have the unit's counter count with it. A count
-    in progress meanwhile finishes with the table, exactly as tiktoken would count it; none waits
-    for this load. Nothing to do when the counter counts with tiktoken already."""
+    in progress meanwhile finishes with the table, exactly as tiktoken would count it; only one the
+    table cannot vouch for waits for this load (`reference`), instead of loading tiktoken again.
+    Nothing to do when the counter counts with tiktoken already."""
     if unit not in TIKTOKEN_UNITS:
         return
     found = counter(unit)

@@ -21,7 +21,8 @@ directory (governor.engine.tokens.load_quickly), which loads in milliseconds, so
 callback of a process does not wait for tiktoken. govern() also starts, on a thread, what the
 warm server loads at its start (governor.runtime.runner.warm_up: tiktoken, which the counter
 moves to once loaded, and the memory-need model), while the SDK starts its binary. Every count
-is exact, with the table or with tiktoken, and none waits for that thread.
+is exact, with the table or with tiktoken; none waits for that thread but one the table cannot
+vouch for (governor.engine.bpe), which tiktoken counts as it does in a hook.
 
 Needs the `claude-agent-sdk` package (`pip install 'memory-governor[sdk]'`). Importing this module
 imports little beyond the adapter a callback decides with (no `dataclasses`, `typing`, engine).
@@ -106,7 +107,8 @@ def callback_for(env: Mapping[str, str], resumed: bool = False) -> Callback:
     (the resume trigger, its idle time); what it adds to the model's context rides on the prompt.
 
     Tokens are counted from here on with the table a hook deciding alone reads (load_quickly),
-    kept in `env`'s state directory: no callback waits for tiktoken to load."""
+    kept in `env`'s state directory: no callback waits for tiktoken to load (but for a text the
+    table cannot vouch for, which tiktoken counts, as in a hook)."""
     import threading
 
     from governor.engine.tokens import load_quickly
