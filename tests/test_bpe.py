@@ -185,3 +185,36 @@ def test_a_hook_process_without_site_counts_what_the_table_cannot_vouch_for(tmp_
                              capture_output=True, text=True, timeout=120)  # fmt: skip
         assert run.returncode == 0, run.stderr
     assert int(run.stdout) == len(reference.encode_ordinary(text))
+
+
+def test_a_long_lived_process_moves_to_tiktoken_and_no_count_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """load_fully (the SDK's warm-up) while tiktoken is still loading: a count meanwhile is
+    answered from the table at once, exactly; once loaded, the same counter counts with tiktoken,
+    alike. (The load in progress is this test holding the lock that load takes.)"""
+    import threading
+
+    from tests.conftest import tokenizer_tables
+
+    for table in tokenizer_tables():
+        (tmp_path / table.name).write_bytes(table.read_bytes())
+    monkeypatch.setattr(tokens, "_counters", {})
+    monkeypatch.setattr(tokens, "_encoders", {})
+    monkeypatch.setattr(tokens, "_quick_folder", str(tmp_path))  # load_quickly, undone after the test
+    reference = _encoders("o200k_base")[1]
+    texts = [fixture_text("engram/search_v1.txt"), "naïve 日本語 👍🏽 don'T " * 40]
+    counting = tokens.counter("o200k_base")
+    assert counting.quick
+    with tokens._loading:
+        loader = threading.Thread(target=tokens.load_fully, args=("o200k_base",), daemon=True)
+        loader.start()
+        answers: list[int] = []
+        meanwhile = threading.Thread(target=lambda: answers.extend(counting.count(t) for t in texts), daemon=True)
+        meanwhile.start()
+        meanwhile.join(60)
+        assert answers == [len(reference.encode_ordinary(t)) for t in texts]
+        assert counting.quick and loader.is_alive()  # still the table: tiktoken has not loaded
+    loader.join(120)
+    assert not counting.quick and tokens.counter("o200k_base") is counting
+    assert [counting.count(t) for t in texts] == answers

@@ -10,7 +10,11 @@ tiktoken costs ~0.25 s to load, once per process: the warm server (governor.runt
 pays it once for every hook. A hook that decides in its own process calls `load_quickly`
 first and counts with governor.engine.bpe instead (exact, loads in milliseconds from a table
 built once per vocabulary and tiktoken version under the state directory's cache folder);
-tiktoken still answers, loaded then, for what that encoder cannot vouch for.
+tiktoken still answers, loaded then, for what that encoder cannot vouch for. A long-lived
+process that starts the same way (an SDK's in-process callbacks, governor.sdk) calls
+`load_fully` on a thread: its counter counts with tiktoken once tiktoken has loaded, with the
+table until then; both counts are exact, and only a count the table cannot vouch for (which
+tiktoken answers) waits for that load.
 """
 
 from __future__ import annotations
@@ -45,12 +49,13 @@ class Counter:
     tokens per cut. `count_upto(text, cap)` stops once it knows the count is over `cap`, so
     what a hook counts is bounded by the budget, not by the size of the input."""
 
-    __slots__ = ("_encode", "_seen", "estimate", "unit")
+    __slots__ = ("_encode", "_seen", "estimate", "quick", "unit")
 
-    def __init__(self, unit: str, encode: Callable[[str], int]) -> None:
+    def __init__(self, unit: str, encode: Callable[[str], int], quick: bool = False) -> None:
         self.unit = unit
         self._encode = encode
         self.estimate = unit in ESTIMATES
+        self.quick = quick  # counts with governor.engine.bpe's table (load_quickly), not tiktoken
         self._seen: dict[str, int] = {}  # counts of recent long pieces: a repetitive input costs one
 
     def count(self, text: str) -> int:
@@ -110,6 +115,8 @@ def pieces(text: str, size: int = CHUNK) -> Iterator[str]:
 _counters: dict[str, Counter] = {}
 _quick_folder: str | None = None  # load_quickly: where the fast-loading tables are kept
 _building = _thread.allocate_lock()  # a process that warms up in a thread must not build it twice at once
+_encoders: dict[str, Callable[[str], list[int]]] = {}  # tiktoken's, per unit, loaded once (reference)
+_loading = _thread.allocate_lock()
 
 
 def counter(unit: str) -> Counter:
@@ -130,6 +137,33 @@ def load_quickly(folder: str) -> None:
     _quick_folder = folder
 
 
+def load_fully(unit: str) -> None:
+    """For a long-lived process that called `load_quickly`: load tiktoken for `unit` (in this
+    thread: call it from one that may wait), then have the unit's counter count with it. A count
+    in progress meanwhile finishes with the table, exactly as tiktoken would count it; only one the
+    table cannot vouch for waits for this load (`reference`), instead of loading tiktoken again.
+    Nothing to do when the counter counts with tiktoken already."""
+    if unit not in TIKTOKEN_UNITS:
+        return
+    found = counter(unit)
+    if found.quick:
+        encode = reference(unit)
+        found._encode = lambda text: len(encode(text))  # one assignment: a count sees one encoder or the other
+        found.quick = False
+
+
+def reference(unit: str) -> Callable[[str], list[int]]:
+    """tiktoken's own encoder for `unit` (special-token text counted as text), loaded once per
+    process: a count the table cannot vouch for and `load_fully` share the one load."""
+    found = _encoders.get(unit)
+    if found is None:
+        with _loading:
+            found = _encoders.get(unit)
+            if found is None:
+                found = _encoders[unit] = _encoding(unit).encode_ordinary
+    return found
+
+
 def prepare_quickly(unit: str, folder: str) -> None:
     """Build the table `load_quickly` reads, when it is missing or stale (the warm server does
     this once, so the first hook that decides alone does not)."""
@@ -146,7 +180,7 @@ def build(unit: str) -> Counter:
     if unit in TIKTOKEN_UNITS and _quick_folder is not None:
         quick = _quick(unit, _quick_folder)
         if quick is not None:
-            return Counter(unit, quick)
+            return Counter(unit, quick, quick=True)
     if unit in TIKTOKEN_UNITS:
         encoding = _encoding(unit)
         encode = encoding.encode_ordinary  # special-token text in a memory is just text
@@ -227,14 +261,11 @@ def _quick(unit: str, folder: str) -> Callable[[str], int] | None:
             pass  # counted from the dict in memory this time; the next process tries again
         encoder = bpe.Encoder(unit, spec["mergeable_ranks"], sources["split"], sources["merge"])
     encode = encoder.encode
-    reference: list[Callable[[str], list[int]]] = []
 
     def count(text: str) -> int:
         ids = encode(text)
         if ids is None:
-            if not reference:
-                reference.append(_encoding(unit).encode_ordinary)
-            ids = reference[0](text)
+            ids = reference(unit)(text)
         return len(ids)
 
     return count

@@ -50,6 +50,30 @@ def leave_open() -> None:
     _closing = False
 
 
+def warm_up(env: Mapping[str, str], project: str) -> None:
+    """For a long-lived process, before its first decisions need them: tiktoken for the policy's
+    unit (where the process counts with the cached table first, load_quickly, its counter moves to
+    tiktoken once loaded: governor.engine.tokens.load_fully), that table for the hooks that decide
+    alone, and the memory-need model. Seconds of CPU on a busy machine: the warm server runs it on
+    a thread at its start, govern() (governor.sdk.claude_agent) when it is called. Never raises: a
+    decision loads what it needs, or reports why it cannot."""
+    try:
+        import governor.engine.decide  # noqa: F401  # the modules a decision imports, loaded here
+        from governor.engine import need_model
+        from governor.engine.tokens import counter, load_fully, prepare_quickly
+        from governor.policy import compiled
+        from governor.state import cache_dir, state_dir
+
+        policy, _ = compiled.load(env, project, state_dir(env))
+        counter(policy.unit).count("warm")
+        prepare_quickly(policy.unit, cache_dir(env))
+        load_fully(policy.unit)
+        if policy.data["memory_needs"].get("model_threshold", 0.5) < 1:
+            need_model.load()
+    except Exception:
+        pass
+
+
 MAX_INPUT = 64 * 1024 * 1024  # a payload larger than this is not read whole
 MAX_VALUES = 2_000_000  # JSON separators in one payload: more cannot be parsed in bounded time
 

@@ -77,19 +77,9 @@ class Server:
     def warm(self) -> None:
         """Load the tokenizer of the shipped policy's unit, and the memory-need model, before the
         first request needs them; and the tokenizer table a hook deciding alone reads."""
-        try:
-            from governor.engine import need_model
-            from governor.engine.tokens import counter, prepare_quickly
-            from governor.policy import compiled
-            from governor.state import cache_dir, state_dir
+        from governor.runtime.runner import warm_up
 
-            policy, _ = compiled.load(self.env, self.env.get(WARM_PROJECT) or os.getcwd(), state_dir(self.env))
-            counter(policy.unit).count("warm")
-            prepare_quickly(policy.unit, cache_dir(self.env))  # for hooks deciding alone
-            if policy.data["memory_needs"].get("model_threshold", 0.5) < 1:
-                need_model.load()
-        except Exception:
-            pass  # a request will load what it needs, or report why it cannot
+        warm_up(self.env, self.env.get(WARM_PROJECT) or os.getcwd())
 
     def serve(self) -> None:
         assert self.listener is not None

@@ -16,26 +16,41 @@ process's environment with `options.env` over it (the environment the SDK gives 
 its settings hooks, where loaded, share the ledger). A call both see is decided and counted once
 (`twin` events, governor.engine.events).
 
-Needs the `claude-agent-sdk` package (`pip install 'memory-governor[sdk]'`).
+Tokens are counted as a hook deciding alone counts them: with the table cached under the state
+directory (governor.engine.tokens.load_quickly), which loads in milliseconds, so the first
+callback of a process does not wait for tiktoken. govern() also starts, on a thread, what the
+warm server loads at its start (governor.runtime.runner.warm_up: tiktoken, which the counter
+moves to once loaded, and the memory-need model), while the SDK starts its binary. Every count
+is exact, with the table or with tiktoken; none waits for that thread but one the table cannot
+vouch for (governor.engine.bpe), which tiktoken counts as it does in a hook.
+
+Needs the `claude-agent-sdk` package (`pip install 'memory-governor[sdk]'`). Importing this module
+imports little beyond the adapter a callback decides with (no `dataclasses`, `typing`, engine).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from governor.harnesses.claude_agent_sdk import EVENTS, NAME
 
-Callback = Callable[[dict[str, Any], "str | None", Any], Awaitable[dict[str, Any]]]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+    from threading import Thread
+    from typing import Any
+
+    Callback = Callable[[dict[str, Any], "str | None", Any], Awaitable[dict[str, Any]]]
 _MARK = "_memory_governor"  # set on our callbacks, so a second govern() adds none
+_warmed: set[tuple[str, str]] = set()  # (state directory, project) warm_up has been started for
 
 
 def govern(options: Any, env: Mapping[str, str] | None = None) -> Any:
     """A copy of `options` (a `ClaudeAgentOptions`) with memory-governor's callbacks added to its
     hooks. `env` replaces this process's environment as the base `options.env` is laid over."""
+    import dataclasses
+
     from claude_agent_sdk import HookMatcher
 
     from governor.runtime import runner
@@ -44,12 +59,33 @@ def govern(options: Any, env: Mapping[str, str] | None = None) -> Any:
     decide_env = {**(os.environ if env is None else env), **(options.env or {}), "CLAUDE_PROJECT_DIR": project}
     runner.keep_connections()  # a long-lived process: one ledger connection per worker thread
     callback = callback_for(decide_env, resumed=bool(options.resume or options.continue_conversation))
+    warm_up(decide_env, project)
     hooks: dict[str, list[Any]] = {event: list(matchers) for event, matchers in (options.hooks or {}).items()}
     for event in EVENTS:
         matchers = hooks.setdefault(event, [])
         if not any(getattr(hook, _MARK, False) for matcher in matchers for hook in matcher.hooks):
             matchers.append(HookMatcher(matcher=None, hooks=[callback]))
     return dataclasses.replace(options, hooks=hooks)
+
+
+def warm_up(env: Mapping[str, str], project: str) -> Thread | None:
+    """Start loading, on a daemon thread, what the warm server loads at its start (tiktoken for the
+    policy's unit, the memory-need model), once per state directory and project in this process;
+    the thread, or None when it was started already. Callbacks decide meanwhile, counting with
+    the cached table (exactly; none waits for it)."""
+    from governor.state import state_dir
+
+    key = (state_dir(env), project)
+    if key in _warmed:
+        return None
+    _warmed.add(key)
+    import threading
+
+    from governor.runtime.runner import warm_up as load
+
+    thread = threading.Thread(target=load, args=(dict(env), project), name="memory-governor warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def decide(input_data: Any, env: Mapping[str, str]) -> dict[str, Any]:
@@ -68,9 +104,17 @@ def callback_for(env: Mapping[str, str], resumed: bool = False) -> Callback:
     `resumed`: the options resume a session (`resume`, `continue_conversation`). The binary fires
     SessionStart `resume` for its command hooks but not for callbacks (0.2.189: only `compact`), so the first event
     of each session seen here is preceded by that SessionStart, decided as the hooks would decide it
-    (the resume trigger, its idle time); what it adds to the model's context rides on the prompt."""
+    (the resume trigger, its idle time); what it adds to the model's context rides on the prompt.
+
+    Tokens are counted from here on with the table a hook deciding alone reads (load_quickly),
+    kept in `env`'s state directory: no callback waits for tiktoken to load (but for a text the
+    table cannot vouch for, which tiktoken counts, as in a hook)."""
     import threading
 
+    from governor.engine.tokens import load_quickly
+    from governor.state import cache_dir
+
+    load_quickly(cache_dir(env))
     started: set[str] = set()
     lock = threading.Lock()
 

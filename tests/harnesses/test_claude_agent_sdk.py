@@ -6,19 +6,29 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from governor.engine import tokens
 from governor.engine.ledger import key
 from governor.engine.stores import open_ledger
 from governor.sdk.claude_agent import callback_for
-from tests.conftest import Env, run_hook
+from tests.conftest import Env, fixture_text, run_hook
 from tests.harnesses.test_claude_code import big_search
 
 SDK_HOOKS = {"CLAUDE_CODE_ENTRYPOINT": "sdk-py"}  # what the SDK's binary hands its command hooks
+
+
+@pytest.fixture(autouse=True)
+def _table_folder_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """callback_for points this process's counting at the sandbox's table (load_quickly); the
+    sandbox is removed after the test, so the next test starts where this one did."""
+    monkeypatch.setattr(tokens, "_quick_folder", tokens._quick_folder)
 
 
 def _payload(env: Env, name: str, **fields: Any) -> dict[str, Any]:
@@ -178,3 +188,76 @@ def test_install_writes_the_module_once_and_never_over_a_file_not_ours(env: Env)
     refused = env.cli("install", "claude-agent-sdk", "--project", str(env.tmp))
     assert refused.returncode != 0 and "not memory-governor's" in refused.stderr
     assert (env.tmp / "memory-governor.mjs").read_text() == "export const mine = 1\n"
+
+
+# An SDK user's program, from importing the module to its callbacks' answers: each payload on stdin
+# (one JSON object a line) decided in turn; `warm` starts govern()'s warm-up first and, after the
+# first callback, waits for it. It prints what each answer was and how this process counts.
+PROGRAM = """
+import asyncio, json, sys
+from governor.sdk import claude_agent
+from governor.engine import tokens
+env, project, warm = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3] == "warm"
+callback = claude_agent.callback_for(env)
+thread = claude_agent.warm_up(env, project) if warm else None
+for number, line in enumerate(sys.stdin):
+    payload = json.loads(line)
+    answer = asyncio.run(callback(payload, payload.get("tool_use_id"), None))
+    if thread is not None and number == 0:
+        thread.join()
+        assert claude_agent.warm_up(env, project) is None  # once per state directory and project
+    counting = tokens.counter("o200k_base")
+    print(json.dumps({"answer": answer, "tiktoken": "tiktoken" in sys.modules, "table": counting.quick}))
+"""
+
+
+def _program(env: Env, payloads: list[dict[str, Any]], warm: bool = False) -> list[dict[str, Any]]:
+    decide_env = {**env.vars, "CLAUDE_PROJECT_DIR": str(env.project)}
+    proc = subprocess.run([sys.executable, "-c", PROGRAM, json.dumps(decide_env), str(env.project), "warm" * warm],
+                          input="".join(json.dumps(p) + "\n" for p in payloads), capture_output=True, text=True,
+                          cwd=env.tmp, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def _result(env: Env, call: str, text: str) -> dict[str, Any]:
+    return _payload(env, "PostToolUse", tool_name="mcp__engram__mem_search", tool_use_id=call,
+                    tool_input={"query": "auth", "limit": 3}, tool_response=[{"type": "text", "text": text}])  # fmt: skip
+
+
+def _counted(env: Env, call: str) -> list[int]:
+    with sqlite3.connect(env.state / "ledger.db") as db:
+        return [row[0] for row in db.execute("SELECT tokens FROM calls WHERE call_id LIKE ?", ("%" + call,))]
+
+
+RESULTS = [fixture_text("engram/search_v1.txt"),
+           fixture_text("engram/search_v1.txt").replace("JWT", "JWT — naïve 日本語 👍🏽 don'T")]  # fmt: skip
+
+
+def test_a_fresh_processs_first_result_is_counted_exactly_without_tiktoken(env: Env) -> None:
+    """The first PostToolUse callback of a program counts its result from the table under the state
+    directory (load_quickly), as a hook deciding alone does: tiktoken's count, recorded in the
+    ledger, with tiktoken never loaded in that process."""
+    env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n")
+    reference = tokens._encoding("o200k_base")
+    for number, text in enumerate(RESULTS):
+        call = f"toolu_first_{number}"
+        (shown,) = _program(env, [{**_result(env, call, text), "session_id": f"sdk-fresh-{number}"}])
+        assert shown == {"answer": {}, "tiktoken": False, "table": True}
+        assert _counted(env, call) == [len(reference.encode_ordinary(text))], text[:80]
+
+
+def test_after_govern_s_warm_up_the_program_counts_with_tiktoken_and_alike(env: Env) -> None:
+    """govern()'s warm-up moves the counter to tiktoken once loaded: a result counted while it runs
+    (from the table, or by tiktoken if it finished first) and one counted after it are both
+    tiktoken's count."""
+    env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n")
+    reference = tokens._encoding("o200k_base")
+    calls = ["toolu_before", "toolu_after"]
+    payloads = [
+        {**_result(env, call, text), "session_id": f"sdk-{call}"} for call, text in zip(calls, RESULTS, strict=True)
+    ]
+    shown = _program(env, payloads, warm=True)  # each in a session of its own: no repeat to point at
+    assert [(s["tiktoken"], s["table"]) for s in shown] == [(True, False), (True, False)]
+    for call, text in zip(calls, RESULTS, strict=True):
+        assert _counted(env, call) == [len(reference.encode_ordinary(text))], text[:80]
