@@ -50,9 +50,10 @@ def active() -> str | None:
     return _config
 
 
-def environment(env: Mapping[str, str]) -> dict[str, str]:
+def environment(env: Mapping[str, str], config_dir: str | None = None) -> dict[str, str]:
     """The environment a managed hook decides in: nothing in it the model could have set chooses
-    the state directory, the policy, the ledger, telemetry or the warm server."""
+    the state directory, the policy, the ledger, telemetry or the warm server. (`config_dir`: the
+    managed folder, when not this process's own: the review tools, which say what a hook does.)"""
     import pwd
 
     try:
@@ -63,7 +64,7 @@ def environment(env: Mapping[str, str]) -> dict[str, str]:
     out = {k: v for k, v in env.items() if not k.startswith("MEMORY_GOVERNOR") and k not in dropped}
     out["HOME"] = home
     out["MEMORY_GOVERNOR_WARM_SERVER"] = "off"
-    out[MARK] = _config or CONFIG_DIR
+    out[MARK] = config_dir or _config or CONFIG_DIR
     return out
 
 
@@ -81,14 +82,15 @@ def sources(env: Mapping[str, str], project: str, config_dir: str):  # type: ign
     return Sources(env, project, project, managed=policy_path(config_dir))
 
 
-def load(env: Mapping[str, str], cwd: str | None) -> tuple[CompiledPolicy | None, list[str]]:
+def load(env: Mapping[str, str], cwd: str | None, config_dir: str | None = None
+         ) -> tuple[CompiledPolicy | None, list[str]]:  # fmt: skip
     """The managed policy, as the install compiled it; compiled here (and said) when the files
     changed since (the package upgraded, the policy edited without a new install). None, and the
-    problems, when not even the shipped default compiles."""
+    problems, when not even the shipped default compiles. `config_dir`: as in `environment`."""
     from governor import with_site_packages
     from governor.engine.rules import CompiledPolicy
 
-    config = _config or CONFIG_DIR
+    config = config_dir or _config or CONFIG_DIR
     project = os.path.abspath(cwd or os.getcwd())
     found = sources(env, project, config)
     blob = None
@@ -115,6 +117,10 @@ def load(env: Mapping[str, str], cwd: str | None) -> tuple[CompiledPolicy | None
             notices.append(f"memory-governor: the managed policy in {config} changed since it was installed; it is "
                            "in force, compiled at every hook. An administrator runs `memory-governor install` with "
                            "`--scope managed` again.")  # fmt: skip
+    from governor.policy import history
+    from governor.state import state_dir
+
+    history.remember(state_dir(env), blob)  # `report` shows each turn against the limits it was decided under
     policy = CompiledPolicy(blob)
     policy.project = project
     policy.accepted_at = installed_at  # a subagent definition written since may not widen its tier

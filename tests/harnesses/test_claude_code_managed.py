@@ -21,9 +21,10 @@ from governor.harnesses.claude_code.setup import is_ours
 from governor.policy import managed as policy_managed
 
 
-def governor(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
+def governor(*args: str, env: dict[str, str], check: bool = True, cwd: Path | None = None
+             ) -> subprocess.CompletedProcess[str]:  # fmt: skip
     proc = subprocess.run([sys.executable, "-m", "governor", *args], env=env, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+                          timeout=120, cwd=cwd)  # fmt: skip
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -155,3 +156,89 @@ def test_ownership_of_a_path_and_every_folder_above_it(tmp_path):
     found = policy_managed.ownership_problems([str(target)])
     assert any(p.startswith(f"{folder}: mode 0775") for p in found), found
     assert policy_managed.ownership_problems(["/usr/bin/env"]) == [] or os.stat("/usr").st_uid != 0
+
+
+# -- the review tools under a managed install: they say what its hooks enforce -----------------
+
+MANAGED = "version: 1\nlimits:\n  max_search_calls: {value: 1}\n"
+TEAM = "version: 1\nlimits:\n  max_search_calls: {value: 9}\n"
+LOCAL = "version: 1\nlimits:\n  max_search_calls: {value: 5}\n"
+
+
+@pytest.fixture
+def installed(tmp_path: Path, env: dict[str, str]) -> tuple[Path, Path]:
+    """A managed install under a prefix (its policy: 1 search a turn), and a project whose own team
+    policy (9) and local override (5) a managed hook does not read."""
+    root = tmp_path / "r"
+    (tmp_path / "managed.yaml").write_text(MANAGED)
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+             str(tmp_path / "managed.yaml"), env=env)  # fmt: skip
+    project = tmp_path / "p"
+    (project / ".memory-governor").mkdir(parents=True)
+    (project / ".memory-governor" / "policy.yaml").write_text(TEAM)
+    (project / ".memory-governor" / "policy.local.yaml").write_text(LOCAL)
+    return root, project
+
+
+def searches(explained: dict[str, object]) -> str:
+    rules = explained["rules"]
+    assert isinstance(rules, list)
+    return next(r["statement"] for r in rules if r["key"] == "limits.max_search_calls")
+
+
+def test_policy_explain_shows_the_managed_policy_and_the_projects_files_as_not_in_force(installed, env):
+    root, project = installed
+    where = managed.paths(str(root))
+    team, local = (str(project / ".memory-governor" / name) for name in ("policy.yaml", "policy.local.yaml"))
+    out = governor("--managed-root", str(root), "policy", "explain", "--format", "json", env=env, cwd=project)
+    explained = json.loads(out.stdout)
+    hooks_enforce = json.loads(Path(where["compiled"]).read_text())  # what every managed hook decides with
+    assert explained["digest"] == hooks_enforce["digest"] and explained["in_force"] == "managed"
+    assert explained["managed"] == where["policy"] and "at most 1 " in searches(explained), searches(explained)
+    assert [layer["layer"] for layer in explained["layers"]] == ["default", "managed"]
+    assert explained["not_in_force"] == [{"file": f, "why": "ignored under the managed install"} for f in (team, local)]
+    text = governor("--managed-root", str(root), "policy", "explain", env=env, cwd=project).stdout
+    assert f"(digest {hooks_enforce['digest'][:12]})" in text and f"managed: {where['policy']}" in text, text
+    assert f"Not in force (ignored under the managed install):\n  {team}\n  {local}\n" in text, text
+    assert f"from managed: {where['policy']}:3" in text, text
+    # The project's own policy, for another harness's hooks (not managed); and no managed install, no change.
+    own = json.loads(governor("--managed-root", str(root), "policy", "explain", "--unmanaged", "--format", "json",
+                              env=env, cwd=project).stdout)  # fmt: skip
+    bare = json.loads(governor("--managed-root", str(root / "none"), "policy", "explain", "--format", "json",
+                               env=env, cwd=project).stdout)  # fmt: skip
+    for ordinary in (own, bare):
+        assert ordinary["in_force"] != "managed" and ordinary["managed"] is None and ordinary["not_in_force"] == []
+        assert ordinary["digest"] != explained["digest"] and "at most 5 " in searches(ordinary)
+
+
+def test_policy_check_checks_the_managed_policy_and_names_the_projects_files_not_in_force(installed, env):
+    root, project = installed
+    where = managed.paths(str(root))
+    out = governor("--managed-root", str(root), "policy", "check", env=env, cwd=project)
+    first, second = out.stdout.splitlines()
+    assert first.endswith(f"< {where['policy']}: ok"), first
+    assert "policy.local.yaml: ok (not in force: ignored under the managed install, managed: " in second, second
+    checked = json.loads(governor("--managed-root", str(root), "policy", "check", "--format", "json", env=env,
+                                  cwd=project).stdout)  # fmt: skip
+    assert checked["managed"] == where["policy"] and [c["in_force"] for c in checked["checked"]] == [True, False]
+    local = governor("--managed-root", str(root), "policy", "check", ".memory-governor/policy.local.yaml", env=env,
+                     cwd=project).stdout  # fmt: skip
+    assert local.startswith(".memory-governor/policy.local.yaml: ok (not in force: ignored under the managed"), local
+    # A broken managed policy fails the check even when the project's files are fine.
+    Path(where["policy"]).write_text("version: 1\nlimits:\n  max_search_calls: {value: lots}\n")
+    broken = governor("--managed-root", str(root), "policy", "check", env=env, cwd=project, check=False)
+    assert broken.returncode == 1 and f"{where['policy']}:3" in broken.stderr, broken.stderr
+
+
+def test_policy_accept_under_a_managed_install_has_nothing_to_accept_and_records_nothing(installed, env):
+    root, project = installed
+    state = Path(env["MEMORY_GOVERNOR_STATE_DIR"])
+    before = sorted(state.rglob("*")) if state.exists() else []
+    out = governor("--managed-root", str(root), "policy", "accept", "--yes", env=env, cwd=project)
+    assert out.stdout.startswith(f"nothing to accept: managed: {managed.paths(str(root))['policy']} is in force"), out
+    assert "ignored under the managed install" in out.stdout
+    assert (sorted(state.rglob("*")) if state.exists() else []) == before
+    # --unmanaged takes the ordinary route: a person at a terminal, which this is not.
+    own = governor("--managed-root", str(root), "policy", "accept", "--unmanaged", "--yes", env=env, cwd=project,
+                   check=False)  # fmt: skip
+    assert own.returncode != 0 and "confirm in your own terminal" in own.stderr, own.stderr

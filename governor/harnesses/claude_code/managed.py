@@ -17,6 +17,9 @@ The layout (every path root-owned, no level group- or world-writable):
                                            file with `--managed /etc/memory-governor`
 
 `root` (tests) puts the two /etc folders under another prefix; the command names them there.
+ROOT is where the review tools (`policy explain`, `check`, `accept`, `doctor`, `report`) look
+for the install: `/`, or the prefix the CLI's `--managed-root` names (a staging tree, a test).
+No hook reads it: a managed hook is told its folder by its command line alone.
 Files are written 0644 and folders made 0755 whatever the umask (every user's hook reads
 them); a file replaced keeps its mode and is backed up (governor.harnesses.settings).
 
@@ -45,6 +48,9 @@ EMPTY_POLICY = (
 )
 
 
+ROOT = "/"
+
+
 def paths(root: str = "/") -> dict[str, str]:
     config = os.path.join(root, *CONFIG)
     return {
@@ -60,6 +66,32 @@ def hook_command(config: str) -> str:
     from governor.harnesses import hook_command as command
 
     return f'{command("claude-code")} {policy_managed.FLAG} "{config}"'
+
+
+def in_force(root: str, is_ours: Any) -> str | None:
+    """The folder whose policy Claude Code's managed hooks on this machine enforce (the one their
+    command names after --managed), or None when the managed settings hold none of ours.
+    `is_ours`: the setup module's. A managed settings file that cannot be read: Claude Code
+    reads none of its hooks either, so None (doctor names the file)."""
+    import shlex
+
+    try:
+        settings = read_json(paths(root)["settings"])
+    except ValueError:
+        return None
+    hooks = settings.get("hooks") if isinstance(settings, dict) else None
+    for groups in (hooks or {}).values() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else ():
+            for hook in (group.get("hooks") or []) if isinstance(group, dict) else ():
+                if not is_ours(hook):
+                    continue
+                try:
+                    words = shlex.split(hook["command"])
+                except ValueError:
+                    continue
+                if policy_managed.FLAG in words[:-1]:
+                    return os.path.abspath(words[words.index(policy_managed.FLAG) + 1])
+    return None
 
 
 def environment_paths() -> list[str]:
