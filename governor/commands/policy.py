@@ -52,8 +52,9 @@ class Managed:
     def load(self) -> tuple[CompiledPolicy | None, list[str]]:
         """The policy its hooks enforce, and notices; None when not even the shipped default compiles."""
         from governor.policy import managed
+        from governor.state import state_dir
 
-        return managed.load(self.env, self.sources.project, self.config)
+        return managed.load(self.env, self.sources.project, self.config, state_dir(self.env))
 
     def says(self) -> str:
         return f"managed: {self.policy}"

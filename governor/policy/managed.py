@@ -82,11 +82,12 @@ def sources(env: Mapping[str, str], project: str, config_dir: str):  # type: ign
     return Sources(env, project, project, managed=policy_path(config_dir))
 
 
-def load(env: Mapping[str, str], cwd: str | None, config_dir: str | None = None
+def load(env: Mapping[str, str], cwd: str | None, config_dir: str | None = None, state: str | None = None
          ) -> tuple[CompiledPolicy | None, list[str]]:  # fmt: skip
     """The managed policy, as the install compiled it; compiled here (and said) when the files
     changed since (the package upgraded, the policy edited without a new install). None, and the
-    problems, when not even the shipped default compiles. `config_dir`: as in `environment`."""
+    problems, when not even the shipped default compiles. `config_dir`: as in `environment`;
+    `state`: the user's state directory, where its limits are remembered for `report`."""
     from governor import with_site_packages
     from governor.engine.rules import CompiledPolicy
 
@@ -117,10 +118,10 @@ def load(env: Mapping[str, str], cwd: str | None, config_dir: str | None = None
             notices.append(f"memory-governor: the managed policy in {config} changed since it was installed; it is "
                            "in force, compiled at every hook. An administrator runs `memory-governor install` with "
                            "`--scope managed` again.")  # fmt: skip
-    from governor.policy import history
-    from governor.state import state_dir
+    if state is not None:
+        from governor.policy import history
 
-    history.remember(state_dir(env), blob)  # `report` shows each turn against the limits it was decided under
+        history.remember(state, blob)  # `report` shows each turn against the limits it was decided under
     policy = CompiledPolicy(blob)
     policy.project = project
     policy.accepted_at = installed_at  # a subagent definition written since may not widen its tier

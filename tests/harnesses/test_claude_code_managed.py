@@ -11,6 +11,8 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,11 @@ from governor.harnesses.checks import BAD
 from governor.harnesses.claude_code import managed
 from governor.harnesses.claude_code.setup import is_ours
 from governor.policy import managed as policy_managed
+from governor.policy.files import check_files
+
+MANAGED = "version: 1\nlimits:\n  max_search_calls: {value: 1}\n"  # the administrator's
+TEAM = "version: 1\nlimits:\n  max_search_calls: {value: 9}\n"  # a project's, loosening 2 -> 9
+LOCAL = "version: 1\nlimits:\n  max_search_calls: {value: 5}\n"  # its local override, tightening 9 -> 5
 
 
 def governor(*args: str, env: dict[str, str], check: bool = True, cwd: Path | None = None
@@ -120,9 +127,11 @@ def test_the_managed_policy_ignores_the_projects_files(tmp_path, env):
     governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
     project = tmp_path / "p"
     (project / ".memory-governor").mkdir(parents=True)
-    loose = "version: 1\nlimits:\n  default:\n    max_search_calls: 9\n"
+    loose = TEAM  # a valid loosening (2 -> 9): an ordinary install would enforce it
     (project / ".memory-governor" / "policy.yaml").write_text(loose)
     (project / ".memory-governor" / "policy.local.yaml").write_text(loose)
+    assert check_files([str(project / ".memory-governor" / "policy.yaml")]).dumped()["limits"]["max_search_calls"][
+        "value"] == 9  # fmt: skip
     policy_managed.enter(managed.paths(str(root))["config"])
     try:
         policy, notices = policy_managed.load({"MEMORY_GOVERNOR_POLICY": str(project / ".memory-governor" /
@@ -159,10 +168,6 @@ def test_ownership_of_a_path_and_every_folder_above_it(tmp_path):
 
 
 # -- the review tools under a managed install: they say what its hooks enforce -----------------
-
-MANAGED = "version: 1\nlimits:\n  max_search_calls: {value: 1}\n"
-TEAM = "version: 1\nlimits:\n  max_search_calls: {value: 9}\n"
-LOCAL = "version: 1\nlimits:\n  max_search_calls: {value: 5}\n"
 
 
 @pytest.fixture
@@ -242,3 +247,107 @@ def test_policy_accept_under_a_managed_install_has_nothing_to_accept_and_records
     own = governor("--managed-root", str(root), "policy", "accept", "--unmanaged", "--yes", env=env, cwd=project,
                    check=False)  # fmt: skip
     assert own.returncode != 0 and "confirm in your own terminal" in own.stderr, own.stderr
+
+
+class AsUser:
+    """Commands run as a user made for the test, as a managed hook runs: its state directory is that
+    user's own (~/.local/state/memory-governor from the password database), never this machine's
+    real user's. Each runs in a private mount namespace whose /root is an overlay opened to
+    traversal only (the interpreter may live under it); the user is removed after, with its home."""
+
+    def __init__(self, base: Path, name: str) -> None:
+        self.base, self.user = base, pwd.getpwnam(name)
+        self.home = Path(self.user.pw_dir)
+        self.state = self.home / ".local" / "state" / "memory-governor"
+
+    def run(self, args: list[str], cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        for path in [self.home, *self.home.rglob("*"), *(self.base / "p").rglob("*"), self.base / "p"]:
+            os.lchown(path, self.user.pw_uid, self.user.pw_gid)
+        layers = self.base / "layers"
+        mount = f"mount -t overlay overlay -o lowerdir=/root,upperdir={layers}/up,workdir={layers}/work /root"
+        drop = ["setpriv", f"--reuid={self.user.pw_uid}", f"--regid={self.user.pw_gid}", "--init-groups", "--"]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.base / "elsewhere"),
+               "MEMORY_GOVERNOR_STATE_DIR": str(self.base / "elsewhere")}  # fmt: skip
+        return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", f'{mount} && exec "$@"', "sh",
+                               *drop, *args], input=stdin, env=env, cwd=cwd, capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+
+
+@pytest.fixture
+def as_user() -> Iterator[AsUser]:
+    tools = ("unshare", "setpriv", "useradd", "userdel")
+    if os.geteuid() != 0 or any(shutil.which(p) is None for p in tools) or subprocess.run(
+            ["unshare", "-m", "--propagation", "private", "true"], capture_output=True).returncode != 0:  # fmt: skip
+        reason = "needs root, a private mount namespace, setpriv and useradd: a user of its own runs the managed hook"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    name = f"mgreview{os.getpid()}"
+    subprocess.run(["userdel", "-r", name], capture_output=True)  # a test killed mid-way
+    base = Path(tempfile.mkdtemp(prefix="mg-managed-review-"))
+    try:
+        os.chmod(base, 0o755)
+        for level in ("layers/up", "layers/work", "p/.memory-governor"):
+            (base / level).mkdir(parents=True)
+        os.chmod(base / "layers" / "up", 0o711)
+        subprocess.run(["useradd", "-M", "-d", str(base / "home"), "-s", "/bin/sh", name], check=True,
+                       capture_output=True)  # fmt: skip
+        user = AsUser(base, name)
+        from tests.conftest import tokenizer_tables
+
+        (user.state / "cache").mkdir(parents=True)
+        for table in tokenizer_tables():  # copied, not linked: the user comes to own them
+            shutil.copy(table, user.state / "cache" / table.name)
+        yield user
+    finally:
+        subprocess.run(["userdel", "-r", name], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_report_and_doctor_read_the_ledger_a_managed_hook_writes_against_its_limits(as_user, env):
+    root = as_user.base / "r"
+    (as_user.base / "managed.yaml").write_text(MANAGED)
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+             str(as_user.base / "managed.yaml"), env=env)  # fmt: skip
+    where = managed.paths(str(root))
+    project = as_user.base / "p"
+    (project / ".memory-governor" / "policy.yaml").write_text(TEAM)
+    command = json.loads(Path(where["settings"]).read_text())["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+
+    def hook(name: str, **fields: object) -> subprocess.CompletedProcess[str]:
+        payload = {"session_id": "sess-m", "transcript_path": str(project / "t.jsonl"), "cwd": str(project),
+                   "hook_event_name": name, "permission_mode": "default", "prompt_id": "sess-m-1", **fields}  # fmt: skip
+        return as_user.run(["sh", "-c", command], project, json.dumps(payload))
+
+    hook("UserPromptSubmit", prompt="what did we decide about the cache?")
+    answers = [hook("PreToolUse", tool_name="mcp__engram__mem_search", tool_input={"query": f"cache {n}"},
+                    tool_use_id=f"toolu_{n}") for n in (1, 2)]  # fmt: skip
+    assert "deny" not in answers[0].stdout and '"deny"' in answers[1].stdout, [a.stdout for a in answers]
+    assert (as_user.state / "ledger.db").exists() and not (as_user.base / "elsewhere").exists()
+    decided_under = json.loads(Path(where["compiled"]).read_text())["digest"]
+    # The administrator widens the policy: the turn decided before is still shown against its own limit.
+    (as_user.base / "managed.yaml").write_text(MANAGED.replace("value: 1", "value: 3"))
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+             str(as_user.base / "managed.yaml"), env=env)  # fmt: skip
+    cli = [sys.executable, "-m", "governor", "--managed-root", str(root)]
+    out = as_user.run([*cli, "report", "--format", "json"], project)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    compiled = json.loads(Path(where["compiled"]).read_text())
+    assert data["in_force"] == {"digest": compiled["digest"], "managed": where["policy"]}
+    assert data["limits"]["max_search_calls"] == 3
+    (turn,) = data["turns"]
+    assert turn["limits"]["max_search_calls"] == 1 and turn["usage"]["max_search_calls"] == 1 and turn["denied"] == 1
+    assert turn["policy"] and decided_under.startswith(turn["policy"]) and decided_under != compiled["digest"]
+    table = as_user.run([*cli, "report"], project).stdout
+    assert table.startswith(f"managed: {where['policy']} (digest {compiled['digest'][:12]}), the ledger in "
+                            f"{as_user.state}\n"), table  # fmt: skip
+    assert "    1/1 " in table, table
+    doctor = as_user.run([*cli, "doctor", "--format", "json"], project)
+    rows = {(r["check"], r["status"]): r["detail"] for r in json.loads(doctor.stdout)}
+    assert rows[("policy", "ok")] == f"valid (default < managed: {where['policy']})", rows
+    assert rows[("policy (not in force)", "info")] == f"{project}/.memory-governor/policy.yaml: ignored under the " \
+        "managed install"  # fmt: skip
+    assert rows[("accepted policy", "ok")].startswith("nothing to accept"), rows
+    assert rows[("ledger", "ok")].startswith(f"SQLite file in {as_user.state}: 1 session(s)"), rows
+    assert rows[("warm server", "info")].startswith("off under the managed install"), rows
