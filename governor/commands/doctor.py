@@ -162,6 +162,7 @@ def _ledger(report: Report, env: Mapping[str, str], state: str, policy: Compiled
     from governor.engine.ledger import URL_VARIABLE
     from governor.engine.redis_ledger import masked
     from governor.engine.stores import open_for
+    from governor.policy.managed import MARK
 
     url = env.get(URL_VARIABLE)
     where = f"Redis at {masked(url)}" if url else f"SQLite file in {state}"
@@ -176,6 +177,10 @@ def _ledger(report: Report, env: Mapping[str, str], state: str, policy: Compiled
     except Exception as err:
         fix = (f"start that Redis, or unset {URL_VARIABLE} to use the SQLite file" if url
                else "make the state directory writable, or set MEMORY_GOVERNOR_STATE_DIR")  # fmt: skip
+        if env.get(MARK):  # a managed hook's ledger is the administrator's to move
+            fix = ("start that Redis (an administrator: sudo memory-governor install claude-code --scope managed "
+                   "--ledger-url URL, or \"\" for each user's own file)" if url
+                   else "make your state directory (~/.local/state/memory-governor) writable")  # fmt: skip
         report.add(BAD, "ledger", f"{where}: {err}", fix)
         return
     if ok:

@@ -9,6 +9,8 @@ the user's state directory (the install compiles it into CONFIG_DIR/policy.json)
 (its socket is in the user's state directory), and no MEMORY_GOVERNOR_* variable, XDG folder or
 HOME from the environment (the state directory is the user's own, found from the password
 database). What the user's files can still change is their own ledger: see docs/reliability.md.
+The variables a managed hook does get are the administrator's: CONFIG_DIR/environment.json
+(root-owned, written by the install), only those in SETTABLE (the ledger's Redis).
 
 Managed mode is chosen by the hook command only (`enter`), never by the environment, so a
 variable a model sets cannot make an ordinary hook read a policy of its choosing.
@@ -32,6 +34,10 @@ if TYPE_CHECKING:
 CONFIG_DIR = "/etc/memory-governor"
 POLICY_NAME = "policy.yaml"
 COMPILED_NAME = "policy.json"
+ENVIRONMENT_NAME = "environment.json"
+# What the administrator may set for every managed hook (`install --scope managed --ledger-url`).
+LEDGER_URL = "MEMORY_GOVERNOR_LEDGER_URL"
+SETTABLE = (LEDGER_URL,)
 FLAG = "--managed"
 # Set in the environment a managed hook decides in, so a notice can say which mode it is in.
 MARK = "MEMORY_GOVERNOR_MANAGED"
@@ -65,7 +71,25 @@ def environment(env: Mapping[str, str], config_dir: str | None = None) -> dict[s
     out["HOME"] = home
     out["MEMORY_GOVERNOR_WARM_SERVER"] = "off"
     out[MARK] = config_dir or _config or CONFIG_DIR
+    out.update(settings(out[MARK]))
     return out
+
+
+def settings(config_dir: str) -> dict[str, str]:
+    """The variables the administrator set for every managed hook (environment.json in the managed
+    folder), only those in SETTABLE; {} when there is none or it cannot be read."""
+    try:
+        with open(environment_path(config_dir), "rb") as handle:
+            data = jsonio.loads(handle.read(65536))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if k in SETTABLE and isinstance(v, str) and v}
+
+
+def environment_path(config_dir: str) -> str:
+    return os.path.join(config_dir, ENVIRONMENT_NAME)
 
 
 def policy_path(config_dir: str) -> str:

@@ -267,7 +267,8 @@ class AsUser:
         mount = f"mount -t overlay overlay -o lowerdir=/root,upperdir={layers}/up,workdir={layers}/work /root"
         drop = ["setpriv", f"--reuid={self.user.pw_uid}", f"--regid={self.user.pw_gid}", "--init-groups", "--"]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.base / "elsewhere"),
-               "MEMORY_GOVERNOR_STATE_DIR": str(self.base / "elsewhere")}  # fmt: skip
+               "MEMORY_GOVERNOR_STATE_DIR": str(self.base / "elsewhere"),  # the model's variables: not read
+               "MEMORY_GOVERNOR_LEDGER_URL": "redis://127.0.0.1:1/0"}  # fmt: skip
         return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", f'{mount} && exec "$@"', "sh",
                                *drop, *args], input=stdin, env=env, cwd=cwd, capture_output=True, text=True,
                               timeout=120)  # fmt: skip
@@ -304,14 +305,10 @@ def as_user() -> Iterator[AsUser]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_report_and_doctor_read_the_ledger_a_managed_hook_writes_against_its_limits(as_user, env):
-    root = as_user.base / "r"
-    (as_user.base / "managed.yaml").write_text(MANAGED)
-    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
-             str(as_user.base / "managed.yaml"), env=env)  # fmt: skip
+def managed_turn(as_user: AsUser, root: Path) -> list[subprocess.CompletedProcess[str]]:
+    """A prompt and two searches through the hook command the managed install wrote, as the user."""
     where = managed.paths(str(root))
     project = as_user.base / "p"
-    (project / ".memory-governor" / "policy.yaml").write_text(TEAM)
     command = json.loads(Path(where["settings"]).read_text())["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
 
     def hook(name: str, **fields: object) -> subprocess.CompletedProcess[str]:
@@ -320,8 +317,19 @@ def test_report_and_doctor_read_the_ledger_a_managed_hook_writes_against_its_lim
         return as_user.run(["sh", "-c", command], project, json.dumps(payload))
 
     hook("UserPromptSubmit", prompt="what did we decide about the cache?")
-    answers = [hook("PreToolUse", tool_name="mcp__engram__mem_search", tool_input={"query": f"cache {n}"},
-                    tool_use_id=f"toolu_{n}") for n in (1, 2)]  # fmt: skip
+    return [hook("PreToolUse", tool_name="mcp__engram__mem_search", tool_input={"query": f"cache {n}"},
+                 tool_use_id=f"toolu_{n}") for n in (1, 2)]  # fmt: skip
+
+
+def test_report_and_doctor_read_the_ledger_a_managed_hook_writes_against_its_limits(as_user, env):
+    root = as_user.base / "r"
+    (as_user.base / "managed.yaml").write_text(MANAGED)
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+             str(as_user.base / "managed.yaml"), env=env)  # fmt: skip
+    where = managed.paths(str(root))
+    project = as_user.base / "p"
+    (project / ".memory-governor" / "policy.yaml").write_text(TEAM)
+    answers = managed_turn(as_user, root)
     assert "deny" not in answers[0].stdout and '"deny"' in answers[1].stdout, [a.stdout for a in answers]
     assert (as_user.state / "ledger.db").exists() and not (as_user.base / "elsewhere").exists()
     decided_under = json.loads(Path(where["compiled"]).read_text())["digest"]
@@ -351,3 +359,40 @@ def test_report_and_doctor_read_the_ledger_a_managed_hook_writes_against_its_lim
     assert rows[("accepted policy", "ok")].startswith("nothing to accept"), rows
     assert rows[("ledger", "ok")].startswith(f"SQLite file in {as_user.state}: 1 session(s)"), rows
     assert rows[("warm server", "info")].startswith("off under the managed install"), rows
+
+
+def test_the_administrators_ledger_url_is_every_managed_hooks_and_no_variable_moves_it(as_user, env, redis_server):
+    root = as_user.base / "r"
+    (as_user.base / "managed.yaml").write_text(MANAGED)
+    url = redis_server.url
+    out = governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+                   str(as_user.base / "managed.yaml"), "--ledger-url", url, env=env)  # fmt: skip
+    where = managed.paths(str(root))
+    assert json.loads(Path(where["environment"]).read_text()) == {"MEMORY_GOVERNOR_LEDGER_URL": url}
+    assert stat.S_IMODE(os.stat(where["environment"]).st_mode) == 0o644 and "Redis at" in out.stdout
+    answers = managed_turn(as_user, root)  # the user's own MEMORY_GOVERNOR_LEDGER_URL names a dead port
+    assert "deny" not in answers[0].stdout and '"deny"' in answers[1].stdout, [a.stdout + a.stderr for a in answers]
+    assert redis_server.client().dbsize() > 0 and not (as_user.state / "ledger.db").exists()
+    cli = [sys.executable, "-m", "governor", "--managed-root", str(root)]
+    (turn,) = json.loads(as_user.run([*cli, "report", "--format", "json"], as_user.base / "p").stdout)["turns"]
+    assert turn["usage"]["max_search_calls"] == 1 and turn["denied"] == 1
+    doctor = json.loads(as_user.run([*cli, "doctor", "--format", "json"], as_user.base / "p").stdout)
+    (ledger,) = [r for r in doctor if r["check"] == "ledger"]
+    assert ledger["status"] == "ok" and ledger["detail"].startswith(f"Redis at {url}"), ledger
+    # Kept by an install that does not name it; "" takes it away; the uninstall removes the file.
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    assert json.loads(Path(where["environment"]).read_text()) == {"MEMORY_GOVERNOR_LEDGER_URL": url}
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--ledger-url", "", env=env)
+    assert not os.path.exists(where["environment"])
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--ledger-url", url, env=env)
+    governor("uninstall", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    assert not os.path.exists(where["environment"]) and not (root / "etc" / "claude-code").exists()
+
+
+def test_a_ledger_url_that_is_no_redis_url_is_refused_and_nothing_written(tmp_path, env):
+    out = governor("install", "claude-code", "--scope", "managed", "--root", str(tmp_path / "r"), "--ledger-url",
+                   "http://user:secret@host/", env=env, check=False)  # fmt: skip
+    assert out.returncode != 0 and "no Redis URL" in out.stderr and "secret" not in out.stderr, out.stderr
+    assert not (tmp_path / "r").exists()
+    ordinary = governor("install", "claude-code", "--ledger-url", "redis://x", env=env, check=False, cwd=tmp_path)
+    assert ordinary.returncode != 0 and "only the managed scope" in ordinary.stderr, ordinary.stderr

@@ -11,6 +11,8 @@ The layout (every path root-owned, no level group- or world-writable):
                                            allowManagedHooksOnly: true
   /etc/memory-governor/policy.yaml         the administrator's policy, over the shipped default
   /etc/memory-governor/policy.json         it compiled, with the signature a hook compares
+  /etc/memory-governor/environment.json    what every managed hook gets from the administrator
+                                           (--ledger-url: the ledger's Redis), never from the user
   /etc/memory-governor/install.json        what this install created or set, for the uninstall
   the governor's own environment           e.g. /opt/memory-governor (a venv made by root): the
                                            hook command runs its interpreter `-I -S` on its entry
@@ -58,6 +60,7 @@ def paths(root: str = "/") -> dict[str, str]:
         "config": config,
         "policy": policy_managed.policy_path(config),
         "compiled": policy_managed.compiled_path(config),
+        "environment": policy_managed.environment_path(config),
         "record": os.path.join(config, RECORD),
     }
 
@@ -134,7 +137,8 @@ def will_create(root: str) -> list[str]:
     """What an install here creates (before it writes anything), with what an earlier one did."""
     created = list(read_record(root).get("created") or [])
     where = paths(root)
-    for path in [*created_folders(root), *(where[k] for k in ("settings", "policy", "compiled", "record"))]:
+    for path in [*created_folders(root), *(where[k] for k in ("settings", "policy", "compiled", "environment",
+                                                                 "record"))]:  # fmt: skip
         if not os.path.exists(path) and path not in created:
             created.append(path)
     return created
@@ -151,6 +155,28 @@ def policy_text(root: str, given: str | None) -> str:
 def plan_policy(root: str, text: str) -> Change:
     path = paths(root)["policy"]
     return Change(path, read_text(path), text, "the managed policy", "the managed policy is as given", lambda t: t)
+
+
+def plan_environment(root: str, ledger_url: str | None) -> Change:
+    """What every managed hook gets from the administrator: `ledger_url` given sets the ledger's
+    Redis ("" takes it away: each user's SQLite file); None keeps what is there."""
+    path = paths(root)["environment"]
+    before = read_json(path, "the managed hooks' environment") if os.path.exists(path) else None
+    after = dict(before or {})
+    if ledger_url:
+        after[policy_managed.LEDGER_URL] = ledger_url
+    elif ledger_url == "":
+        after.pop(policy_managed.LEDGER_URL, None)
+    url = after.get(policy_managed.LEDGER_URL)
+    done = f"the ledger for every user: Redis at {_masked(url)}" if url else "the ledger: each user's own SQLite file"
+    return Change(path, before, after or None, done, "the managed hooks' environment as it is", json_text,
+                  backup=False)  # fmt: skip
+
+
+def _masked(url: str) -> str:
+    from governor.engine.redis_ledger import masked
+
+    return masked(url)
 
 
 def plan_install(root: str, text: str, compiled: dict[str, Any], created: list[str], our_hooks: Any,
@@ -188,7 +214,7 @@ def plan_uninstall(root: str, is_ours: Any) -> list[Change]:
     if not after and where["settings"] in created:
         after = None
     changes = [Change(where["settings"], before, after, "managed hooks removed", "no managed hooks", json_text)]
-    for key in ("compiled", "policy", "record"):
+    for key in ("compiled", "policy", "environment", "record"):
         text = read_text(where[key])
         if where[key] not in created or text is None:
             continue
@@ -260,6 +286,7 @@ def doctor(root: str, is_ours: Any) -> list[Any]:
     words = shlex.split(hooks[0]["command"])
     ran = [w for w in words[:1] + [w for w in words if w.endswith("entry.py")]]
     files = [where["settings"], where["policy"], where["compiled"], *ran]
+    files += [where["environment"]] if os.path.exists(where["environment"]) else []
     unsafe = policy_managed.ownership_problems(files)
     unreadable = [p for p in files if os.path.exists(p) and not os.stat(p).st_mode & 0o004]
     fix = "sudo memory-governor install claude-code --scope managed (from a root-owned environment)"
