@@ -130,7 +130,9 @@ def command(fmt: str) -> int:
         detail = f"running (pid {pid})" if pid else "not running: the next hook starts it"
         report.add(INFO, "warm server", detail)
     if managed is not None:
-        report.add(INFO, "telemetry", "off under the managed install (its hooks read no MEMORY_GOVERNOR_* variable)")
+        report.add(INFO, "telemetry", "a managed hook never sends (no warm server) and reads no telemetry variable; "
+                   "with the ledger on Redis (install --ledger-url), one sender the administrator runs beside it "
+                   "sends every user's decisions (docs/teams.md)")  # fmt: skip
     else:
         _telemetry(report, env, policy)
     if fmt == "json":

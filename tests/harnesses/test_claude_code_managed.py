@@ -396,3 +396,35 @@ def test_a_ledger_url_that_is_no_redis_url_is_refused_and_nothing_written(tmp_pa
     assert not (tmp_path / "r").exists()
     ordinary = governor("install", "claude-code", "--ledger-url", "redis://x", env=env, check=False, cwd=tmp_path)
     assert ordinary.returncode != 0 and "only the managed scope" in ordinary.stderr, ordinary.stderr
+
+
+def test_telemetry_under_a_managed_install_is_one_sender_the_administrator_runs_beside_the_redis(
+    as_user, env, redis_server, tmp_path
+):
+    """A managed hook never sends (no warm server), and reads no telemetry variable: the audit rows
+    every user's hooks write to the administrator's Redis are sent by one process of the
+    administrator's own (`memory-governor serve` with that ledger and telemetry on)."""
+    from tests.otlp_receiver import HttpReceiver
+    from tests.test_telemetry import CALLS, DECISION_EVENT, telemetry_env
+
+    root = as_user.base / "r"
+    (as_user.base / "managed.yaml").write_text(MANAGED)
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+             str(as_user.base / "managed.yaml"), "--ledger-url", redis_server.url, env=env)  # fmt: skip
+    receiver = HttpReceiver()
+    sender = {**env, **telemetry_env(receiver.endpoint), "MEMORY_GOVERNOR_LEDGER_URL": redis_server.url,
+              "MEMORY_GOVERNOR_STATE_DIR": str(tmp_path / "sender")}  # fmt: skip
+    serve = subprocess.Popen([sys.executable, "-m", "governor", "serve", "--idle-exit", "120"], env=sender,
+                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        answers = managed_turn(as_user, root)
+        assert '"deny"' in answers[1].stdout, [a.stdout + a.stderr for a in answers]
+        got = receiver.received
+        # The denial is sent; the search let through is counted when its result reports back (none here).
+        assert got.wait(lambda r: r.total(CALLS, decision="denied") >= 1), got.series(CALLS)
+        events = [r["attributes"] for r in got.records() if r["event_name"] == DECISION_EVENT]
+        assert [(e["call.id"], e["session.id"], e["decision"]) for e in events] == [("toolu_2", "sess-m", "denied")]
+    finally:
+        governor("serve", "--stop", env=sender, check=False)
+        serve.wait(timeout=30)
+        receiver.stop()
