@@ -7,8 +7,16 @@ import click
 from governor import __version__
 
 
+def _managed_root(_ctx: click.Context, _param: click.Parameter, value: str) -> None:
+    from governor.harnesses.claude_code import managed
+
+    managed.ROOT = value
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="memory-governor")
+@click.option("--managed-root", default="/", hidden=True, expose_value=False, callback=_managed_root,
+              help="Where the review tools look for a managed install's /etc folders (a staging tree, a test).")  # fmt: skip
 def cli() -> None:
     """Per-turn limits on what a coding agent's memory server injects into its context."""
 

@@ -19,6 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from governor.commands.policy import Managed
     from governor.engine.rules import CompiledPolicy
 
 
@@ -59,24 +60,37 @@ def _installs(report: Report, project: str, policy: dict[str, object]) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def command(fmt: str) -> int:
     """Check install, policy, ledger, tokenizer, warm server and telemetry; say what to fix."""
+    from governor.commands.policy import IGNORED, managed_install
     from governor.policy.files import build
 
     report = Report()
-    env = os.environ
+    env: Mapping[str, str] = os.environ
     sources = Sources(env, os.getcwd())
-    eff = build(sources.layers())
-    layers = " < ".join(kind for kind, _ in sources.layers())
+    managed = managed_install()
+    enforced = managed.sources if managed else sources
+    eff = build(enforced.layers())
+    layers = " < ".join(kind for kind, _ in enforced.layers())
+    if managed is not None:
+        layers = layers.replace("managed", managed.says())
     if eff.ok:
         report.add(OK, "policy", f"valid ({layers})")
     else:
         report.add(BAD, "policy", f"{len(eff.problems)} problem(s), first: {eff.problems[0]}",
                    "memory-governor policy check")  # fmt: skip
-    policy, _ = compiled.load(env, os.getcwd(), state_dir(env))
-    _held(report, sources, policy)
     written, _ = compiled.from_files(sources, state_dir(env))  # what install covers: the files, held back or not
+    if managed is not None:
+        policy = _managed_policy(report, managed)
+        if managed.ignored:
+            report.add(INFO, "policy (not in force)", f"{', '.join(managed.ignored)}: {IGNORED}")
+        report.add(OK, "accepted policy", f"nothing to accept: the managed hooks enforce {managed.policy} as "
+                   "installed and read no acceptance")  # fmt: skip
+        env = managed.env  # the state directory, ledger and telemetry its hooks use
+    else:
+        policy, _ = compiled.load(env, os.getcwd(), state_dir(env))
+        _held(report, sources, policy)
     _installs(report, sources.project, written.data)
     state = state_dir(env)
-    _ledger(report, state, policy)
+    _ledger(report, env, state, policy)
     try:
         from governor.engine.tokens import build as fresh_counter
 
@@ -108,12 +122,19 @@ def command(fmt: str) -> int:
 
     pid = running_pid(dict(env))
     mode = policy.data["runtime"]["warm_server"]
-    if mode == "off":
+    if managed is not None:
+        report.add(INFO, "warm server", "off under the managed install: every hook decides in its own process")
+    elif mode == "off":
         report.add(INFO, "warm server", "off by policy: every hook decides in its own process")
     else:
         detail = f"running (pid {pid})" if pid else "not running: the next hook starts it"
         report.add(INFO, "warm server", detail)
-    _telemetry(report, env, policy)
+    if managed is not None:
+        report.add(INFO, "telemetry", "a managed hook never sends (no warm server) and reads no telemetry variable; "
+                   "with the ledger on Redis (install --ledger-url), one sender the administrator runs beside it "
+                   "sends every user's decisions (docs/teams.md)")  # fmt: skip
+    else:
+        _telemetry(report, env, policy)
     if fmt == "json":
         click.echo(json.dumps([row.as_dict() for row in report.rows], indent=2))
     else:
@@ -124,17 +145,32 @@ def command(fmt: str) -> int:
     return 1 if report.failed else 0
 
 
-def _ledger(report: Report, state: str, policy: CompiledPolicy) -> None:
+def _managed_policy(report: Report, managed: Managed) -> CompiledPolicy:
+    """The policy the managed hooks enforce (the shipped default when not even it compiles there)."""
+    found, notices = managed.load()
+    for notice in notices:
+        report.add(WARN, "policy", notice.removeprefix("memory-governor: "))
+    if found is None:
+        from governor.engine.rules import CompiledPolicy
+        from governor.policy.files import compile_sources
+
+        blob, _ = compile_sources(managed.sources, only_default=True)
+        found = CompiledPolicy(blob or {})
+    return found
+
+
+def _ledger(report: Report, env: Mapping[str, str], state: str, policy: CompiledPolicy) -> None:
     """Which ledger is in force (a URL with its password masked), and whether it answers."""
     from governor.engine.ledger import URL_VARIABLE
     from governor.engine.redis_ledger import masked
     from governor.engine.stores import open_for
+    from governor.policy.managed import MARK
 
-    url = os.environ.get(URL_VARIABLE)
+    url = env.get(URL_VARIABLE)
     where = f"Redis at {masked(url)}" if url else f"SQLite file in {state}"
     try:
         started = time.perf_counter()
-        ledger = open_for(os.environ, policy.data["ledger"])
+        ledger = open_for(env, policy.data["ledger"])
         try:
             ok, found = ledger.check()
         finally:
@@ -143,6 +179,10 @@ def _ledger(report: Report, state: str, policy: CompiledPolicy) -> None:
     except Exception as err:
         fix = (f"start that Redis, or unset {URL_VARIABLE} to use the SQLite file" if url
                else "make the state directory writable, or set MEMORY_GOVERNOR_STATE_DIR")  # fmt: skip
+        if env.get(MARK):  # a managed hook's ledger is the administrator's to move
+            fix = ("start that Redis (an administrator: sudo memory-governor install claude-code --scope managed "
+                   "--ledger-url URL, or \"\" for each user's own file)" if url
+                   else "make your state directory (~/.local/state/memory-governor) writable")  # fmt: skip
         report.add(BAD, "ledger", f"{where}: {err}", fix)
         return
     if ok:
@@ -241,7 +281,7 @@ def _telemetry(report: Report, env: Mapping[str, str], policy: CompiledPolicy) -
     dropped, failed = int(status.get("dropped_events", 0)), int(status.get("failed_metric_exports", 0))
     parts = [f"{int(status.get('exported_events', 0))} decision event(s) and {int(status.get('metric_exports', 0))} "
              f"metric export(s) sent", f"{dropped} event(s) dropped", f"{failed} metric export(s) failed"]  # fmt: skip
-    backlog = _backlog(state, str(status.get("cursor", "")), policy)
+    backlog = _backlog(env, str(status.get("cursor", "")), policy)
     if backlog:
         parts.append(f"{backlog} audit row(s) not read yet")
     if status.get("waiting"):
@@ -254,11 +294,11 @@ def _telemetry(report: Report, env: Mapping[str, str], policy: CompiledPolicy) -
                "the audit trail (memory-governor report) keeps every decision" if bad else "")  # fmt: skip
 
 
-def _backlog(state: str, position: str, policy: CompiledPolicy) -> str:
+def _backlog(env: Mapping[str, str], position: str, policy: CompiledPolicy) -> str:
     try:
         from governor.engine.stores import open_for
 
-        ledger = open_for(os.environ, policy.data["ledger"])
+        ledger = open_for(env, policy.data["ledger"])
         try:
             rows, _ = ledger.audit_after(position, 10_001)
         finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
+from typing import Any
 
 import click
 
@@ -58,6 +59,9 @@ _ROOT = click.option("--root", type=click.Path(file_okay=False), default=None,
 _POLICY = click.option("--policy", "policy_file", type=click.Path(dir_okay=False, exists=True), default=None,
                        help="managed: the policy to enforce (copied to /etc/memory-governor/policy.yaml); default: "
                        "the one there, else the shipped default.")  # fmt: skip
+_LEDGER_URL = click.option("--ledger-url", default=None, metavar="URL",
+                           help="managed: the Redis every user's managed hooks keep the ledger on (redis://…; "
+                           "\"\" for each user's own SQLite file again); default: as it is.")  # fmt: skip
 _CLIENT = click.option("--client", help="mcp-proxy: the MCP client whose configuration starts the memory server "
                        "(claude-desktop, cursor, windsurf, claude-code, gemini-cli, vscode).")  # fmt: skip
 _PROJECT = click.option("--project", type=click.Path(file_okay=False), help="The project directory (default: here).")
@@ -72,11 +76,15 @@ _DRY_RUN = click.option("--dry-run", is_flag=True, help="Show the settings that 
 @_DRY_RUN
 @_ROOT
 @_POLICY
+@_LEDGER_URL
 def install(harness: str, scope: str | None, client: str | None, project: str | None, dry_run: bool,
-            root: str | None, policy_file: str | None) -> int:  # fmt: skip
+            root: str | None, policy_file: str | None, ledger_url: str | None) -> int:  # fmt: skip
     """Install the hooks into a harness's settings (mcp-proxy: the proxy into an MCP client's)."""
     if scope == "managed":
-        return _install_managed(harness, root, policy_file, dry_run)
+        return _install_managed(harness, root, policy_file, ledger_url, dry_run)
+    if ledger_url is not None:
+        raise click.BadParameter("only the managed scope keeps a ledger URL (elsewhere: MEMORY_GOVERNOR_LEDGER_URL)",
+                                 param_hint="--ledger-url")  # fmt: skip
     setup, scope, options = _setup(harness, scope, client)
     root = _project(project)
     # The hooks cover the tools the policy files name now, held back or not: coverage only widens.
@@ -143,7 +151,8 @@ def _managed_prefix(managed: ModuleType, root: str | None) -> str:
     return os.path.abspath(root or "/")
 
 
-def _install_managed(harness: str, root: str | None, policy_file: str | None, dry_run: bool) -> int:
+def _install_managed(harness: str, root: str | None, policy_file: str | None, ledger_url: str | None,
+                     dry_run: bool) -> int:  # fmt: skip
     import tempfile
 
     from governor.harnesses.settings import read_text
@@ -173,11 +182,14 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, dr
         blob, problems = compile_sources(policy_managed.sources({}, scratch, scratch))
     if blob is None:
         raise click.ClickException(f"the managed policy is invalid: {problems[0]}; nothing was changed")
+    if ledger_url:
+        _check_ledger(ledger_url, blob)
     try:
         created = managed.will_create(prefix)
         if not dry_run:
             managed.make_folders(prefix)
         _apply_managed(managed.plan_policy(prefix, text), dry_run)
+        _apply_managed(managed.plan_environment(prefix, ledger_url), dry_run)
         if not dry_run:  # compiled where it is, so its signature is what every hook compares with
             blob, problems = managed.compile_for_install(where["config"])
             if blob is None:
@@ -192,6 +204,37 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, dr
             "no user, project or local file switches these hooks off. Check it: memory-governor doctor"
         )
     return 0
+
+
+def _check_ledger(url: str, blob: dict[str, Any]) -> None:
+    """The Redis every managed hook will keep its counts on: a URL it cannot use is refused, one that
+    does not answer now is said (it may be started later; until then each hook fails as on_error says)."""
+    from governor.engine.ledger import LedgerError
+    from governor.engine.redis_ledger import masked
+    from governor.engine.stores import open_ledger
+
+    if not url.startswith(("redis://", "rediss://")):
+        raise click.BadParameter(f"{masked(url)} is no Redis URL (redis://[user:password@]host:port/db, or "
+                                 "rediss://); nothing was changed", param_hint="--ledger-url")  # fmt: skip
+    import importlib.util
+    import tempfile
+
+    if importlib.util.find_spec("redis") is None:
+        raise click.ClickException("the ledger on Redis needs redis-py in the governor's environment: "
+                                   "pip install 'memory-governor[redis]'; nothing was changed")  # fmt: skip
+    settings = blob["policy"]["ledger"]
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            ledger = open_ledger(scratch, settings["busy_timeout_ms"], url, settings["retention_days"])
+            try:
+                ok, found = ledger.check()
+            finally:
+                ledger.close()
+    except (LedgerError, OSError) as err:
+        click.echo(f"warning: {masked(url)} does not answer now ({err}); every managed hook will use it", err=True)
+        return
+    if not ok:
+        click.echo(f"warning: {masked(url)}: {found}", err=True)
 
 
 def _apply_managed(change: Change, dry_run: bool) -> None:

@@ -13,6 +13,10 @@ from governor.policy.diff import LOOSENED, TIGHTENED, compare
 from governor.policy.files import Effective, build, check_files, digest_of
 from governor.policy.sources import Sources, shipped_policy_path
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from governor.engine.rules import CompiledPolicy
+
 EXIT_INVALID = 1
 EXIT_LOOSENED = 3
 
@@ -27,6 +31,47 @@ def _current(cwd: str | None = None) -> tuple[Sources, Effective]:
     return sources, build(sources.layers())
 
 
+IGNORED = "ignored under the managed install"
+
+
+class Managed:
+    """A managed install on this machine (governor.policy.managed): Claude Code's hooks enforce
+    its policy over the shipped default and nothing else, for every user and project."""
+
+    def __init__(self, config: str, cwd: str | None) -> None:
+        from governor.policy import managed
+
+        self.config = config
+        self.policy = managed.policy_path(config)
+        self.env = managed.environment(os.environ, config)  # the one its hooks decide in
+        self.sources = managed.sources(self.env, os.path.abspath(cwd or os.getcwd()), config)
+        ordinary = Sources(os.environ, cwd)
+        # What an ordinary install would read here, and a managed hook does not.
+        self.ignored = [path for path in dict.fromkeys(ordinary.watched[1:4]) if path and os.path.isfile(path)]
+
+    def load(self) -> tuple[CompiledPolicy | None, list[str]]:
+        """The policy its hooks enforce, and notices; None when not even the shipped default compiles."""
+        from governor.policy import managed
+        from governor.state import state_dir
+
+        return managed.load(self.env, self.sources.project, self.config, state_dir(self.env))
+
+    def says(self) -> str:
+        return f"managed: {self.policy}"
+
+
+def managed_install(cwd: str | None = None) -> Managed | None:
+    """The managed install whose policy this machine's hooks enforce, or None (an ordinary one)."""
+    from governor.harnesses.claude_code.setup import managed_config
+
+    config = managed_config()
+    return Managed(config, cwd) if config else None
+
+
+def _is_ignored(file: str, managed: Managed | None) -> bool:
+    return managed is not None and os.path.realpath(file) in {os.path.realpath(p) for p in managed.ignored}
+
+
 def _print_problems(eff: Effective) -> None:
     for problem in eff.problems:
         click.echo(str(problem), err=True)
@@ -38,33 +83,42 @@ def _print_problems(eff: Effective) -> None:
 def check(files: tuple[str, ...], fmt: str) -> int:
     """Validate policy FILES (each a team policy over the shipped default), or the effective
     policy of this project. Exit 0 when valid, 1 with every problem as file:line:col."""
-    results: list[tuple[str, Effective]] = []
+    managed = managed_install()
+    results: list[tuple[str, Effective, bool]] = []  # (what, checked, ignored under a managed install)
     if files:
-        results = [(file, check_files([file])) for file in files]
+        results = [(file, check_files([file]), _is_ignored(file, managed)) for file in files]
     else:
         sources, eff = _current()
-        results = [(" < ".join(path for _, path in sources.layers()), eff)]
-    ok = all(eff.ok for _, eff in results)
+        layers = sources.layers()
+        if managed is not None:  # what the hooks enforce, then the project's own files, which they do not read
+            results.append((" < ".join(path for _, path in managed.sources.layers()), build(managed.sources.layers()),
+                            False))  # fmt: skip
+        if managed is None or len(layers) > 1:
+            results.append((" < ".join(path for _, path in layers), eff, managed is not None))
+    ok = all(eff.ok for _, eff, _ in results)
     if fmt == "json":
         click.echo(
             json.dumps(
                 {
                     "ok": ok,
+                    "managed": managed.policy if managed else None,
                     "checked": [
-                        {"file": name, "ok": eff.ok, "problems": [p.as_dict() for p in eff.problems]}
-                        for name, eff in results
+                        {"file": name, "ok": eff.ok, "in_force": not ignored,
+                         "problems": [p.as_dict() for p in eff.problems]}
+                        for name, eff, ignored in results
                     ],
                 },
                 indent=2,
             )
-        )
+        )  # fmt: skip
     else:
-        for name, eff in results:
+        for name, eff, ignored in results:
+            aside = f" (not in force: {IGNORED}, {managed.says() if managed else ''})" if ignored else ""
             if eff.ok:
-                click.echo(f"{name}: ok")
+                click.echo(f"{name}: ok{aside}")
             else:
                 _print_problems(eff)
-                click.echo(f"{name}: {len(eff.problems)} problem(s)", err=True)
+                click.echo(f"{name}: {len(eff.problems)} problem(s){aside}", err=True)
     return 0 if ok else EXIT_INVALID
 
 
@@ -92,19 +146,31 @@ def _touches(key: str, changes: list[Any]) -> list[Any]:
 @group.command("explain")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.option("--shipped", is_flag=True, help="Explain the shipped default policy instead of this project's.")
-def explain(fmt: str, shipped: bool) -> int:
+@click.option("--unmanaged", is_flag=True, help="Under a managed install: the project's own policy, which only "
+              "the hooks of another harness (not managed) enforce.")  # fmt: skip
+def explain(fmt: str, shipped: bool, unmanaged: bool) -> int:
     """The policy the hooks enforce in this project, in plain words, each value with where it
     came from; a change in the files that is held back (it loosens what was accepted) is listed
-    beside the value in force."""
+    beside the value in force. Under a managed install, its policy, and the project's own files
+    as not in force."""
     from governor.policy.text import explain_statements
 
     sources, eff = _current()
+    managed = None if shipped or unmanaged else managed_install()
+    layers = sources.layers()
     if shipped:
-        eff = build([("default", shipped_policy_path())])
+        layers = [("default", shipped_policy_path())]
+        eff = build(layers)
+    elif managed is not None:
+        layers = managed.sources.layers()
+        eff = build(layers)
     if not eff.ok:
         _print_problems(eff)
+        if managed is not None:
+            click.echo(f"{managed.says()} is invalid: the hooks enforce the shipped default until an administrator "
+                       "fixes it", err=True)  # fmt: skip
         return EXIT_INVALID
-    enforcing, held, note = (None, [], "") if shipped else _in_force(sources)
+    enforcing, held, note = (None, [], "") if shipped or managed else _in_force(sources)
     policy = enforcing or eff.dumped()
     rows: list[dict[str, Any]] = []
     for heading, sentence, path in explain_statements(policy):
@@ -122,15 +188,26 @@ def explain(fmt: str, shipped: bool) -> int:
                 "held_back": [str(c) for c in waiting],
             }
         )  # fmt: skip
+    ignored = managed.ignored if managed else []
     if fmt == "json":
-        click.echo(json.dumps({"digest": digest_of(policy), "project": sources.project, "in_force":
-                               "accepted" if enforcing else "files", "held_back": [c.as_dict() for c in held],
-                               "note": note, "rules": rows}, indent=2))  # fmt: skip
+        in_force = "managed" if managed else "accepted" if enforcing else "files"
+        click.echo(json.dumps({"digest": digest_of(policy), "project": sources.project, "in_force": in_force,
+                               "managed": managed.policy if managed else None,
+                               "layers": [{"layer": kind, "file": file} for kind, file in layers],
+                               "not_in_force": [{"file": file, "why": IGNORED} for file in ignored],
+                               "held_back": [c.as_dict() for c in held], "note": note, "rules": rows}, indent=2))  # fmt: skip
         return 0
     where = "the shipped default" if shipped else sources.project
     click.echo(f"Policy in force for {where} (digest {digest_of(policy)[:12]})")
-    for kind, file in [("default", shipped_policy_path())] if shipped else sources.layers():
+    if managed is not None:
+        click.echo(f"  {managed.says()}: this machine's managed hooks enforce it for every user and project, over "
+                   "the shipped default and nothing else; there is nothing to accept")  # fmt: skip
+    for kind, file in layers:
         click.echo(f"  {kind:8} {file}")
+    if ignored:
+        click.echo(f"\nNot in force ({IGNORED}):")
+        for file in ignored:
+            click.echo(f"  {file}")
     if held:
         click.echo(f"\nHeld back: {len(held)} change(s) in the files loosen the accepted policy; the hooks enforce "
                    "the accepted values below until a person runs `memory-governor policy accept` in a terminal:")  # fmt: skip
@@ -311,17 +388,28 @@ def _confirmed(question: str) -> bool:
 @group.command("accept")
 @click.option("--project", type=click.Path(file_okay=False), help="The project (default: here).")
 @click.option("--yes", is_flag=True, help="Accept without asking (still in your own terminal).")
-def accept(project: str | None, yes: bool) -> int:
+@click.option("--unmanaged", is_flag=True, help="Under a managed install: accept for the hooks of another harness "
+              "(not managed), the only ones that read the project's files.")  # fmt: skip
+def accept(project: str | None, yes: bool, unmanaged: bool) -> int:
     """Accept the policy files and subagent definitions as they are now.
 
     A change that loosens the accepted policy, or a subagent definition changed since that
     declares a wider memory tier, is held back until a person accepts it: an agent can write
-    files too. This shows what is held back and, once you confirm, puts it in force."""
+    files too. This shows what is held back and, once you confirm, puts it in force. Under a
+    managed install there is nothing to accept: its hooks read no acceptance."""
 
     from governor import harnesses
     from governor.policy import acceptance, compiled, projects
     from governor.state import state_dir
 
+    managed = None if unmanaged else managed_install(project)
+    if managed is not None:
+        click.echo(f"nothing to accept: {managed.says()} is in force. This machine's managed hooks enforce it over "
+                   "the shipped default for every user and project, and read no acceptance; the project's files are "
+                   f"{IGNORED}. An administrator changes it: sudo memory-governor install claude-code --scope "
+                   "managed --policy FILE. (For another harness's hooks here, which are not managed: "
+                   "memory-governor policy accept --unmanaged.)")  # fmt: skip
+        return 0
     refusal = _not_a_person_at_a_terminal()
     if refusal is not None:
         raise click.ClickException(f"confirm in your own terminal: {refusal}; nothing was accepted")

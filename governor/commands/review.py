@@ -21,11 +21,20 @@ from governor.state import state_dir
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 def report(session_id: str | None, since: str | None, fmt: str, output: str | None) -> int:
     """Per-turn usage against each limit, denials by reason, tokens trimmed and saved."""
+    from governor.commands.policy import managed_install
     from governor.engine.ledger import key
     from governor.engine.stores import open_for
     from governor.review import report as reporting
 
-    policy, notices = compiled.load(os.environ, os.getcwd(), state_dir(os.environ))
+    managed = managed_install()
+    env = managed.env if managed else os.environ  # a managed hook's ledger is the one in its own environment
+    if managed is not None:
+        found, notices = managed.load()
+        if found is None:
+            raise click.ClickException(f"{managed.says()}: " + "; ".join(notices))
+        policy = found
+    else:
+        policy, notices = compiled.load(env, os.getcwd(), state_dir(env))
     for notice in notices:
         click.echo(notice, err=True)
     moment = None
@@ -35,13 +44,14 @@ def report(session_id: str | None, since: str | None, fmt: str, output: str | No
         except ValueError:
             raise click.BadParameter(f"{since!r} is not a date: use YYYY-MM-DD", param_hint="--since") from None
         moment = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
-    ledger = open_for(os.environ, policy.data["ledger"])
+    ledger = open_for(env, policy.data["ledger"])
     try:
-        state = state_dir(os.environ)
+        state = state_dir(env)
         data = reporting.build(ledger, policy.limits, policy.unit, key(session_id) if session_id else None, moment,
                                lambda digest: history.limits_of(state, digest))  # fmt: skip
     finally:
         ledger.close()
+    data["in_force"] = {"digest": policy.digest, "managed": managed.policy if managed else None}
     text = (
         json.dumps(data, indent=2) + "\n"
         if fmt == "json"
@@ -49,6 +59,8 @@ def report(session_id: str | None, since: str | None, fmt: str, output: str | No
         if fmt == "html"
         else reporting.table(data)
     )
+    if managed is not None and fmt == "table":
+        text = f"{managed.says()} (digest {policy.digest[:12]}), the ledger in {state}\n{text}"
     if output:
         with open(output, "w", encoding="utf-8") as handle:
             handle.write(text)

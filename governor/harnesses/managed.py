@@ -45,6 +45,7 @@ def config_paths(root: str, record: str) -> dict[str, str]:
         "config": config,
         "policy": policy_managed.policy_path(config),
         "compiled": policy_managed.compiled_path(config),
+        "environment": policy_managed.environment_path(config),
         "record": os.path.join(config, record),
     }
 
@@ -128,7 +129,7 @@ def plan_removals(where: dict[str, str], record: dict[str, Any]) -> list[Change]
     """The files the install created: its record; the policy and its compiled form only when no
     other harness's install uses them (the policy only while it is as the install left it)."""
     created = set(record.get("created") or [])
-    keys = ("record",) if others_installed(where) else ("compiled", "policy", "record")
+    keys = ("record",) if others_installed(where) else ("compiled", "policy", "environment", "record")
     changes = []
     for key in keys:
         text = read_text(where[key])

@@ -70,7 +70,7 @@ def load(env: Mapping[str, str], cwd: str | None, state: str, session: object = 
     from governor.policy import managed
 
     if managed.active():  # a managed hook: the administrator's policy, nothing from the user's files
-        found, notices = managed.load(env, cwd)
+        found, notices = managed.load(env, cwd, state=state)
         if found is None:
             raise PolicyUnavailable("; ".join(notices))
         return found, notices

@@ -25,7 +25,7 @@ from governor.policy.document import Document, Path, Problem, read_policy_file, 
 from governor.policy.model import Policy
 from governor.policy.sources import Sources, shipped_file, shipped_policy_path
 
-LAYER_ORDER = {"default": 0, "team": 1, "local": 2}
+LAYER_ORDER = {"default": 0, "team": 1, "managed": 1, "local": 2}
 
 
 class Origin:

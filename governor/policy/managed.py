@@ -9,6 +9,8 @@ the user's state directory (the install compiles it into CONFIG_DIR/policy.json)
 (its socket is in the user's state directory), and no MEMORY_GOVERNOR_* variable, XDG folder or
 HOME from the environment (the state directory is the user's own, found from the password
 database). What the user's files can still change is their own ledger: see docs/reliability.md.
+The variables a managed hook does get are the administrator's: CONFIG_DIR/environment.json
+(root-owned, written by the install), only those in SETTABLE (the ledger's Redis).
 
 Managed mode is chosen by the hook command only (`enter`), never by the environment, so a
 variable a model sets cannot make an ordinary hook read a policy of its choosing.
@@ -32,6 +34,10 @@ if TYPE_CHECKING:
 CONFIG_DIR = "/etc/memory-governor"
 POLICY_NAME = "policy.yaml"
 COMPILED_NAME = "policy.json"
+ENVIRONMENT_NAME = "environment.json"
+# What the administrator may set for every managed hook (`install --scope managed --ledger-url`).
+LEDGER_URL = "MEMORY_GOVERNOR_LEDGER_URL"
+SETTABLE = (LEDGER_URL,)
 FLAG = "--managed"
 # Set in the environment a managed hook decides in, so a notice can say which mode it is in.
 MARK = "MEMORY_GOVERNOR_MANAGED"
@@ -50,9 +56,10 @@ def active() -> str | None:
     return _config
 
 
-def environment(env: Mapping[str, str]) -> dict[str, str]:
+def environment(env: Mapping[str, str], config_dir: str | None = None) -> dict[str, str]:
     """The environment a managed hook decides in: nothing in it the model could have set chooses
-    the state directory, the policy, the ledger, telemetry or the warm server."""
+    the state directory, the policy, the ledger, telemetry or the warm server. (`config_dir`: the
+    managed folder, when not this process's own: the review tools, which say what a hook does.)"""
     import pwd
 
     try:
@@ -63,8 +70,26 @@ def environment(env: Mapping[str, str]) -> dict[str, str]:
     out = {k: v for k, v in env.items() if not k.startswith("MEMORY_GOVERNOR") and k not in dropped}
     out["HOME"] = home
     out["MEMORY_GOVERNOR_WARM_SERVER"] = "off"
-    out[MARK] = _config or CONFIG_DIR
+    out[MARK] = config_dir or _config or CONFIG_DIR
+    out.update(settings(out[MARK]))
     return out
+
+
+def settings(config_dir: str) -> dict[str, str]:
+    """The variables the administrator set for every managed hook (environment.json in the managed
+    folder), only those in SETTABLE; {} when there is none or it cannot be read."""
+    try:
+        with open(environment_path(config_dir), "rb") as handle:
+            data = jsonio.loads(handle.read(65536))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if k in SETTABLE and isinstance(v, str) and v}
+
+
+def environment_path(config_dir: str) -> str:
+    return os.path.join(config_dir, ENVIRONMENT_NAME)
 
 
 def policy_path(config_dir: str) -> str:
@@ -81,14 +106,16 @@ def sources(env: Mapping[str, str], project: str, config_dir: str):  # type: ign
     return Sources(env, project, project, managed=policy_path(config_dir))
 
 
-def load(env: Mapping[str, str], cwd: str | None) -> tuple[CompiledPolicy | None, list[str]]:
+def load(env: Mapping[str, str], cwd: str | None, config_dir: str | None = None, state: str | None = None
+         ) -> tuple[CompiledPolicy | None, list[str]]:  # fmt: skip
     """The managed policy, as the install compiled it; compiled here (and said) when the files
     changed since (the package upgraded, the policy edited without a new install). None, and the
-    problems, when not even the shipped default compiles."""
+    problems, when not even the shipped default compiles. `config_dir`: as in `environment`;
+    `state`: the user's state directory, where its limits are remembered for `report`."""
     from governor import with_site_packages
     from governor.engine.rules import CompiledPolicy
 
-    config = _config or CONFIG_DIR
+    config = config_dir or _config or CONFIG_DIR
     project = os.path.abspath(cwd or os.getcwd())
     found = sources(env, project, config)
     blob = None
@@ -115,6 +142,10 @@ def load(env: Mapping[str, str], cwd: str | None) -> tuple[CompiledPolicy | None
             notices.append(f"memory-governor: the managed policy in {config} changed since it was installed; it is "
                            "in force, compiled at every hook. An administrator runs `memory-governor install` with "
                            "`--scope managed` again.")  # fmt: skip
+    if state is not None:
+        from governor.policy import history
+
+        history.remember(state, blob)  # `report` shows each turn against the limits it was decided under
     policy = CompiledPolicy(blob)
     policy.project = project
     policy.accepted_at = installed_at  # a subagent definition written since may not widen its tier
@@ -123,29 +154,35 @@ def load(env: Mapping[str, str], cwd: str | None) -> tuple[CompiledPolicy | None
 
 def ownership_problems(paths: Iterable[str]) -> list[str]:
     """What makes these paths writable by someone other than root: each path, what it resolves
-    to, and every folder above either must be owned by root and not group- or world-writable."""
+    to, and every folder above either must be owned by root and not group- or world-writable.
+    One exception, as the kernel sees it: a root-owned sticky folder (like /tmp) two or more
+    levels up, whose root-owned entries no one else can rename or remove; a hook looks up no
+    file in it by name (its own folder and the one above must still be root's alone)."""
     problems: list[str] = []
-    seen: set[str] = set()
+    strict: dict[str, bool] = {}  # each level checked, and whether without the sticky exception
     for path in paths:
         for chain in (_chain(os.path.abspath(path)), _chain(os.path.realpath(path))):
-            for level in chain:
-                if level in seen:
+            for depth, level in enumerate(chain):
+                sticky_ok = depth >= 2
+                if level in strict and (strict[level] or sticky_ok):
                     continue
-                seen.add(level)
+                first = level not in strict
+                strict[level] = not sticky_ok
                 try:
                     st = os.lstat(level)
                 except OSError as err:
-                    problems.append(f"{level}: {err.strerror}")
+                    if first:
+                        problems.append(f"{level}: {err.strerror}")
                     continue
                 if stat.S_ISLNK(st.st_mode):
-                    if st.st_uid != 0:
+                    if st.st_uid != 0 and first:
                         problems.append(f"{level}: a symlink owned by uid {st.st_uid}, not root")
                     continue
-                if st.st_uid != 0:
+                if st.st_uid != 0 and first:
                     problems.append(f"{level}: owned by uid {st.st_uid}, not root")
-                if st.st_mode & 0o022:
+                if st.st_mode & 0o022 and not (sticky_ok and st.st_mode & stat.S_ISVTX and st.st_uid == 0):
                     problems.append(f"{level}: mode {stat.S_IMODE(st.st_mode):04o} is group- or world-writable")
-    return problems
+    return list(dict.fromkeys(problems))
 
 
 def _chain(path: str) -> list[str]:

@@ -130,7 +130,7 @@ class Sources:
     def layers(self) -> list[tuple[str, str]]:
         out = [("default", self.shipped)]
         if self.team:
-            out.append(("team", self.team))
+            out.append(("managed" if self.team_origin == "managed" else "team", self.team))
         if self.local:
             out.append(("local", self.local))
         return out

@@ -33,7 +33,7 @@ from sandbox import PYTHON, RUN_TIMEOUT
 
 pytestmark = [pytest.mark.e2e]
 
-LOOSE = "version: 1\nlimits:\n  default:\n    max_search_calls: 9\n"
+LOOSE = "version: 1\nlimits:\n  max_search_calls: {value: 9}\n"  # a valid loosening: 2 -> 9
 REQUIREMENTS = "/etc/codex/requirements.toml"
 _was_there_before = os.path.exists(REQUIREMENTS)
 

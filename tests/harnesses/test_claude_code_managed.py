@@ -11,6 +11,8 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,11 +21,17 @@ from governor.harnesses.checks import BAD
 from governor.harnesses.claude_code import managed
 from governor.harnesses.claude_code.setup import is_ours
 from governor.policy import managed as policy_managed
+from governor.policy.files import check_files
+
+MANAGED = "version: 1\nlimits:\n  max_search_calls: {value: 1}\n"  # the administrator's
+TEAM = "version: 1\nlimits:\n  max_search_calls: {value: 9}\n"  # a project's, loosening 2 -> 9
+LOCAL = "version: 1\nlimits:\n  max_search_calls: {value: 5}\n"  # its local override, tightening 9 -> 5
 
 
-def governor(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
+def governor(*args: str, env: dict[str, str], check: bool = True, cwd: Path | None = None
+             ) -> subprocess.CompletedProcess[str]:  # fmt: skip
     proc = subprocess.run([sys.executable, "-m", "governor", *args], env=env, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+                          timeout=120, cwd=cwd)  # fmt: skip
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -119,9 +127,11 @@ def test_the_managed_policy_ignores_the_projects_files(tmp_path, env):
     governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
     project = tmp_path / "p"
     (project / ".memory-governor").mkdir(parents=True)
-    loose = "version: 1\nlimits:\n  default:\n    max_search_calls: 9\n"
+    loose = TEAM  # a valid loosening (2 -> 9): an ordinary install would enforce it
     (project / ".memory-governor" / "policy.yaml").write_text(loose)
     (project / ".memory-governor" / "policy.local.yaml").write_text(loose)
+    assert check_files([str(project / ".memory-governor" / "policy.yaml")]).dumped()["limits"]["max_search_calls"][
+        "value"] == 9  # fmt: skip
     policy_managed.enter(managed.paths(str(root))["config"])
     try:
         policy, notices = policy_managed.load({"MEMORY_GOVERNOR_POLICY": str(project / ".memory-governor" /
@@ -155,3 +165,285 @@ def test_ownership_of_a_path_and_every_folder_above_it(tmp_path):
     found = policy_managed.ownership_problems([str(target)])
     assert any(p.startswith(f"{folder}: mode 0775") for p in found), found
     assert policy_managed.ownership_problems(["/usr/bin/env"]) == [] or os.stat("/usr").st_uid != 0
+
+
+
+def test_a_sticky_folder_two_levels_up_is_not_a_way_in_but_one_level_up_is(tmp_path):
+    # /tmp is root's and sticky: no one else can rename or remove root's entries in it, so a
+    # governor in /tmp/x/.venv is root's alone; a file directly in it is not (its name could be planted).
+    sticky, plain = tmp_path / "sticky", tmp_path / "plain"
+    for top in (sticky, plain):
+        (top / "venv").mkdir(parents=True)
+        (top / "venv" / "python").write_text("x")
+        (top / "loose").write_text("x")
+    os.chmod(sticky, 0o1777)
+    os.chmod(plain, 0o777)
+    mine = [p for p in policy_managed.ownership_problems([str(tmp_path)])]  # the test's own folders
+    deep = [p for p in policy_managed.ownership_problems([str(sticky / "venv" / "python")]) if p not in mine]
+    assert deep == [] or os.geteuid() != 0, deep
+    shallow = policy_managed.ownership_problems([str(sticky / "loose")])
+    assert f"{sticky}: mode 1777 is group- or world-writable" in shallow, shallow
+    plain_deep = policy_managed.ownership_problems([str(plain / "venv" / "python")])
+    assert f"{plain}: mode 0777 is group- or world-writable" in plain_deep, plain_deep
+
+# -- the review tools under a managed install: they say what its hooks enforce -----------------
+
+
+@pytest.fixture
+def installed(tmp_path: Path, env: dict[str, str]) -> tuple[Path, Path]:
+    """A managed install under a prefix (its policy: 1 search a turn), and a project whose own team
+    policy (9) and local override (5) a managed hook does not read."""
+    root = tmp_path / "r"
+    (tmp_path / "managed.yaml").write_text(MANAGED)
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+             str(tmp_path / "managed.yaml"), env=env)  # fmt: skip
+    project = tmp_path / "p"
+    (project / ".memory-governor").mkdir(parents=True)
+    (project / ".memory-governor" / "policy.yaml").write_text(TEAM)
+    (project / ".memory-governor" / "policy.local.yaml").write_text(LOCAL)
+    return root, project
+
+
+def searches(explained: dict[str, object]) -> str:
+    rules = explained["rules"]
+    assert isinstance(rules, list)
+    return next(r["statement"] for r in rules if r["key"] == "limits.max_search_calls")
+
+
+def test_policy_explain_shows_the_managed_policy_and_the_projects_files_as_not_in_force(installed, env):
+    root, project = installed
+    where = managed.paths(str(root))
+    team, local = (str(project / ".memory-governor" / name) for name in ("policy.yaml", "policy.local.yaml"))
+    out = governor("--managed-root", str(root), "policy", "explain", "--format", "json", env=env, cwd=project)
+    explained = json.loads(out.stdout)
+    hooks_enforce = json.loads(Path(where["compiled"]).read_text())  # what every managed hook decides with
+    assert explained["digest"] == hooks_enforce["digest"] and explained["in_force"] == "managed"
+    assert explained["managed"] == where["policy"] and "at most 1 " in searches(explained), searches(explained)
+    assert [layer["layer"] for layer in explained["layers"]] == ["default", "managed"]
+    assert explained["not_in_force"] == [{"file": f, "why": "ignored under the managed install"} for f in (team, local)]
+    text = governor("--managed-root", str(root), "policy", "explain", env=env, cwd=project).stdout
+    assert f"(digest {hooks_enforce['digest'][:12]})" in text and f"managed: {where['policy']}" in text, text
+    assert f"Not in force (ignored under the managed install):\n  {team}\n  {local}\n" in text, text
+    assert f"from managed: {where['policy']}:3" in text, text
+    # The project's own policy, for another harness's hooks (not managed); and no managed install, no change.
+    own = json.loads(governor("--managed-root", str(root), "policy", "explain", "--unmanaged", "--format", "json",
+                              env=env, cwd=project).stdout)  # fmt: skip
+    bare = json.loads(governor("--managed-root", str(root / "none"), "policy", "explain", "--format", "json",
+                               env=env, cwd=project).stdout)  # fmt: skip
+    for ordinary in (own, bare):
+        assert ordinary["in_force"] != "managed" and ordinary["managed"] is None and ordinary["not_in_force"] == []
+        assert ordinary["digest"] != explained["digest"] and "at most 5 " in searches(ordinary)
+
+
+def test_policy_check_checks_the_managed_policy_and_names_the_projects_files_not_in_force(installed, env):
+    root, project = installed
+    where = managed.paths(str(root))
+    out = governor("--managed-root", str(root), "policy", "check", env=env, cwd=project)
+    first, second = out.stdout.splitlines()
+    assert first.endswith(f"< {where['policy']}: ok"), first
+    assert "policy.local.yaml: ok (not in force: ignored under the managed install, managed: " in second, second
+    checked = json.loads(governor("--managed-root", str(root), "policy", "check", "--format", "json", env=env,
+                                  cwd=project).stdout)  # fmt: skip
+    assert checked["managed"] == where["policy"] and [c["in_force"] for c in checked["checked"]] == [True, False]
+    local = governor("--managed-root", str(root), "policy", "check", ".memory-governor/policy.local.yaml", env=env,
+                     cwd=project).stdout  # fmt: skip
+    assert local.startswith(".memory-governor/policy.local.yaml: ok (not in force: ignored under the managed"), local
+    # A broken managed policy fails the check even when the project's files are fine.
+    Path(where["policy"]).write_text("version: 1\nlimits:\n  max_search_calls: {value: lots}\n")
+    broken = governor("--managed-root", str(root), "policy", "check", env=env, cwd=project, check=False)
+    assert broken.returncode == 1 and f"{where['policy']}:3" in broken.stderr, broken.stderr
+
+
+def test_policy_accept_under_a_managed_install_has_nothing_to_accept_and_records_nothing(installed, env):
+    root, project = installed
+    state = Path(env["MEMORY_GOVERNOR_STATE_DIR"])
+    before = sorted(state.rglob("*")) if state.exists() else []
+    out = governor("--managed-root", str(root), "policy", "accept", "--yes", env=env, cwd=project)
+    assert out.stdout.startswith(f"nothing to accept: managed: {managed.paths(str(root))['policy']} is in force"), out
+    assert "ignored under the managed install" in out.stdout
+    assert (sorted(state.rglob("*")) if state.exists() else []) == before
+    # --unmanaged takes the ordinary route: a person at a terminal, which this is not.
+    own = governor("--managed-root", str(root), "policy", "accept", "--unmanaged", "--yes", env=env, cwd=project,
+                   check=False)  # fmt: skip
+    assert own.returncode != 0 and "confirm in your own terminal" in own.stderr, own.stderr
+
+
+class AsUser:
+    """Commands run as a user made for the test, as a managed hook runs: its state directory is that
+    user's own (~/.local/state/memory-governor from the password database), never this machine's
+    real user's. Each runs in a private mount namespace whose /root is an overlay opened to
+    traversal only (the interpreter may live under it); the user is removed after, with its home."""
+
+    def __init__(self, base: Path, name: str) -> None:
+        self.base, self.user = base, pwd.getpwnam(name)
+        self.home = Path(self.user.pw_dir)
+        self.state = self.home / ".local" / "state" / "memory-governor"
+
+    def run(self, args: list[str], cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        for path in [self.home, *self.home.rglob("*"), *(self.base / "p").rglob("*"), self.base / "p"]:
+            os.lchown(path, self.user.pw_uid, self.user.pw_gid)
+        layers = self.base / "layers"
+        mount = f"mount -t overlay overlay -o lowerdir=/root,upperdir={layers}/up,workdir={layers}/work /root"
+        drop = ["setpriv", f"--reuid={self.user.pw_uid}", f"--regid={self.user.pw_gid}", "--init-groups", "--"]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.base / "elsewhere"),
+               "MEMORY_GOVERNOR_STATE_DIR": str(self.base / "elsewhere"),  # the model's variables: not read
+               "MEMORY_GOVERNOR_LEDGER_URL": "redis://127.0.0.1:1/0"}  # fmt: skip
+        return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", f'{mount} && exec "$@"', "sh",
+                               *drop, *args], input=stdin, env=env, cwd=cwd, capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+
+
+@pytest.fixture
+def as_user() -> Iterator[AsUser]:
+    tools = ("unshare", "setpriv", "useradd", "userdel")
+    if os.geteuid() != 0 or any(shutil.which(p) is None for p in tools) or subprocess.run(
+            ["unshare", "-m", "--propagation", "private", "true"], capture_output=True).returncode != 0:  # fmt: skip
+        reason = "needs root, a private mount namespace, setpriv and useradd: a user of its own runs the managed hook"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    name = f"mgreview{os.getpid()}"
+    subprocess.run(["userdel", "-r", name], capture_output=True)  # a test killed mid-way
+    base = Path(tempfile.mkdtemp(prefix="mg-managed-review-"))
+    try:
+        os.chmod(base, 0o755)
+        for level in ("layers/up", "layers/work", "p/.memory-governor"):
+            (base / level).mkdir(parents=True)
+        os.chmod(base / "layers" / "up", 0o711)
+        subprocess.run(["useradd", "-M", "-d", str(base / "home"), "-s", "/bin/sh", name], check=True,
+                       capture_output=True)  # fmt: skip
+        user = AsUser(base, name)
+        from tests.conftest import tokenizer_tables
+
+        (user.state / "cache").mkdir(parents=True)
+        for table in tokenizer_tables():  # copied, not linked: the user comes to own them
+            shutil.copy(table, user.state / "cache" / table.name)
+        yield user
+    finally:
+        subprocess.run(["userdel", "-r", name], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def managed_turn(as_user: AsUser, root: Path) -> list[subprocess.CompletedProcess[str]]:
+    """A prompt and two searches through the hook command the managed install wrote, as the user."""
+    where = managed.paths(str(root))
+    project = as_user.base / "p"
+    command = json.loads(Path(where["settings"]).read_text())["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+
+    def hook(name: str, **fields: object) -> subprocess.CompletedProcess[str]:
+        payload = {"session_id": "sess-m", "transcript_path": str(project / "t.jsonl"), "cwd": str(project),
+                   "hook_event_name": name, "permission_mode": "default", "prompt_id": "sess-m-1", **fields}  # fmt: skip
+        return as_user.run(["sh", "-c", command], project, json.dumps(payload))
+
+    hook("UserPromptSubmit", prompt="what did we decide about the cache?")
+    return [hook("PreToolUse", tool_name="mcp__engram__mem_search", tool_input={"query": f"cache {n}"},
+                 tool_use_id=f"toolu_{n}") for n in (1, 2)]  # fmt: skip
+
+
+def test_report_and_doctor_read_the_ledger_a_managed_hook_writes_against_its_limits(as_user, env):
+    root = as_user.base / "r"
+    (as_user.base / "managed.yaml").write_text(MANAGED)
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+             str(as_user.base / "managed.yaml"), env=env)  # fmt: skip
+    where = managed.paths(str(root))
+    project = as_user.base / "p"
+    (project / ".memory-governor" / "policy.yaml").write_text(TEAM)
+    answers = managed_turn(as_user, root)
+    assert "deny" not in answers[0].stdout and '"deny"' in answers[1].stdout, [a.stdout for a in answers]
+    assert (as_user.state / "ledger.db").exists() and not (as_user.base / "elsewhere").exists()
+    decided_under = json.loads(Path(where["compiled"]).read_text())["digest"]
+    # The administrator widens the policy: the turn decided before is still shown against its own limit.
+    (as_user.base / "managed.yaml").write_text(MANAGED.replace("value: 1", "value: 3"))
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+             str(as_user.base / "managed.yaml"), env=env)  # fmt: skip
+    cli = [sys.executable, "-m", "governor", "--managed-root", str(root)]
+    out = as_user.run([*cli, "report", "--format", "json"], project)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    compiled = json.loads(Path(where["compiled"]).read_text())
+    assert data["in_force"] == {"digest": compiled["digest"], "managed": where["policy"]}
+    assert data["limits"]["max_search_calls"] == 3
+    (turn,) = data["turns"]
+    assert turn["limits"]["max_search_calls"] == 1 and turn["usage"]["max_search_calls"] == 1 and turn["denied"] == 1
+    assert turn["policy"] and decided_under.startswith(turn["policy"]) and decided_under != compiled["digest"]
+    table = as_user.run([*cli, "report"], project).stdout
+    assert table.startswith(f"managed: {where['policy']} (digest {compiled['digest'][:12]}), the ledger in "
+                            f"{as_user.state}\n"), table  # fmt: skip
+    assert "    1/1 " in table, table
+    doctor = as_user.run([*cli, "doctor", "--format", "json"], project)
+    rows = {(r["check"], r["status"]): r["detail"] for r in json.loads(doctor.stdout)}
+    assert rows[("policy", "ok")] == f"valid (default < managed: {where['policy']})", rows
+    assert rows[("policy (not in force)", "info")] == f"{project}/.memory-governor/policy.yaml: ignored under the " \
+        "managed install"  # fmt: skip
+    assert rows[("accepted policy", "ok")].startswith("nothing to accept"), rows
+    assert rows[("ledger", "ok")].startswith(f"SQLite file in {as_user.state}: 1 session(s)"), rows
+    assert rows[("warm server", "info")].startswith("off under the managed install"), rows
+
+
+def test_the_administrators_ledger_url_is_every_managed_hooks_and_no_variable_moves_it(as_user, env, redis_server):
+    root = as_user.base / "r"
+    (as_user.base / "managed.yaml").write_text(MANAGED)
+    url = redis_server.url
+    out = governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+                   str(as_user.base / "managed.yaml"), "--ledger-url", url, env=env)  # fmt: skip
+    where = managed.paths(str(root))
+    assert json.loads(Path(where["environment"]).read_text()) == {"MEMORY_GOVERNOR_LEDGER_URL": url}
+    assert stat.S_IMODE(os.stat(where["environment"]).st_mode) == 0o644 and "Redis at" in out.stdout
+    answers = managed_turn(as_user, root)  # the user's own MEMORY_GOVERNOR_LEDGER_URL names a dead port
+    assert "deny" not in answers[0].stdout and '"deny"' in answers[1].stdout, [a.stdout + a.stderr for a in answers]
+    assert redis_server.client().dbsize() > 0 and not (as_user.state / "ledger.db").exists()
+    cli = [sys.executable, "-m", "governor", "--managed-root", str(root)]
+    (turn,) = json.loads(as_user.run([*cli, "report", "--format", "json"], as_user.base / "p").stdout)["turns"]
+    assert turn["usage"]["max_search_calls"] == 1 and turn["denied"] == 1
+    doctor = json.loads(as_user.run([*cli, "doctor", "--format", "json"], as_user.base / "p").stdout)
+    (ledger,) = [r for r in doctor if r["check"] == "ledger"]
+    assert ledger["status"] == "ok" and ledger["detail"].startswith(f"Redis at {url}"), ledger
+    # Kept by an install that does not name it; "" takes it away; the uninstall removes the file.
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    assert json.loads(Path(where["environment"]).read_text()) == {"MEMORY_GOVERNOR_LEDGER_URL": url}
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--ledger-url", "", env=env)
+    assert not os.path.exists(where["environment"])
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--ledger-url", url, env=env)
+    governor("uninstall", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    assert not os.path.exists(where["environment"]) and not (root / "etc" / "claude-code").exists()
+
+
+def test_a_ledger_url_that_is_no_redis_url_is_refused_and_nothing_written(tmp_path, env):
+    out = governor("install", "claude-code", "--scope", "managed", "--root", str(tmp_path / "r"), "--ledger-url",
+                   "http://user:secret@host/", env=env, check=False)  # fmt: skip
+    assert out.returncode != 0 and "no Redis URL" in out.stderr and "secret" not in out.stderr, out.stderr
+    assert not (tmp_path / "r").exists()
+    ordinary = governor("install", "claude-code", "--ledger-url", "redis://x", env=env, check=False, cwd=tmp_path)
+    assert ordinary.returncode != 0 and "only the managed scope" in ordinary.stderr, ordinary.stderr
+
+
+def test_telemetry_under_a_managed_install_is_one_sender_the_administrator_runs_beside_the_redis(
+    as_user, env, redis_server, tmp_path
+):
+    """A managed hook never sends (no warm server), and reads no telemetry variable: the audit rows
+    every user's hooks write to the administrator's Redis are sent by one process of the
+    administrator's own (`memory-governor serve` with that ledger and telemetry on)."""
+    from tests.otlp_receiver import HttpReceiver
+    from tests.test_telemetry import CALLS, DECISION_EVENT, telemetry_env
+
+    root = as_user.base / "r"
+    (as_user.base / "managed.yaml").write_text(MANAGED)
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+             str(as_user.base / "managed.yaml"), "--ledger-url", redis_server.url, env=env)  # fmt: skip
+    receiver = HttpReceiver()
+    sender = {**env, **telemetry_env(receiver.endpoint), "MEMORY_GOVERNOR_LEDGER_URL": redis_server.url,
+              "MEMORY_GOVERNOR_STATE_DIR": str(tmp_path / "sender")}  # fmt: skip
+    serve = subprocess.Popen([sys.executable, "-m", "governor", "serve", "--idle-exit", "120"], env=sender,
+                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        answers = managed_turn(as_user, root)
+        assert '"deny"' in answers[1].stdout, [a.stdout + a.stderr for a in answers]
+        got = receiver.received
+        # The denial is sent; the search let through is counted when its result reports back (none here).
+        assert got.wait(lambda r: r.total(CALLS, decision="denied") >= 1 and bool(r.records())), got.series(CALLS)
+        events = [r["attributes"] for r in got.records() if r["event_name"] == DECISION_EVENT]
+        assert [(e["call.id"], e["session.id"], e["decision"]) for e in events] == [("toolu_2", "sess-m", "denied")]
+    finally:
+        governor("serve", "--stop", env=sender, check=False)
+        serve.wait(timeout=30)
+        receiver.stop()

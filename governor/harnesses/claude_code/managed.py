@@ -11,12 +11,17 @@ The layout (every path root-owned, no level group- or world-writable):
                                            allowManagedHooksOnly: true
   /etc/memory-governor/policy.yaml         the administrator's policy, over the shipped default
   /etc/memory-governor/policy.json         it compiled, with the signature a hook compares
+  /etc/memory-governor/environment.json    what every managed hook gets from the administrator
+                                           (--ledger-url: the ledger's Redis), never from the user
   /etc/memory-governor/install.json        what this install created or set, for the uninstall
   the governor's own environment           e.g. /opt/memory-governor (a venv made by root): the
                                            hook command runs its interpreter `-I -S` on its entry
                                            file with `--managed /etc/memory-governor`
 
 `root` (tests) puts the two /etc folders under another prefix; the command names them there.
+ROOT is where the review tools (`policy explain`, `check`, `accept`, `doctor`, `report`) look
+for the install: `/`, or the prefix the CLI's `--managed-root` names (a staging tree, a test).
+No hook reads it: a managed hook is told its folder by its command line alone.
 Files are written 0644 and folders made 0755 whatever the umask (every user's hook reads
 them); a file replaced keeps its mode and is backed up (governor.harnesses.settings).
 
@@ -29,6 +34,7 @@ import os
 from typing import Any
 
 from governor.harnesses import managed as shared
+from governor.policy import managed as policy_managed
 from governor.harnesses.settings import Change, json_text, read_json, with_hooks, without_hooks
 
 SETTINGS = ("etc", "claude-code", "managed-settings.json")
@@ -39,12 +45,41 @@ environment_paths = shared.environment_paths
 compile_for_install = shared.compile_for_install
 
 
+ROOT = "/"
+
+
 def paths(root: str = "/") -> dict[str, str]:
     return {"settings": os.path.join(root, *SETTINGS), **shared.config_paths(root, RECORD)}
 
 
 def hook_command(config: str) -> str:
     return shared.hook_command("claude-code", config)
+
+
+def in_force(root: str, is_ours: Any) -> str | None:
+    """The folder whose policy Claude Code's managed hooks on this machine enforce (the one their
+    command names after --managed), or None when the managed settings hold none of ours.
+    `is_ours`: the setup module's. A managed settings file that cannot be read: Claude Code
+    reads none of its hooks either, so None (doctor names the file)."""
+    import shlex
+
+    try:
+        settings = read_json(paths(root)["settings"])
+    except ValueError:
+        return None
+    hooks = settings.get("hooks") if isinstance(settings, dict) else None
+    for groups in (hooks or {}).values() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else ():
+            for hook in (group.get("hooks") or []) if isinstance(group, dict) else ():
+                if not is_ours(hook):
+                    continue
+                try:
+                    words = shlex.split(hook["command"])
+                except ValueError:
+                    continue
+                if policy_managed.FLAG in words[:-1]:
+                    return os.path.abspath(words[words.index(policy_managed.FLAG) + 1])
+    return None
 
 
 def read_record(root: str) -> dict[str, Any]:
@@ -55,7 +90,7 @@ def will_create(root: str) -> list[str]:
     """What an install here creates (before it writes anything), with what an earlier one did."""
     where = paths(root)
     return shared.will_create(where, created_folders(root), [where[k] for k in ("settings", "policy", "compiled",
-                                                                                "record")])  # fmt: skip
+                                                                                "environment", "record")])  # fmt: skip
 
 
 def policy_text(root: str, given: str | None) -> str:
@@ -65,6 +100,28 @@ def policy_text(root: str, given: str | None) -> str:
 
 def plan_policy(root: str, text: str) -> Change:
     return shared.plan_policy(paths(root), text)
+
+
+def plan_environment(root: str, ledger_url: str | None) -> Change:
+    """What every managed hook gets from the administrator: `ledger_url` given sets the ledger's
+    Redis ("" takes it away: each user's SQLite file); None keeps what is there."""
+    path = paths(root)["environment"]
+    before = read_json(path, "the managed hooks' environment") if os.path.exists(path) else None
+    after = dict(before or {})
+    if ledger_url:
+        after[policy_managed.LEDGER_URL] = ledger_url
+    elif ledger_url == "":
+        after.pop(policy_managed.LEDGER_URL, None)
+    url = after.get(policy_managed.LEDGER_URL)
+    done = f"the ledger for every user: Redis at {_masked(url)}" if url else "the ledger: each user's own SQLite file"
+    return Change(path, before, after or None, done, "the managed hooks' environment as it is", json_text,
+                  backup=False)  # fmt: skip
+
+
+def _masked(url: str) -> str:
+    from governor.engine.redis_ledger import masked
+
+    return masked(url)
 
 
 def plan_install(root: str, text: str, compiled: dict[str, Any], created: list[str], our_hooks: Any,
@@ -144,6 +201,7 @@ def doctor(root: str, is_ours: Any) -> list[Any]:
     if not hooks:
         return []
     files = [where["settings"], where["policy"], where["compiled"], *shared.ran_files(hooks[0]["command"])]
+    files += [where["environment"]] if os.path.exists(where["environment"]) else []
     fix = "sudo memory-governor install claude-code --scope managed (from a root-owned environment)"
     checks = shared.ownership_checks("claude-code (managed)", files, fix)
     if settings.get(ONLY_MANAGED) is not True:

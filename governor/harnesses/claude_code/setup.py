@@ -194,7 +194,14 @@ def _managed_doctor() -> list[Check]:
     """The managed install's checks (governor.harnesses.claude_code.managed)."""
     from governor.harnesses.claude_code import managed
 
-    return list(managed.doctor("/", is_ours))
+    return list(managed.doctor(managed.ROOT, is_ours))
+
+
+def managed_config() -> str | None:
+    """The managed folder whose policy this machine's Claude Code hooks enforce, or None."""
+    from governor.harnesses.claude_code import managed
+
+    return managed.in_force(managed.ROOT, is_ours)
 
 
 def _made_by_install(folder: str) -> bool:
