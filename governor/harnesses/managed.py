@@ -26,7 +26,7 @@ import os
 import sys
 from typing import Any
 
-from governor.harnesses.settings import Change, read_json, read_text
+from governor.harnesses.settings import Change, json_text, read_json, read_text
 from governor.policy import managed as policy_managed
 
 CONFIG = ("etc", "memory-governor")
@@ -123,6 +123,28 @@ def plan_compiled(where: dict[str, str], compiled: dict[str, Any]) -> Change:
 
     return Change(where["compiled"], read_json(where["compiled"]), compiled, "the managed policy compiled",
                   "compiled as it is", lambda data: json.dumps(data) + "\n", backup=False)  # fmt: skip
+
+
+def plan_environment(where: dict[str, str], ledger_url: str | None) -> Change:
+    """What every managed hook gets from the administrator: `ledger_url` given sets the ledger's
+    Redis ("" takes it away: each user's SQLite file); None keeps what is there."""
+    path = where["environment"]
+    before = read_json(path, "the managed hooks' environment") if os.path.exists(path) else None
+    after = dict(before or {})
+    if ledger_url:
+        after[policy_managed.LEDGER_URL] = ledger_url
+    elif ledger_url == "":
+        after.pop(policy_managed.LEDGER_URL, None)
+    url = after.get(policy_managed.LEDGER_URL)
+    done = f"the ledger for every user: Redis at {_masked(url)}" if url else "the ledger: each user's own SQLite file"
+    return Change(path, before, after or None, done, "the managed hooks' environment as it is", json_text,
+                  backup=False)  # fmt: skip
+
+
+def _masked(url: str) -> str:
+    from governor.engine.redis_ledger import masked
+
+    return masked(url)
 
 
 def plan_removals(where: dict[str, str], record: dict[str, Any]) -> list[Change]:

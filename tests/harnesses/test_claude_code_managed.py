@@ -167,7 +167,6 @@ def test_ownership_of_a_path_and_every_folder_above_it(tmp_path):
     assert policy_managed.ownership_problems(["/usr/bin/env"]) == [] or os.stat("/usr").st_uid != 0
 
 
-
 def test_a_sticky_folder_two_levels_up_is_not_a_way_in_but_one_level_up_is(tmp_path):
     # /tmp is root's and sticky: no one else can rename or remove root's entries in it, so a
     # governor in /tmp/x/.venv is root's alone; a file directly in it is not (its name could be planted).
@@ -185,6 +184,7 @@ def test_a_sticky_folder_two_levels_up_is_not_a_way_in_but_one_level_up_is(tmp_p
     assert f"{sticky}: mode 1777 is group- or world-writable" in shallow, shallow
     plain_deep = policy_managed.ownership_problems([str(plain / "venv" / "python")])
     assert f"{plain}: mode 0777 is group- or world-writable" in plain_deep, plain_deep
+
 
 # -- the review tools under a managed install: they say what its hooks enforce -----------------
 

@@ -34,8 +34,8 @@ import os
 from typing import Any
 
 from governor.harnesses import managed as shared
-from governor.policy import managed as policy_managed
 from governor.harnesses.settings import Change, json_text, read_json, with_hooks, without_hooks
+from governor.policy import managed as policy_managed
 
 SETTINGS = ("etc", "claude-code", "managed-settings.json")
 RECORD = "install.json"
@@ -103,25 +103,7 @@ def plan_policy(root: str, text: str) -> Change:
 
 
 def plan_environment(root: str, ledger_url: str | None) -> Change:
-    """What every managed hook gets from the administrator: `ledger_url` given sets the ledger's
-    Redis ("" takes it away: each user's SQLite file); None keeps what is there."""
-    path = paths(root)["environment"]
-    before = read_json(path, "the managed hooks' environment") if os.path.exists(path) else None
-    after = dict(before or {})
-    if ledger_url:
-        after[policy_managed.LEDGER_URL] = ledger_url
-    elif ledger_url == "":
-        after.pop(policy_managed.LEDGER_URL, None)
-    url = after.get(policy_managed.LEDGER_URL)
-    done = f"the ledger for every user: Redis at {_masked(url)}" if url else "the ledger: each user's own SQLite file"
-    return Change(path, before, after or None, done, "the managed hooks' environment as it is", json_text,
-                  backup=False)  # fmt: skip
-
-
-def _masked(url: str) -> str:
-    from governor.engine.redis_ledger import masked
-
-    return masked(url)
+    return shared.plan_environment(paths(root), ledger_url)
 
 
 def plan_install(root: str, text: str, compiled: dict[str, Any], created: list[str], our_hooks: Any,

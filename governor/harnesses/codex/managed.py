@@ -63,7 +63,7 @@ def created_folders(root: str) -> list[str]:
 def will_create(root: str) -> list[str]:
     where = paths(root)
     return shared.will_create(where, created_folders(root), [where[k] for k in ("settings", "policy", "compiled",
-                                                                                "record")])  # fmt: skip
+                                                                                "environment", "record")])  # fmt: skip
 
 
 def policy_text(root: str, given: str | None) -> str:
@@ -72,6 +72,10 @@ def policy_text(root: str, given: str | None) -> str:
 
 def plan_policy(root: str, text: str) -> Change:
     return shared.plan_policy(paths(root), text)
+
+
+def plan_environment(root: str, ledger_url: str | None) -> Change:
+    return shared.plan_environment(paths(root), ledger_url)
 
 
 def make_folders(root: str) -> None:
