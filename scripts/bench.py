@@ -1242,7 +1242,7 @@ def harness_markdown(result: dict[str, Any], command: str) -> str:
              "user-scope install writes (`python -I -S …/entry.py HARNESS`); the rows *through the project's "
              "launcher* run the command a project-scope install (the default) writes, read back from the settings it "
              "wrote, as `sh -c COMMAND`: `sh` running the committed `.memory-governor/hook`, which starts the same "
-             "entry (Codex's command finds it with `git rev-parse`). Bare: `python -c pass`.",
+             "entry (Codex's command finds it from the session's folder up). Bare: `python -c pass`.",
              "- **OpenCode**: the plugin `install opencode` writes, loaded once into a node process "
              f"({data['node'] or 'no node: not measured'}; OpenCode itself runs Bun), its hooks called as OpenCode "
              "calls them, each call timed from entry to its resolved promise, who answered checked by its trace. "

@@ -197,3 +197,156 @@ def test_the_server_builds_the_table_a_hook_deciding_alone_counts_with(warm: Env
     finally:
         warm.cli("serve", "--stop")
         server.wait(30)
+
+
+# A process of the user's that answers every hook "nothing to say" (`OK 0 0`), as the real server
+# does for a call within limits. The model can write it with a file tool and start it with one
+# plain shell command; it takes the socket's path from under a running server.
+STRANGER = """
+import os, socket, sys
+sys.path.insert(0, {root!r})
+if {imports}:
+    from governor.runtime import client  # the governor's own pieces: still not its server
+folder = {folder!r}
+os.makedirs(folder, exist_ok=True)
+os.chdir(folder)
+try:
+    os.unlink("governor.sock")
+except FileNotFoundError:
+    pass
+listener = socket.socket(socket.AF_UNIX)
+listener.bind("governor.sock")
+listener.listen(16)
+open("stranger-ready", "w").close()
+while True:
+    conn, _ = listener.accept()
+    conn.settimeout(5)
+    heard = b""
+    try:
+        while chunk := conn.recv(65536):
+            heard += chunk
+    except OSError:
+        pass
+    with open("stranger-heard", "ab") as log:
+        log.write(b"%d\\n" % len(heard))
+    try:
+        conn.sendall(b"OK 0 0\\n")
+    except OSError:
+        pass
+    conn.close()
+"""
+
+
+@pytest.fixture(params=["script", "dash-c"])
+def stranger(warm: Env, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Env, Path]]:
+    """A stranger on the socket: `python3 x.py` (a script path), or this very interpreter with `-I
+    -c` code that imports the governor (the program's name and binary are the server's)."""
+    run = warm.state / "run"
+    code = STRANGER.format(root=str(ROOT), folder=str(run), imports=request.param == "dash-c")
+    if request.param == "script":
+        (tmp_path / "x.py").write_text(code)
+        argv = ["python3", str(tmp_path / "x.py")]
+    else:
+        argv = [sys.executable, "-I", "-c", code]
+    proc = subprocess.Popen(["setsid", "-f", *argv] if request.param == "script" else argv,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    for _ in range(100):
+        if (run / "stranger-ready").exists():
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the stranger did not start")
+    pid = _listener(run)
+    try:
+        yield warm, run
+    finally:
+        os.kill(pid, 9)
+        proc.wait(10)
+
+
+def _listener(run: Path) -> int:
+    """The pid of whoever listens on the socket, as the kernel names it."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    here = os.getcwd()
+    os.chdir(run)
+    try:
+        conn.connect("governor.sock")
+        cred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    finally:
+        os.chdir(here)
+        conn.close()
+    return int.from_bytes(cred[:4], sys.byteorder)
+
+
+def _traced(env: Env, n: int, session: str) -> tuple[dict, str]:
+    answer = run_hook(env, {**SEARCH, "tool_input": {"query": "q", "limit": 20}, "session_id": session,
+                            "prompt_id": f"{session}-p", "cwd": str(env.project), "tool_use_id": f"s{n}"},
+                      extra_env={"MEMORY_GOVERNOR_TRACE": "1"})  # fmt: skip
+    return answer.data or {}, answer.stderr
+
+
+@pytest.mark.skipif(not hasattr(socket, "SO_PEERCRED"), reason="no peer credentials on this platform")
+def test_a_stranger_on_the_socket_is_told_nothing_and_the_hook_decides_itself(stranger: tuple[Env, Path]) -> None:
+    env, run = stranger
+    (run / "spawned").write_text("")  # as if a hook had just started a server: none starts during this test
+    answers = [_traced(env, n, "met") for n in range(4)]
+    for _, err in answers:
+        assert "decided in this process" in err and "not the governor's own server" in err, err
+    limits = [a.get("hookSpecificOutput", {}).get("updatedInput", {}).get("limit") for a, _ in answers]
+    decisions = [a.get("hookSpecificOutput", {}).get("permissionDecision") for a, _ in answers]
+    assert limits[:2] == [3, 3] and decisions[2:] == ["deny", "deny"], answers
+    told = [a.get("systemMessage", "") for a, _ in answers]
+    assert "not the governor's own server" in told[0] and not any(told[1:]), "the user is told once per session"
+    heard = (run / "stranger-heard").read_text().split()
+    assert heard and set(heard) == {"0"}, "the stranger heard nothing: no payload, no environment"
+    log = (env.state / "errors.log").read_text()
+    assert log.count("not the governor's own server") == 1, log
+
+
+@pytest.mark.skipif(not hasattr(socket, "SO_PEERCRED"), reason="no peer credentials on this platform")
+def test_a_running_server_takes_its_socket_back_from_a_stranger(warm: Env, tmp_path: Path) -> None:
+    _call(warm, 1)
+    pid = _wait_running(warm)
+    for _ in range(100):
+        if _listener(warm.state / "run") == pid:
+            break
+        time.sleep(0.05)
+    (tmp_path / "x.py").write_text(STRANGER.format(root=str(ROOT), folder=str(warm.state / "run"), imports=False))
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "x.py")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    try:
+        for _ in range(100):
+            if (warm.state / "run" / "stranger-ready").exists():
+                break
+            time.sleep(0.05)
+        answers = []
+        for n in range(2, 40):
+            answers.append(_traced(warm, n, "taken"))
+            if "answered by the warm server" in answers[-1][1]:
+                break
+            time.sleep(0.1)
+        _, err = answers[-1]
+        assert "answered by the warm server" in err, err
+        assert _listener(warm.state / "run") == pid, "the same server, bound anew"
+        denied = [a.get("hookSpecificOutput", {}).get("permissionDecision") == "deny" for a, _ in answers]
+        assert denied[2:] == [True] * len(denied[2:]), "limits held throughout"
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.mark.skipif(not hasattr(socket, "SO_PEERCRED"), reason="no peer credentials on this platform")
+def test_serve_runs_the_server_hooks_trust(warm: Env) -> None:
+    server = subprocess.Popen([sys.executable, "-m", "governor", "serve", "--idle-exit", "120"], cwd=str(warm.project),
+                              env=warm.vars, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        _wait_running(warm)
+        for n in range(50):
+            _, err = _traced(warm, n, f"served{n}")
+            if "answered by the warm server" in err:
+                break
+            time.sleep(0.1)
+        assert "answered by the warm server" in err and "not the governor's own server" not in err, err
+    finally:
+        warm.cli("serve", "--stop")
+        server.wait(30)

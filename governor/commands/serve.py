@@ -9,7 +9,8 @@ import time
 import click
 
 from governor.policy import compiled
-from governor.runtime.server import running_pid, serve
+from governor.runtime.client import WARM_PROJECT, server_command
+from governor.runtime.server import running_pid
 from governor.state import state_dir
 
 
@@ -42,4 +43,6 @@ def command(idle_exit: float | None, background: bool, stop: bool, show: bool) -
     if pid and not background:
         click.echo(f"a server is already running (pid {pid})", err=True)
         return 1
-    return serve(env, idle_exit)
+    # As a hook starts it: hooks answer only to a server that runs exactly this command (runtime.client).
+    command = [*server_command(), f"{max(float(idle_exit), 0.0):.3f}"]
+    os.execve(command[0], command, {**env, WARM_PROJECT: os.getcwd()})

@@ -93,12 +93,21 @@ def path(project: str) -> str:
     return os.path.join(project, RELATIVE)
 
 
+# The hooks file beside which a harness that names no project directory (Codex) has the launcher.
+BESIDE = os.path.join(".codex", "hooks.json")
+
+
 def command(harness: str, project_variable: str | None) -> str:
     """The hook command a project-scope install writes: the same on every clone. Where the
-    variable is not set (another harness running these hooks), the hook's folder is the project;
-    a harness that sets none (`None`) finds its project as it does, at the top of the git work tree."""
+    variable is not set (another harness running these hooks), the hook's folder is the project.
+    A harness that sets none (`None`: Codex) runs its hooks in the session's folder, which the
+    model cannot move: the launcher is the one beside the hooks file, in that folder or the
+    nearest above it that holds both. Not git's idea of the top (`git rev-parse --show-toplevel`),
+    which `git config core.worktree` or a `.git` file moves to any folder."""
     if project_variable is None:
-        return f'sh "$(git rev-parse --show-toplevel 2>/dev/null || pwd)/{RELATIVE}" {harness}'
+        found = f'[ -f "$d/{RELATIVE}" ] && [ -f "$d/{BESIDE}" ]'
+        walk = f'd=$PWD; until [ -z "$d" ] || {{ {found}; }}; do d=${{d%/*}}; done'
+        return f"sh -c '{walk}; exec sh \"${{d:-.}}/{RELATIVE}\" {harness}'"
     return f'sh "${{{project_variable}:-.}}/{RELATIVE}" {harness}'
 
 

@@ -6,6 +6,15 @@ decides in-process (governor.runtime.runner), and a server is started in the bac
 next call. A server built from other code answers RETRY and exits; the hook then decides
 itself and the next call starts a current server.
 
+Whoever listens on the socket is verified before it is told anything (`stranger`): "nothing to
+say" (`OK 0 0`) is a reply the real server gives to every call within limits, so the reply
+cannot tell the server from a process that answers it to everything. The kernel names the
+listening process (SO_PEERCRED: its pid and uid when it called listen()); /proc says what
+program it runs: this interpreter's binary, exactly the command start_server runs (this
+package's own entry file, `-I`, `--serve`), and the dynamic loader's variables this hook runs
+with. Anything else, the same interpreter running `-c` code or another file that imports the
+governor included, is a stranger: the hook decides in-process, and the user is told.
+
 Wire format (one request per connection):
   request  "MG1 <harness> <fingerprint> <env-bytes> <body-bytes>\\n" env body
            env = NUL-separated KEY=VALUE, the hook's environment
@@ -28,6 +37,10 @@ SPAWN_BACKOFF = 30.0
 WARM_PROJECT = "MEMORY_GOVERNOR_WARM_PROJECT"  # the project whose policy unit a new server loads first  # seconds between attempts to start a server
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "entry.py")
+STRANGER_NAME = "stranger"  # what was last found on the socket that is not the governor's server
+stranger: str | None = None  # set by ask(): the notice for the user, when this hook met one
+stranger_is_new = False  # and not met before (the error log says so once per stranger)
 _NOT_CODE = frozenset(("__pycache__", "rules", "schemas"))
 
 
@@ -91,6 +104,12 @@ def ask(harness: str, raw: bytes, env: Mapping[str, str]) -> tuple[bytes, bytes]
     conn.settimeout(TIMEOUT)
     try:
         _connect(conn, folder)
+        other = _stranger(conn, env)
+        if other is not None:  # told nothing, not even the environment
+            conn.close()
+            _met(folder, other)
+            start_server(env, folder)  # a server binds the path anew; one already running does so itself
+            return None
         # The hook's whole environment: a decision reads it as the hook process would (the
         # harness's own variables included); the socket is the owner's alone.
         blob = b"\0".join(f"{k}={v}".encode("utf-8", "surrogateescape") for k, v in env.items() if "\0" not in v)
@@ -117,6 +136,105 @@ def ask(harness: str, raw: bytes, env: Mapping[str, str]) -> tuple[bytes, bytes]
     if len(rest) != out_len + err_len:
         return None
     return rest[:out_len], rest[out_len:]
+
+
+def server_command() -> list[str]:
+    """The warm server's command line: this interpreter, isolated, on this package's entry file.
+    A hook trusts a server only when it runs exactly this (an idle timeout may follow)."""
+    import sys
+
+    return [sys.executable, "-I", ENTRY, "--serve"]
+
+
+_LOADER = (b"LD_",)  # the dynamic loader's variables (LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH) run code too
+
+
+def _stranger(conn: object, env: Mapping[str, str]) -> str | None:
+    """None when the listening process is this governor's own server; else what it is, for the user.
+
+    Where the platform gives no peer credentials (no SO_PEERCRED: macOS, the BSDs) the socket is
+    trusted as before, for being in the owner's own 0700 folder (docs/reliability.md)."""
+    import _socket
+    import sys
+
+    option = getattr(_socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    cred = conn.getsockopt(_socket.SOL_SOCKET, option, 12)  # type: ignore[attr-defined]  # struct ucred
+    pid, uid = int.from_bytes(cred[0:4], sys.byteorder), int.from_bytes(cred[4:8], sys.byteorder)
+    if uid != os.geteuid():
+        return f"a process of uid {uid}"
+    if pid <= 0:
+        return "a process outside this hook's view (another pid namespace)"
+    proc = f"/proc/{pid}/"
+    try:
+        exe, mine = os.stat(proc + "exe"), os.stat(sys.executable)
+        argv = _read(proc + "cmdline").split(b"\0")[:-1]
+        loader = {item for item in _read(proc + "environ").split(b"\0") if item.startswith(_LOADER)}
+    except OSError as err:
+        return f"pid {pid}, which cannot be inspected ({err.strerror})"
+    expected = [os.fsencode(word) for word in server_command()]
+    said = b" ".join(argv[:4]).decode("utf-8", "backslashreplace")[:300]
+    if (exe.st_dev, exe.st_ino) != (mine.st_dev, mine.st_ino):
+        return f"pid {pid}, another program: {said}"
+    if argv[:1] != expected[:1] and not _same_interpreter(argv[0], exe):
+        return f"pid {pid}, this interpreter under another name: {said}"
+    if argv[1:4] != expected[1:] or len(argv) > 5 or (len(argv) == 5 and not argv[4].replace(b".", b"", 1).isdigit()):
+        return f"pid {pid}, not the governor's server: {said}"
+    ours = {f"{k}={v}".encode("utf-8", "surrogateescape") for k, v in env.items() if k.startswith("LD_")}
+    if loader != ours:
+        names = sorted(item.partition(b"=")[0].decode("utf-8", "backslashreplace") for item in loader ^ ours)
+        return f"pid {pid}, the governor's server started with other loader variables ({', '.join(names)})"
+    return None
+
+
+def _same_interpreter(name: bytes, exe: os.stat_result) -> bool:
+    """Another spelling of this interpreter: the same binary, beside sys.executable (the same venv)."""
+    import sys
+
+    try:
+        found = os.stat(name)
+    except OSError:
+        return False
+    here = os.path.dirname(os.fsencode(sys.executable))
+    return os.path.dirname(name) == here and (found.st_dev, found.st_ino) == (exe.st_dev, exe.st_ino)
+
+
+def _read(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+            if len(chunks) > 64:  # 4 MB: more than any command line and environment
+                break
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _met(folder: str, what: str) -> None:
+    """Remember a stranger for the user (once per session, runtime.runner) and for the error log
+    (once per stranger: runtime.entry)."""
+    global stranger, stranger_is_new
+    stranger = (
+        f"memory-governor: the process listening on the warm server's socket is not the governor's own server "
+        f"({what}); this hook decided in its own process, as every hook will while it is there. Something "
+        f"started it in your account: look at it before trusting this session's memory calls."
+    )
+    mark = os.path.join(folder, STRANGER_NAME)
+    try:
+        with open(mark, encoding="utf-8", errors="replace") as handle:
+            if handle.read() == what:
+                return
+    except OSError:
+        pass
+    stranger_is_new = True
+    try:
+        with open(mark, "w", encoding="utf-8", errors="backslashreplace") as handle:
+            handle.write(what)
+    except OSError:
+        pass
 
 
 def _connect(conn: object, folder: str) -> None:
@@ -152,7 +270,7 @@ def start_server(env: Mapping[str, str], folder: str) -> None:
         with open(stamp, "w") as handle:
             handle.write(str(os.getpid()))
         python = sys.executable
-        args = [python, "-I", os.path.join(os.path.dirname(os.path.abspath(__file__)), "entry.py"), "--serve"]
+        args = server_command()
         child_env = {**env, WARM_PROJECT: os.getcwd()}
         pid = os.fork()
         if pid == 0:  # the child: detach from the hook's pipes, session and folder, then become the server

@@ -78,8 +78,14 @@ def run(harness: str, exits: bool = False) -> int:
                 from governor.runtime.runner import leave_open
 
                 leave_open()
+            client = sys.modules.get("governor.runtime.client")  # imported only when the warm path was tried
+            stranger = getattr(client, "stranger", None)
+            if stranger and getattr(client, "stranger_is_new", False):
+                from governor.runtime.runner import log_error
+
+                log_error(env, stranger)
             _arm_safety_net()
-            outcome = respond(harness, raw, env)
+            outcome = respond(harness, raw, env, told=(stranger,) if stranger else ())
             _disarm_safety_net()
             out, err = outcome.stdout(), err + outcome.stderr()
             path = b"decided in this process"
@@ -114,10 +120,10 @@ if __name__ == "__main__":
         sys.path[0] = root
     else:
         sys.path.insert(0, root)
-    if sys.argv[1:2] == ["--serve"]:  # the warm server, as a hook starts it (runtime.client)
+    if sys.argv[1:2] == ["--serve"]:  # the warm server, as a hook starts it (runtime.client), [idle seconds]
         from governor.runtime.server import main as serve
 
-        sys.exit(serve(dict(os.environ)))
+        sys.exit(serve(dict(os.environ), float(sys.argv[2]) if len(sys.argv) > 2 else None))
     if sys.argv[1:2] == ["--describe"]:  # for a client inside a harness (OpenCode's plugin): runtime.client
         import json
 

@@ -98,11 +98,13 @@ _UNREAD: Any = object()  # respond: the payload is still to be parsed from the r
 
 
 def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None = None,
-            payload: Any = _UNREAD) -> Outcome:  # fmt: skip
+            payload: Any = _UNREAD, told: tuple[str, ...] = ()) -> Outcome:  # fmt: skip
     """Decide one hook event. Never raises. `now` replaces the clock (replay plays recorded time).
 
     A long-lived caller that has parsed the event already (the MCP proxy) passes `payload`
-    instead of the bytes, and gets the same decision, errors and on_error handling."""
+    instead of the bytes, and gets the same decision, errors and on_error handling. `told`:
+    notices the caller has for the user (a stranger on the warm server's socket), given as
+    policy notices are, on stderr always and to the user once per session."""
     out = Outcome()
     try:
         adapter = harnesses.adapter(harness)
@@ -140,6 +142,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
             return out  # an event this adapter does not govern
         event.harness = event.harness or adapter.NAME
         policy, notices = _policy(env, event)
+        notices = [*told, *notices]
         if event.kind == ev.SESSION_START:
             notices = notices + _installed_changes(env, event.harness, policy.project)
         _sync_warm_server_switch(env, policy)
@@ -163,7 +166,7 @@ def _unsupported(out: Outcome, env: Mapping[str, str], payload: Any, harness: st
     out.errors.append(message)
     session = payload.get("session_id") or payload.get("conversation_id") if isinstance(payload, dict) else None
     if _first_time(env, session, f"foreign:{sender}"):
-        _log_error(env, message)
+        log_error(env, message)
 
 
 def _policy(env: Mapping[str, str], event: Event) -> tuple[CompiledPolicy, list[str]]:
@@ -333,7 +336,7 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
                    "on_error does not apply)") if closed else "not affected"  # fmt: skip
     message = f"memory-governor could not decide ({what}); memory calls are {verdict}."
     out.errors.append(message)
-    _log_error(env, message)
+    log_error(env, message)
     if closed and contention:
         out.answer = adapter.refusal(
             name,
@@ -391,7 +394,7 @@ def _governed(event: Event | None, policy: CompiledPolicy | None) -> bool:
     return event.server is not None  # no policy to ask: an MCP tool reached a memory hook's matcher
 
 
-def _log_error(env: Mapping[str, str], message: str) -> None:
+def log_error(env: Mapping[str, str], message: str) -> None:
     from governor.state import ensure_dir, state_dir
 
     try:

@@ -38,6 +38,7 @@ class Server:
         self.last_request = time.monotonic()
         self.stopping = threading.Event()
         self.listener: socket.socket | None = None
+        self.bound: tuple[int, int] | None = None  # the socket file this server made (device, inode)
         self.lock_handle: Any = None
         self.telemetry: Any = None  # the exporter, once a hook (or this server's own environment) turns it on
         self.telemetry_asked = False
@@ -70,9 +71,20 @@ class Server:
             os.chmod(SOCKET_NAME, 0o600)
             listener.listen(128)
             listener.settimeout(1.0)
+            made = os.stat(SOCKET_NAME)
         finally:
             os.chdir(here)
         self.listener = listener
+        self.bound = (made.st_dev, made.st_ino)
+
+    def still_bound(self) -> bool:
+        """Is the socket's path still this server's? Another process may have put its own there
+        (hooks refuse to talk to it: runtime.client); then this server binds the path anew."""
+        try:
+            now = os.stat(os.path.join(self.folder, SOCKET_NAME))
+        except OSError:
+            return False
+        return (now.st_dev, now.st_ino) == self.bound
 
     def warm(self) -> None:
         """Load the tokenizer of the shipped policy's unit, and the memory-need model, before the
@@ -91,6 +103,9 @@ class Server:
             except TimeoutError:
                 if time.monotonic() - self.last_request > self.idle_exit:
                     break
+                if not self.still_bound():
+                    self.listener.close()
+                    self.bind()
                 continue
             except OSError:
                 break
@@ -173,10 +188,11 @@ class Server:
         if self.listener is not None:
             self.listener.close()
             self.listener = None
-            try:
-                os.unlink(os.path.join(self.folder, SOCKET_NAME))
-            except OSError:
-                pass
+            if self.still_bound():  # not another process's socket
+                try:
+                    os.unlink(os.path.join(self.folder, SOCKET_NAME))
+                except OSError:
+                    pass
         if self.lock_handle is not None:
             self.lock_handle.close()
             self.lock_handle = None
@@ -227,20 +243,22 @@ def serve(env: dict[str, str], idle_exit: float) -> int:
     return 0
 
 
-def main(env: dict[str, str]) -> int:
-    """Started by a hook (runtime/entry.py --serve): serve with the policy's idle timeout."""
+def main(env: dict[str, str], idle: float | None = None) -> int:
+    """Started by a hook (runtime/entry.py --serve), or `memory-governor serve` (which runs this
+    same command, so hooks trust it): serve with `idle`, else the policy's idle timeout."""
     from governor import with_site_packages
 
     with_site_packages()
-    idle = 1800.0
-    try:
-        from governor.policy import compiled
-        from governor.state import state_dir
+    if idle is None:
+        idle = 1800.0
+        try:
+            from governor.policy import compiled
+            from governor.state import state_dir
 
-        policy, _ = compiled.load(env, env.get(WARM_PROJECT) or os.getcwd(), state_dir(env))
-        idle = float(policy.data["runtime"]["idle_exit_seconds"])
-    except Exception:
-        pass  # no valid policy: serve anyway; each request reports the policy's problem itself
+            policy, _ = compiled.load(env, env.get(WARM_PROJECT) or os.getcwd(), state_dir(env))
+            idle = float(policy.data["runtime"]["idle_exit_seconds"])
+        except Exception:
+            pass  # no valid policy: serve anyway; each request reports the policy's problem itself
     return serve(env, idle)
 
 

@@ -147,6 +147,31 @@ def test_search_limit_10_is_clamped_to_3(codex):
         assert int(re.match(r"Found (\d+) memories:", result.text).group(1)) == len(hit_ids(result.text)) == 3
 
 
+def test_git_cannot_move_the_launcher_codex_runs(codex, tmp_path):
+    """`git config core.worktree DIR` moves `git rev-parse --show-toplevel` to DIR; a launcher the
+    model planted there (answering nothing, beside a copy of the hooks file) is not what Codex runs:
+    the project's launcher is found from the session's folder."""
+    import shutil
+    import subprocess
+
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+    subprocess.run([git, "init", "-q", str(codex.project)], check=True, capture_output=True)
+    codex.install()
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / ".memory-governor").mkdir(parents=True)
+    (elsewhere / ".memory-governor" / "hook").write_text("exit 0\n")
+    (elsewhere / ".codex").mkdir()
+    shutil.copy(codex.project / ".codex" / "hooks.json", elsewhere / ".codex" / "hooks.json")
+    subprocess.run([git, "-C", str(codex.project), "config", "core.worktree", str(elsewhere)], check=True)
+    top = subprocess.run([git, "rev-parse", "--show-toplevel"], capture_output=True, text=True, cwd=codex.project)
+    assert top.stdout.strip() == str(elsewhere)
+    run = codex.run("What did we decide about auth?",
+                    main=[tool_uses(engram("mem_search", query="auth", limit=10)), text("Done.")])  # fmt: skip
+    assert [c["arguments"] for c in codex.calls("mem_search")] == [{"query": "auth", "limit": 3}], run.describe()
+
+
 def test_a_clamp_does_not_bypass_codex_approval_of_the_call(codex):
     # The clamp must say "allow" for Codex to apply it; a tool the user set to ask first is still
     # held by Codex's own approval (under `codex exec`: refused), clamped or not.

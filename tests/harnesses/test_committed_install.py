@@ -307,3 +307,50 @@ def test_the_launchers_routes_are_the_shipped_routes_to_the_memory() -> None:
     routes = yaml.safe_load(SHIPPED.read_text())["routes"]
     shipped = {tool for route in routes if route.get("use") for tool in route["tools"]}
     assert set(launcher.ROUTE_TOOLS) == shipped
+
+
+def test_codex_runs_the_launcher_of_the_session_folder_wherever_git_says_the_top_is(
+    tmp_path: Path, wheel: Path
+) -> None:
+    """Codex names no project directory to its hooks and runs them in the session's folder. The
+    launcher is found from there, so neither `git config core.worktree DIR` (which moves `git
+    rev-parse --show-toplevel` to DIR), nor a `.git` file pointing elsewhere, nor a launcher planted
+    below the project runs instead."""
+    bin_dir = machine(tmp_path / "venv", wheel)
+    project = tmp_path / "project"
+    (project / ".memory-governor").mkdir(parents=True)
+    (project / ".memory-governor" / "policy.yaml").write_text("on_error: closed\n")
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+    subprocess.run([git, "init", "-q", str(project)], check=True, capture_output=True)
+    state = tmp_path / "state"
+    path = f"{bin_dir}:{SYSTEM_PATH}"
+    env = {"PATH": path, "HOME": str(tmp_path), "MEMORY_GOVERNOR_STATE_DIR": str(state)}
+    subprocess.run([str(bin_dir / "memory-governor"), "install", "codex", "--project", str(project)], check=True,
+                   capture_output=True, env=env)  # fmt: skip
+    (command,) = installed_commands(project, "codex")
+
+    def limit(session: str, folder: Path = project) -> Any:
+        run = subprocess.run(["/bin/sh", "-c", command], input=json.dumps(search(project, session, "codex")),
+                             capture_output=True, text=True, cwd=folder, timeout=60,
+                             env={**env, "LANG": "C.UTF-8", "MEMORY_GOVERNOR_WARM_SERVER": "off"})  # fmt: skip
+        return clamped_limit(answer_of(run))
+
+    assert limit("before") == 3
+    # The model's plant: a launcher that answers nothing, beside a hooks file, in a folder of its choosing.
+    elsewhere = tmp_path / "elsewhere"
+    for folder in (elsewhere, project / "src"):
+        (folder / ".memory-governor").mkdir(parents=True)
+        (folder / ".memory-governor" / "hook").write_text("exit 0\n")
+    (elsewhere / ".codex").mkdir()
+    shutil.copy(project / ".codex" / "hooks.json", elsewhere / ".codex" / "hooks.json")
+    subprocess.run([git, "-C", str(project), "config", "core.worktree", str(elsewhere)], check=True)
+    top = subprocess.run([git, "rev-parse", "--show-toplevel"], capture_output=True, text=True, cwd=project)
+    assert top.stdout.strip() == str(elsewhere), "git now says the top is the model's folder"
+    assert limit("worktree") == 3
+    assert limit("from-below", project / "src") == 3, "a session in a subfolder finds the project's launcher"
+
+    (project / ".git").rename(tmp_path / "moved.git")  # a `.git` file naming a repository elsewhere
+    (project / ".git").write_text(f"gitdir: {tmp_path / 'moved.git'}\n")
+    assert limit("git-file") == 3

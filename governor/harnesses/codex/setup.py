@@ -55,7 +55,7 @@ OURS = re.compile(
     r"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+codex\b|memory-governor\"?\s+hook\s+codex\b"
     r"|\.memory-governor[/\\]hook\"?\s+codex\b"
 )
-PROJECT_VARIABLE = None  # Codex sets no project directory for hooks: the launcher is found at the git top
+PROJECT_VARIABLE = None  # Codex sets no project directory for hooks: the launcher is found from the session folder up
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 SESSION_EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "SubagentStart", "SubagentStop", "Stop")
 # The labels Codex keys hook state with (codex-rs/hooks: hook_event_key_label).
