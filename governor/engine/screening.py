@@ -91,7 +91,7 @@ def route_taken(tool_input: dict[str, Any], routes: list[dict[str, Any]], state:
             return route
         targeted = _targeted(route, reads, places)
         if targeted:
-            return route if targeted == "decided" else {**route, "reason": f"{route.get('reason') or ''} {UNSURE}"}
+            return route if targeted == "decided" else {**route, "undecided": UNSURE}
     return None
 
 
@@ -131,9 +131,11 @@ def _places(state: str, cwd: str) -> dict[str, str]:
     import sys
 
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    prefix = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))  # a venv: even under -S
+    prefix = prefix if os.path.isfile(os.path.join(prefix, "pyvenv.cfg")) else sys.prefix
     return {"{state}": os.path.abspath(state) if state else "/nonexistent-state-directory",
             "{home}": os.path.expanduser("~").rstrip("/") or "/nonexistent-home", "{package}": package,
-            "{prefix}": sys.prefix, "{cwd}": cwd or os.getcwd()}  # fmt: skip
+            "{prefix}": prefix, "{cwd}": cwd or os.getcwd()}  # fmt: skip
 
 
 def _placed(target: str, places: dict[str, str]) -> list[str]:

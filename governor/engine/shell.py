@@ -218,6 +218,12 @@ def _prepare(text: str, state: Reading) -> tuple[str, list[str]]:
             kept.append(UNDECIDED)
             i = end + 1
             continue
+        if c == "$" and quote == '"' and text.startswith("{", i + 1):
+            end = text.find("}", i)
+            end = n - 1 if end < 0 else end
+            kept.append(text[i : end + 1])  # a parameter expansion is active inside double quotes
+            i = end + 1
+            continue
         if c == "`":
             end = text.find("`", i + 1)
             end = n if end < 0 else end
