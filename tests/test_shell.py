@@ -110,7 +110,7 @@ def test_a_word_is_what_bash_makes_of_it_or_undecided(word: str, home: Path) -> 
 
 
 def test_an_undecided_part_can_be_anything_a_protected_target_is() -> None:
-    from governor.engine.shell import GLOB, UNDECIDED, could_be
+    from governor.engine.words import GLOB, UNDECIDED, could_be
 
     assert could_be(f"/p/.cla{UNDECIDED}/settings.json", "*/.claude/settings*.json")
     assert could_be(f"{UNDECIDED} policy accept --yes", "memory-governor*policy*accept*")

@@ -95,15 +95,17 @@ def route_taken(tool_input: dict[str, Any], routes: list[dict[str, Any]], state:
     return None
 
 
-UNSURE = ("(Part of this command is known only when it runs, and it could name one of those files or commands: "
-          "write it out plainly.)")
+UNSURE = (
+    "(Part of this command is known only when it runs, and it could name one of those files or commands: "
+    "write it out plainly.)"
+)
 
 
 def _targeted(route: dict[str, Any], reads: list[Any], places: dict[str, str]) -> str:
     """Could a file one of `reads` writes be one of the route's `writes` (or, removed or moved,
     hold one), or a command it runs be one of its `runs`? "decided" when it is one, "undecided"
     when a part decided only at run time could make it one, "" when neither."""
-    from governor.engine.shell import GLOB, UNDECIDED, could_be
+    from governor.engine.words import GLOB, UNDECIDED, could_be
 
     writes = [one for t in route.get("writes") or () for one in _placed(t, places)]
     runs = route.get("runs") or ()

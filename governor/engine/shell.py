@@ -34,6 +34,18 @@ import os
 import re
 import shlex
 
+from governor.engine.words import (
+    _NAME,
+    _UNLITERAL,
+    GLOB,
+    MAX_BRACES,
+    MAX_PATTERN,
+    UNDECIDED,
+    braces,
+    parameters,
+    prepare,
+)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -43,12 +55,8 @@ MAX_DEPTH = 4  # nested $(…), bash -c, eval
 MAX_FORMS = 96
 MAX_MATCHES = 32  # paths one glob may add
 MAX_PATHS = 48  # path-like words resolved per command line
-MAX_BRACES = 64  # words one brace expansion may give
 MAX_LISTINGS = 64  # folders one command's globs may list
-MAX_PATTERN = 512  # characters of a pattern compared with a target
 
-UNDECIDED = "\x00"  # any text: what the shell makes of this part is not known here
-GLOB = "\x01"  # any text within one path component: a glob not matched in bounds
 
 # A command that reads a whole folder tree, whatever is under it: naming a folder above a file to it
 # is naming the file ("grep -r X ~" reads a spilled result; "ls ~" and "cd ~" do not).
@@ -66,7 +74,6 @@ def reads_trees(text: str, tool_input: dict[str, object]) -> bool:
 _OPERATORS = frozenset(";&|()<>\n")
 _WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\+)?=")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]|[@*#?$!-]")
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "fish", "busybox", "mksh", "yash"})
 # Words that run the rest of the line as a command: the wrapper, and its options that take a value
 # (skipped with it); `_SCRIPT_OPTIONS` are the letters of an option whose value is a command line.
@@ -92,21 +99,96 @@ _GLOB = re.compile(r"[*?\[]")
 # Programs that read the files they name and write none of them (any other program's words may
 # name a file it writes); and programs whose plain words are names, not files (a package, a verb).
 _READERS = frozenset(
-    "cat tac head tail less more grep egrep fgrep zgrep rg ag ack ls dir wc stat file diff cmp echo printf test [ [[ "
-    "true false : which type whence realpath readlink basename dirname pwd date sleep cut tr nl od xxd hexdump "
-    "strings md5sum sha1sum sha256sum sha512sum b2sum cksum du df tree jq yq column fold fmt expand look id whoami "
-    "uname hostname env printenv man help history jobs wait kill ps pgrep top free uptime lsof cd pushd popd".split()
+    [
+        "cat",
+        "tac",
+        "head",
+        "tail",
+        "less",
+        "more",
+        "grep",
+        "egrep",
+        "fgrep",
+        "zgrep",
+        "rg",
+        "ag",
+        "ack",
+        "ls",
+        "dir",
+        "wc",
+        "stat",
+        "file",
+        "diff",
+        "cmp",
+        "echo",
+        "printf",
+        "test",
+        "[",
+        "[[",
+        "true",
+        "false",
+        ":",
+        "which",
+        "type",
+        "whence",
+        "realpath",
+        "readlink",
+        "basename",
+        "dirname",
+        "pwd",
+        "date",
+        "sleep",
+        "cut",
+        "tr",
+        "nl",
+        "od",
+        "xxd",
+        "hexdump",
+        "strings",
+        "md5sum",
+        "sha1sum",
+        "sha256sum",
+        "sha512sum",
+        "b2sum",
+        "cksum",
+        "du",
+        "df",
+        "tree",
+        "jq",
+        "yq",
+        "column",
+        "fold",
+        "fmt",
+        "expand",
+        "look",
+        "id",
+        "whoami",
+        "uname",
+        "hostname",
+        "env",
+        "printenv",
+        "man",
+        "help",
+        "history",
+        "jobs",
+        "wait",
+        "kill",
+        "ps",
+        "pgrep",
+        "top",
+        "free",
+        "uptime",
+        "lsof",
+        "cd",
+        "pushd",
+        "popd",
+    ]
 )
-_NAMES = frozenset("pip pip3 pipx uv npm npx pnpm yarn bun apt apt-get brew cargo go docker podman kubectl "
-                   "systemctl journalctl gem conda mamba poetry make".split())  # fmt: skip
-_REMOVERS = frozenset("rm rmdir mv unlink shred chmod chown chgrp rsync trash trash-put srm".split())
+_NAMES = frozenset(["pip", "pip3", "pipx", "uv", "npm", "npx", "pnpm", "yarn", "bun", "apt", "apt-get", "brew", "cargo", "go", "docker", "podman", "kubectl", "systemctl", "journalctl", "gem", "conda", "mamba", "poetry", "make"])  # fmt: skip
+_REMOVERS = frozenset(
+    ["rm", "rmdir", "mv", "unlink", "shred", "chmod", "chown", "chgrp", "rsync", "trash", "trash-put", "srm"]
+)
 _INTO_FOLDER = frozenset({"cp", "mv", "ln", "install", "rsync"})
-# Outside quotes a character is active; quoted or escaped it is literal: kept as a private character
-# (so brace, tilde, parameter and glob expansion leave it alone) and given back at the end.
-_LITERAL = {c: chr(0xE000 + i) for i, c in enumerate("$`{}*?[]~,\\'\"")}
-_UNLITERAL = str.maketrans({v: k for k, v in _LITERAL.items()})
-_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
-            "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}  # fmt: skip
 
 
 class Reading:
@@ -162,164 +244,13 @@ def _line(text: str, state: Reading, depth: int) -> None:
     """Judge a command line (a list of simple commands)."""
     if depth > MAX_DEPTH or len(state.forms) >= MAX_FORMS:
         return
-    text, bodies = _prepare(text, state)
+    text, bodies = prepare(text, state.env)
     for body in bodies:
         _line(body, state, depth + 1)
     for words, written in _simple_commands(_lex(text)):
         _simple(words, written, state, depth)
         if len(state.forms) >= MAX_FORMS:
             return
-
-
-def _prepare(text: str, state: Reading) -> tuple[str, list[str]]:
-    """`text` as the lexer should read it: line continuations joined, `$'…'` decoded, `$((…))`
-    evaluated (or undecided), each `$(…)`, `<(…)`, `>(…)` and backtick body replaced by an
-    undecided part and returned (the shell runs them even inside double quotes), and quoted or
-    escaped characters marked literal. Single-quoted text is left alone, as the shell leaves it."""
-    bodies: list[str] = []
-    kept: list[str] = []
-    i, n = 0, len(text)
-    quote = ""
-    while i < n:
-        c = text[i]
-        if quote == "'":
-            kept.append("'" if c == "'" else _LITERAL.get(c, c))
-            quote = "" if c == "'" else quote
-            i += 1
-            continue
-        if c == "\\" and i + 1 < n:
-            nxt = text[i + 1]
-            if nxt == "\n":  # a line continuation: nothing, in or out of double quotes
-                i += 2
-            elif quote and nxt not in '$`"\\':
-                kept.append(_LITERAL["\\"] + _LITERAL.get(nxt, nxt))
-                i += 2
-            else:
-                kept.append(_LITERAL.get(nxt, nxt) if nxt != "\n" else "")
-                i += 2
-            continue
-        if c == "$" and not quote and text.startswith("'", i + 1):
-            decoded, i = _ansi_c(text, i + 2)
-            kept.append("'" + "".join(_LITERAL.get(ch, ch) for ch in decoded) + "'")
-            continue
-        if c == "'" and not quote:
-            quote = "'"
-        elif c == '"':
-            quote = "" if quote == '"' else '"'
-        if c == "$" and text.startswith("((", i + 1):
-            end = _closing(text, i + 2)
-            body = text[i + 3 : end].removesuffix(")")
-            kept.append(_arithmetic(body, state))
-            i = end + 1
-            continue
-        if (c == "$" or (c in "<>" and not quote)) and text.startswith("(", i + 1):
-            end = _closing(text, i + 2)
-            bodies.append(text[i + 2 : end])
-            kept.append(UNDECIDED)
-            i = end + 1
-            continue
-        if c == "$" and quote == '"' and text.startswith("{", i + 1):
-            end = text.find("}", i)
-            end = n - 1 if end < 0 else end
-            kept.append(text[i : end + 1])  # a parameter expansion is active inside double quotes
-            i = end + 1
-            continue
-        if c == "`":
-            end = text.find("`", i + 1)
-            end = n if end < 0 else end
-            bodies.append(text[i + 1 : end])
-            kept.append(UNDECIDED)
-            i = end + 1
-            continue
-        kept.append(_LITERAL[c] if quote == '"' and c in "{}*?[]~," else c)
-        i += 1
-    return "".join(kept), bodies
-
-
-def _ansi_c(text: str, i: int) -> tuple[str, int]:
-    """The text of a `$'…'` starting at `i` (after the quote) decoded, and the index after it."""
-    out: list[str] = []
-    n = len(text)
-    while i < n and text[i] != "'":
-        c = text[i]
-        if c != "\\" or i + 1 >= n:
-            out.append(c)
-            i += 1
-            continue
-        e = text[i + 1]
-        i += 2
-        if e in _ESCAPES:
-            out.append(_ESCAPES[e])
-        elif e in "xuU":
-            width = {"x": 2, "u": 4, "U": 8}[e]
-            digits = re.match(r"[0-9a-fA-F]{1,%d}" % width, text[i : i + width])
-            if digits:
-                code = int(digits.group(), 16)
-                out.append(chr(code) if 0 < code < 0x110000 and not 0xD800 <= code < 0xE000 else "")
-                i += len(digits.group())
-            else:
-                out.append("\\" + e)
-        elif e in "01234567":
-            digits = re.match(r"[0-7]{1,3}", text[i - 1 : i + 2])
-            assert digits is not None
-            code = int(digits.group(), 8) & 0xFF
-            out.append(chr(code) if code else "")
-            i += len(digits.group()) - 1
-        elif e == "c" and i < n:
-            out.append(chr(ord(text[i]) & 0x1F))
-            i += 1
-        else:
-            out.append("\\" + e)
-    joined = "".join(out)
-    return joined.split("\0", 1)[0], i + 1
-
-
-def _arithmetic(body: str, state: Reading) -> str:
-    """`$((body))` as bash computes it, when it is integers, known variables and + - * / % ( )."""
-    import ast
-
-    def value(match: re.Match[str]) -> str:
-        found = state.env.get(match.group(1) or match.group(2))
-        return found if found is not None and re.fullmatch(r"\s*-?\d{1,30}\s*", found) else UNDECIDED
-
-    text = re.sub(r"\$\{?([A-Za-z_]\w*)\}?|(?<![\w$])([A-Za-z_]\w*)", value, body)
-    if UNDECIDED in text or len(text) > 200 or not re.fullmatch(r"[\d\s+\-*/%()]*", text) or not text.strip():
-        return UNDECIDED
-    try:
-        tree = ast.parse(text.replace("/", "//").replace("////", "//"), mode="eval")
-    except (SyntaxError, ValueError):
-        return UNDECIDED
-    allowed = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv,
-               ast.Mod, ast.USub, ast.UAdd)  # fmt: skip
-    if not all(isinstance(node, allowed) for node in ast.walk(tree)):
-        return UNDECIDED
-    try:
-        result = eval(compile(tree, "<arithmetic>", "eval"), {"__builtins__": {}})  # noqa: S307 - integers only
-    except (ZeroDivisionError, OverflowError, ValueError):
-        return UNDECIDED
-    return str(result) if isinstance(result, int) and abs(result) < 1 << 63 else UNDECIDED
-
-
-def _closing(text: str, start: int) -> int:
-    """The index of the `)` that closes a `(` opened just before `start` (or the end)."""
-    level, quote, i = 1, "", start
-    while i < len(text):
-        c = text[i]
-        if quote:
-            if c == quote:
-                quote = ""
-        elif c in "'\"":
-            quote = c
-        elif c == "\\":
-            i += 1
-        elif c == "(":
-            level += 1
-        elif c == ")":
-            level -= 1
-            if level == 0:
-                return i
-        i += 1
-    return len(text)
 
 
 def _lex(text: str) -> list[str]:
@@ -362,57 +293,6 @@ def _simple_commands(tokens: list[str]) -> Iterator[tuple[list[str], set[int]]]:
         yield words, written
 
 
-def _braces(word: str) -> list[str]:
-    """Brace expansion of `word` (`a{b,c}d`, `{1..3}`, nested), at most MAX_BRACES words."""
-    start = word.find("{")
-    while start >= 0:
-        level, commas, end = 0, [], -1
-        for j in range(start, len(word)):
-            c = word[j]
-            if c == "{":
-                level += 1
-            elif c == "}":
-                level -= 1
-                if level == 0:
-                    end = j
-                    break
-            elif c == "," and level == 1:
-                commas.append(j)
-        if end < 0:
-            return [word]
-        inner = word[start + 1 : end]
-        head, tail = word[:start], word[end + 1 :]
-        if commas:
-            cuts = [start, *commas, end]
-            choices = [word[a + 1 : b] for a, b in zip(cuts, cuts[1:], strict=False)]
-        else:
-            sequence = re.fullmatch(r"(-?\d{1,6}|[A-Za-z])\.\.(-?\d{1,6}|[A-Za-z])(?:\.\.(-?\d{1,4}))?", inner)
-            if not sequence:
-                start = word.find("{", start + 1)
-                continue
-            choices = _sequence(*sequence.groups())
-        out: list[str] = []
-        for choice in choices:
-            for rest in _braces(head + choice + tail):
-                out.append(rest)
-                if len(out) >= MAX_BRACES:
-                    return out
-        return out
-    return [word]
-
-
-def _sequence(first: str, last: str, step: str | None) -> list[str]:
-    by = abs(int(step)) if step and int(step) else 1
-    if first.lstrip("-").isdigit() and last.lstrip("-").isdigit():
-        a, b = int(first), int(last)
-        numbers = range(a, b + (1 if b >= a else -1), by if b >= a else -by)
-        return [str(x) for x in list(numbers)[:MAX_BRACES]]
-    if first.isalpha() and last.isalpha():
-        a, b = ord(first), ord(last)
-        return [chr(x) for x in list(range(a, b + (1 if b >= a else -1), by if b >= a else -by))[:MAX_BRACES]]
-    return [f"{first}..{last}"]
-
-
 def _words(word: str, state: Reading) -> list[str]:
     """What the shell makes of one lexed word: brace expansion, then `~` and parameters (literal
     characters given back; undecided parts kept). Globs are matched later, as paths."""
@@ -421,104 +301,13 @@ def _words(word: str, state: Reading) -> list[str]:
         if f"${name}" in word or f"${{{name}" in word:
             return [w for item in items for w in _words(word.replace(f"${name}", item).replace(
                 f"${{{name}}}", item), state)][:MAX_BRACES]  # fmt: skip
-    for one in _braces(word) if "{" in word else [word]:
+    for one in braces(word) if "{" in word else [word]:
         if one.startswith("~") and (len(one) == 1 or one[1] == "/"):
             one = (state.env.get("HOME") or os.path.expanduser("~")) + one[1:]
         if "$" in one:
-            one = _parameters(one, state)
+            one = parameters(one, state.env)
         out.append(one)
     return out
-
-
-def _parameters(word: str, state: Reading) -> str:
-    """`$NAME`, `${NAME}` and `${NAME<operator>word}` in `word`, as bash expands them where the
-    value is known; an unknown variable (not in the environment, not assigned earlier in the
-    line) or an operator not computed here is an undecided part."""
-    out: list[str] = []
-    i, n = 0, len(word)
-    while i < n:
-        c = word[i]
-        if c != "$" or i + 1 >= n:
-            out.append(c)
-            i += 1
-            continue
-        if word[i + 1] == "{":
-            level, j = 1, i + 2
-            while j < n and level:
-                level += {"{": 1, "}": -1}.get(word[j], 0)
-                j += 1
-            out.append(_braced(word[i + 2 : j - 1] if not level else word[i + 2 :], state))
-            i = j
-            continue
-        name = _NAME.match(word, i + 1)
-        if not name:
-            out.append(c)
-            i += 1
-            continue
-        out.append(_value(name.group(), state))
-        i = name.end()
-    return "".join(out)
-
-
-def _value(name: str, state: Reading) -> str:
-    found = state.env.get(name) if not (name.isdigit() or name in "@*#?$!-") else None
-    return UNDECIDED if found is None else found
-
-
-def _braced(inner: str, state: Reading) -> str:
-    """`${inner}` expanded (see _parameters)."""
-    from fnmatch import fnmatchcase
-
-    if inner.startswith("#") and _NAME.fullmatch(inner[1:]):
-        found = _value(inner[1:], state)
-        return UNDECIDED if UNDECIDED in found else str(len(found))
-    name = _NAME.match(inner)
-    if not name or inner.startswith("!"):
-        return UNDECIDED
-    value = _value(name.group(), state)
-    rest = inner[name.end() :]
-    if not rest:
-        return value
-    known = UNDECIDED not in value
-    colon = rest.startswith(":") and rest[1:2] in ("-", "=", "+", "?")
-    op = rest[: 2 if colon else 1]
-    arg = rest[len(op) :]
-    if op.lstrip(":") in ("-", "=", "+", "?"):
-        if not known:
-            return UNDECIDED
-        is_set = name.group() in state.env
-        has = is_set and (bool(value) or not colon)
-        word = _parameters(arg, state) if "$" in arg else arg
-        if op.lstrip(":") == "+":
-            return word if has else ""
-        if op.lstrip(":") == "=" and not has and UNDECIDED not in word:
-            state.env[name.group()] = word
-        return value if has or op.lstrip(":") == "?" else word
-    if not known:
-        return UNDECIDED
-    if rest[0] in "#%":
-        longest = rest[:2] in ("##", "%%")
-        pattern = rest[2 if longest else 1 :]
-        pattern = _parameters(pattern, state) if "$" in pattern else pattern
-        if UNDECIDED in pattern:
-            return UNDECIDED
-        cuts = range(len(value), -1, -1) if longest else range(len(value) + 1)
-        for cut in cuts:
-            if rest[0] == "#" and fnmatchcase(value[:cut], pattern):
-                return value[cut:]
-            if rest[0] == "%" and fnmatchcase(value[len(value) - cut :], pattern):
-                return value[: len(value) - cut]
-        return value
-    sliced = re.fullmatch(r":\s*(-?\d{1,9})(?::\s*(\d{1,9}))?", rest)
-    if sliced:
-        start = int(sliced.group(1))
-        start = max(len(value) + start, 0) if start < 0 else start
-        return value[start : start + int(sliced.group(2))] if sliced.group(2) else value[start:]
-    if rest in ("^^", "^"):
-        return value.upper() if rest == "^^" else value[:1].upper() + value[1:]
-    if rest in (",,", ","):
-        return value.lower() if rest == ",," else value[:1].lower() + value[1:]
-    return UNDECIDED
 
 
 def _simple(lexed: list[str], written: set[int], state: Reading, depth: int) -> None:
@@ -688,11 +477,8 @@ def _unwrap(words: list[str], state: Reading, depth: int) -> tuple[list[str], in
             elif program == "env" and word in ("-C", "--chdir") and i + 1 < len(words):
                 state.cwd = os.path.normpath(os.path.join(state.cwd, words[i + 1]))
                 i += 1
-            elif letters and word.startswith("-") and not word.startswith("--") and letters in word[1:] \
-                    and i + 1 < len(words):  # fmt: skip
-                _line(words[i + 1], state, depth + 1)
-                i += 1
-            elif word in ("--command", "--split-string") and i + 1 < len(words):
+            elif (letters and word.startswith("-") and not word.startswith("--") and letters in word[1:] \
+                    and i + 1 < len(words)) or (word in ("--command", "--split-string") and i + 1 < len(words)):  # fmt: skip
                 _line(words[i + 1], state, depth + 1)
                 i += 1
             elif word in takes:
@@ -734,37 +520,3 @@ def _paths(word: str, state: Reading) -> None:
             state.forms.extend(_glob(path, state) or [])
         elif os.path.islink(path) or os.path.islink(os.path.dirname(path)):
             state.forms.append(os.path.realpath(path))
-
-
-def could_be(pattern: str, target: str) -> bool:
-    """Could a text matching `pattern` (UNDECIDED: any text; GLOB: any text without `/`) be a
-    text matching `target` (`*`: any text)? The two are intersected, both ends anchored."""
-    if UNDECIDED not in pattern and GLOB not in pattern:
-        from fnmatch import fnmatchcase
-
-        return fnmatchcase(pattern, target.replace("[", "[[]"))
-    p, t = pattern[:MAX_PATTERN], target
-    reached = {(0, 0)}
-    todo = [(0, 0)]
-    while todo:
-        i, j = todo.pop()
-        if i == len(p) and j == len(t):
-            return True
-        nxt = []
-        a = p[i] if i < len(p) else None
-        b = t[j] if j < len(t) else None
-        if a in (UNDECIDED, GLOB):
-            nxt.append((i + 1, j))
-            if b is not None and b != "*" and (a == UNDECIDED or b != "/"):
-                nxt.append((i, j + 1))
-        if b == "*":
-            nxt.append((i, j + 1))
-            if a is not None and a not in (UNDECIDED, GLOB):
-                nxt.append((i + 1, j))
-        if a is not None and b is not None and a not in (UNDECIDED, GLOB) and b != "*" and a == b:
-            nxt.append((i + 1, j + 1))
-        for pair in nxt:
-            if pair not in reached:
-                reached.add(pair)
-                todo.append(pair)
-    return False
