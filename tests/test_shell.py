@@ -78,3 +78,54 @@ def test_a_pathological_command_costs_little(home: Path) -> None:
     out = run(huge, home)
     assert len(out) <= MAX_FORMS
     assert time.process_time() - started < 5  # generous: the bound is on the work, not the machine
+
+
+# What bash itself makes of a word, against what the normaliser makes of it: each spelling is
+# either resolved to bash's words exactly, or left with an undecided part (then a route judges
+# it as a pattern that can be anything there, and refuses a protected target it could be).
+WORDS = ["${x:-ernor}", "${x-ernor}", "${x:=a}b", "${HOME:+set}", "${E:-empty}", "${E-unset}", "${#HOME}",
+         "${HOME:1:3}", "${HOME#/}", "${HOME%/*}", "${P##*/}", "$'\\x2e'claude", "$'\\101\\u00e9'", "a{b,c}d",
+         "{1..3}", "x{a,b{c,d}}", "'{a,b}'", "\"${x:-q}\"", "$((7400+37))", "$((N*2))", "$((y+1))", "a\\\nb",
+         "'$HOME'", "\"$HOME\"/x", "~/x", "\\$HOME", "$P/$N", "$(echo hi)", "`echo hi`", "$1x"]  # fmt: skip
+
+
+@pytest.mark.parametrize("word", WORDS)
+def test_a_word_is_what_bash_makes_of_it_or_undecided(word: str, home: Path) -> None:
+    import shutil
+    import subprocess
+
+    from governor.engine.shell import UNDECIDED, read
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash here")
+    env = {"HOME": str(home), "E": "", "P": "/a/b/c", "N": "21", "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
+    done = subprocess.run([bash, "--norc", "--noprofile", "-c", f"printf '%s\\n' {word}"], env=env,
+                          capture_output=True, text=True, timeout=10, check=True)  # fmt: skip
+    words = done.stdout.split("\n")[:-1]
+    run = read(f"printf {word}", cwd=str(home), env=env).runs[0].split(" ", 1)[1]
+    if UNDECIDED in run:
+        return  # undecided: judged as a pattern (below, and in tests/test_trust.py)
+    assert run == " ".join(words), (word, run, words)
+
+
+def test_an_undecided_part_can_be_anything_a_protected_target_is() -> None:
+    from governor.engine.words import GLOB, UNDECIDED, could_be
+
+    assert could_be(f"/p/.cla{UNDECIDED}/settings.json", "*/.claude/settings*.json")
+    assert could_be(f"{UNDECIDED} policy accept --yes", "memory-governor*policy*accept*")
+    assert could_be(f"/home/me/.local/bin/memory-gov{UNDECIDED}", "*/memory-governor")
+    assert not could_be(f"/p/notes/{GLOB}.txt", "*/.claude/settings*.json")
+    assert not could_be(f"/p/.cla{GLOB}/agents/x.md", "*/.claude/settings*.json")
+    assert not could_be(f"/tmp/{GLOB}.log", "/home/me/.copilot/*")
+    assert could_be(f"/tmp/{UNDECIDED}.log", "*/.copilot/*")  # it may hold a `/`
+
+
+def test_cd_and_a_folder_destination_say_which_file_is_written(home: Path) -> None:
+    from governor.engine.shell import UNDECIDED, read
+
+    (home / "bin").mkdir()
+    assert str(home / "bin" / "memory-governor") in read("cd bin && cp /tmp/fake memory-governor", cwd=str(home)).writes
+    assert str(home / "bin" / "memory-governor") in read("cp /tmp/x/memory-governor bin", cwd=str(home)).writes
+    undecided = read("cd $(mktemp -d) && cp /tmp/fake memory-governor", cwd=str(home)).writes
+    assert any(w.startswith(UNDECIDED) and w.endswith("/memory-governor") for w in undecided), undecided

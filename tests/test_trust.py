@@ -512,3 +512,70 @@ def test_settings_a_harness_changes_itself_are_no_change_of_the_hooks(env: Env) 
     _settings_edit(env.project / ".claude" / "settings.local.json", permissions={"allow": ["Bash(ls:*)"]})
     assert "changed since install" not in _session_start(env, "codex")
     assert "changed since install" not in _session_start(env, "claude-code")
+
+
+# -- spellings bash resolves: a shell route judges what bash would run and write ----------------
+# Each is refused as its plain spelling is, whether shell.py decides the spelling or only knows
+# that a part of it is decided at run time (then the word could be anything there, and a
+# protected file or command it could be is refused). {state}: the state directory; {program}:
+# the installed package; {prefix}: the environment its interpreter runs in.
+
+SPELLED = ["echo '{{\"disableAllHooks\":true}}' > .cla${{x:-ude}}/settings.local.json",
+           "echo '{{\"disableAllHooks\":true}}' > $'\\x2e'claude/settings.local.json",
+           "tee .claude/setti{{ngs.local,}}.json <<< '{{\"disableAllHooks\":true}}'",
+           "echo x > .cl\\\naude/settings.local.json",
+           "echo x > .cla$(printf ude)/settings.json",
+           "echo x > .claude/settings$((0)).json",
+           "echo x > .cla`echo ude`/settings.json",
+           "cd .cla$(echo ude) && echo x > settings.json",
+           "rm -f {state}/ledger.d${{x:-b}}",
+           "rm -f {state_parent}/sta{{te,}}/ledge{{r.db,}}",
+           "rm -rf $'{state_parent}/\\x73tate'",
+           "rm -rf {state_parent}/*/*/*/../../../state",
+           "mv .memory-gov${{x:-ernor}} /tmp/mg-aside",
+           "memory-gov${{x:-ernor}} policy accept --yes",
+           "$(printf memory-governor) policy accept --yes",
+           "setsid -f script -qec \"memory-gov${{x:-ernor}} policy accept --yes\" /tmp/accept.log; sleep 4",
+           "nohup timeout 9 stdbuf -o0 nice -n 5 sudo -u me env A=1 sh -c 'memory-governor policy accept --yes'",
+           "su -c 'memory-governor policy accept --yes' me",
+           "sed -i 's/^/#/' {program}/runtime/entry.py",
+           "printf 'import os\\nos._exit(0)\\n' > {program}/runtime/entry.py",
+           "sed -i 's/^version = .*/version = 3.99.0/' {prefix}/pyvenv.cfg",
+           "mkdir -p {prefix}/lib/python3.99/site-packages/governor/runtime",
+           "mv {prefix} /tmp/venv-aside",
+           "cd {home}/.local/bin && cp /tmp/fake memory-governor",
+           "cp /tmp/fake {home}/.local/bin/memory-gov${{x:-ernor}}",
+           "cp /tmp/memory-governor {home}/.local/bin/",
+           "$'\\x65ngram' search auth", "e${{x:-ngram}} search auth", "{{engram,search,auth}}",
+           "en\\\ngram search auth", "curl -s 127.0.0.1:$((7400+37))/search?q=auth"]  # fmt: skip
+# Commands that resolve to nothing protected, or whose undecided parts no protected file could be.
+UNSPELLED = ["echo ${x:-hello} > notes.txt", "for f in *.py; do cp \"$f\" \"$f.bak\"; done",
+             "git commit -m \"$(cat <<'EOF'\nfix the parser\nEOF\n)\"", "python -m pytest tests -q > /tmp/out.log 2>&1",
+             "cat .cla${x:-ude}/agents/reviewer.md", "ls {prefix}/lib", "cd sub && ls $(pwd)",
+             "echo {a,b}.txt", "tee notes/{one,two}.md < /dev/null"]  # fmt: skip
+
+
+def _spelled(command: str, env: Env) -> str:
+    import governor
+
+    program = str(Path(governor.__file__).resolve().parent)
+    return command.format(state=env.state, state_parent=env.state.parent, home=env.home, program=program,
+                          prefix=sys.prefix)  # fmt: skip
+
+
+@pytest.mark.parametrize("command", SPELLED)
+def test_a_spelling_bash_resolves_is_refused_as_the_plain_one(env: Env, command: str) -> None:
+    (env.project / ".claude").mkdir()
+    (env.project / ".claude" / "settings.local.json").write_text("{}")
+    (env.home / ".local" / "bin").mkdir(parents=True)
+    pre = _pre_tool(env, "claude-code")
+    reason = pre("Bash", {"command": _spelled(command, env)})
+    assert reason is not None and "route '" in reason, (command, reason)
+
+
+def test_a_command_whose_spelling_names_nothing_protected_is_left_alone(env: Env) -> None:
+    (env.project / "a.py").write_text("")
+    (env.project / "notes").mkdir()
+    pre = _pre_tool(env, "claude-code")
+    for command in UNSPELLED:
+        assert pre("Bash", {"command": command.replace("{prefix}", sys.prefix)}) is None, command

@@ -53,7 +53,7 @@ def pre_tool(case: Case) -> Decision:
         route = case.prepared.get("route")
         if route is not None:
             return _route(case, route["name"], f"Use the memory server's {route['use']} tool instead.",
-                          route.get("reason"))  # fmt: skip
+                          route.get("reason"), route.get("undecided", ""))  # fmt: skip
         return _dispatch(case) if is_dispatch(case) else Decision()
     role = spec["role"]
     ledger, event, now = case.ledger, case.event, case.world.now
@@ -121,8 +121,9 @@ def _governs_spill(case: Case, name: str) -> bool:
     return any(name.startswith(f"{server}-") or f"{server}-".startswith(name) for server in case.policy.tools)
 
 
-def _route(case: Case, name: str, instead: str, reason: str | None = None) -> Decision:
-    """A way to the memory around its tools: refused, so that what the model reads is counted."""
+def _route(case: Case, name: str, instead: str, reason: str | None = None, undecided: str = "") -> Decision:
+    """A way to the memory around its tools: refused, so that what the model reads is counted.
+    `undecided`: why a command whose words are decided only at run time was taken for one."""
     case.enter_turn()
     said = (
         f"{reason} (route '{name}')"
@@ -131,7 +132,7 @@ def _route(case: Case, name: str, instead: str, reason: str | None = None) -> De
             f"this {case.event.tool_name} call reads the memory outside its tools (route '{name}'), where this "
             f"turn's memory limits cannot count it. {instead}"
         )
-    )
+    ) + (f" {undecided}" if undecided else "")
     decision = Decision(ev.DENY, f"route:{name}", f"memory-governor: {said}")
     case.record(decision, "route")
     return decision

@@ -52,30 +52,104 @@ def route_taken(tool_input: dict[str, Any], routes: list[dict[str, Any]], state:
                 ledger: str = "", cwd: str = "") -> dict[str, Any] | None:  # fmt: skip
     """The first of `routes` whose pattern the call's input text matches (its command, path,
     URL, pattern: every free-text argument, or the route's `fields`, each judged by its ends
-    when long), as written and as the shell would run it (`shell.forms`: quotes removed,
+    when long), as written and as the shell would run it (`shell.read`: quotes removed,
     variables expanded, wrappers dropped, paths made absolute after `cd`, globs matched; `cwd`
-    is where the call starts). `{state}` in a pattern is the state directory `state`, in each
-    spelling; `{ledger}` the Redis the ledger is on (`ledger`, Ledger.where()), by its address."""
-    from governor.engine.shell import forms
+    is where the call starts); or whose `writes` a file the command may write could be, or
+    whose `runs` a command it runs could be, however undecided a part of it is. `{state}` in a
+    pattern is the state directory `state`, in each spelling; `{ledger}` the Redis the ledger
+    is on (`ledger`, Ledger.where()), by its address."""
+    from governor.engine.shell import read
 
-    def judged(values: Any) -> list[str]:
-        out = []
+    readings: dict[str, Any] = {}
+
+    def judged(values: Any) -> tuple[list[str], list[Any]]:
+        texts, reads = [], []
         for text in saves.text_fields(values):
-            out.append(saves.judged(text))
-            out.extend(forms(text, cwd=cwd))
-        return out
+            texts.append(saves.judged(text))
+            if text not in readings:
+                readings[text] = read(text, cwd=cwd)
+            reads.append(readings[text])
+            texts.extend(readings[text].forms)
+        return texts, reads
 
     every = judged(tool_input)
+    places = _places(state, cwd)
     for route in routes:
         fields = route.get("fields")
-        texts = every if not fields or not isinstance(tool_input, dict) else [
-            text for name in fields for text in judged(tool_input.get(name))]  # fmt: skip
+        if not fields or not isinstance(tool_input, dict):
+            texts, reads = every
+        else:
+            texts, reads = [], []
+            for name in fields:
+                more = judged(tool_input.get(name))
+                texts += more[0]
+                reads += more[1]
         pattern = re.compile(
             route["pattern"].replace("{state}", _spellings(state)).replace("{ledger}", _address(ledger))
         )
         if any(pattern.search(text) for text in texts):
             return route
+        targeted = _targeted(route, reads, places)
+        if targeted:
+            return route if targeted == "decided" else {**route, "undecided": UNSURE}
     return None
+
+
+UNSURE = (
+    "(Part of this command is known only when it runs, and it could name one of those files or commands: "
+    "write it out plainly.)"
+)
+
+
+def _targeted(route: dict[str, Any], reads: list[Any], places: dict[str, str]) -> str:
+    """Could a file one of `reads` writes be one of the route's `writes` (or, removed or moved,
+    hold one), or a command it runs be one of its `runs`? "decided" when it is one, "undecided"
+    when a part decided only at run time could make it one, "" when neither."""
+    from governor.engine.words import GLOB, UNDECIDED, could_be
+
+    writes = [one for t in route.get("writes") or () for one in _placed(t, places)]
+    runs = route.get("runs") or ()
+
+    def found(text: str) -> str:
+        return "undecided" if UNDECIDED in text or GLOB in text else "decided"
+
+    for reading in reads:
+        for path in reading.writes:
+            if any(could_be(path, target) for target in writes):
+                return found(path)
+        for path in reading.removes:  # a folder above a target named: the target goes with it
+            if any(not t.startswith("*") and could_be(path.rstrip("/") + "/" + UNDECIDED, t) for t in writes):
+                return found(path)
+        for command in reading.runs:
+            if any(could_be(command, target) for target in runs):
+                return found(command)
+    return ""
+
+
+def _places(state: str, cwd: str) -> dict[str, str]:
+    """What a target's placeholders stand for: the state directory, the home folder, the
+    governor's installed package and the environment (sys.prefix) its interpreter runs in."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    prefix = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))  # a venv: even under -S
+    prefix = prefix if os.path.isfile(os.path.join(prefix, "pyvenv.cfg")) else sys.prefix
+    return {"{state}": os.path.abspath(state) if state else "/nonexistent-state-directory",
+            "{home}": os.path.expanduser("~").rstrip("/") or "/nonexistent-home", "{package}": package,
+            "{prefix}": prefix, "{cwd}": cwd or os.getcwd()}  # fmt: skip
+
+
+def _placed(target: str, places: dict[str, str]) -> list[str]:
+    """`target` with its placeholders filled, as spelled and through any symbolic link."""
+    import os
+
+    spelled = real = target
+    for name, value in places.items():
+        if name in target:
+            spelled = spelled.replace(name, value)
+            real = real.replace(name, os.path.realpath(value))
+    return [spelled] if real == spelled else [spelled, real]
 
 
 def _spellings(path: str) -> str:

@@ -40,6 +40,7 @@ def _regex(value: str) -> str:
 
 
 Pattern = Annotated[str, Field(min_length=1, max_length=2000), AfterValidator(_regex)]
+Target = Annotated[str, Field(min_length=1, max_length=400)]
 
 
 class Strict(BaseModel):
@@ -109,6 +110,17 @@ class Route(Strict):
     )
     fields: list[Name] | None = Field(
         None, description="The input fields searched (e.g. command, file_path); default: every free-text field."
+    )
+    writes: list[Target] | None = Field(
+        None,
+        description="Files a shell command may not write, create, move or remove, however it spells them (`*`: "
+        "any text; `{state}`, `{home}`, `{package}` the governor's installed package, `{prefix}` its environment); a "
+        "word the shell resolves only at run time is refused when it could be one of them.",
+    )
+    runs: list[Target] | None = Field(
+        None,
+        description="Commands a shell may not run (`*`: any text), judged on the program's base name and its "
+        "words, undecided parts as anything.",
     )
     use: Name = Field("mem_search", description="The memory tool the model is told to use instead.")
     reason: str | None = Field(
