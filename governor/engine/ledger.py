@@ -213,7 +213,7 @@ def key(value: object) -> str:
 
     The prefixes keep the two spaces apart: no plain id can equal a hashed one.
     """
-    if isinstance(value, str) and 0 < len(value) <= 128 and all(c in _SAFE for c in value):
+    if isinstance(value, str) and 0 < len(value) <= 128 and _SAFE.issuperset(value):
         return "s:" + value
     if isinstance(value, str):
         raw = value.encode("utf-8", "surrogatepass")

@@ -197,13 +197,20 @@ def harness_folder(env: Mapping[str, str], event: Event) -> str | None:
     return event.project
 
 
+_synced: tuple[Any, str] | None = None  # (policy, marker) last found in step: the proxy's per-call stat saved
+
+
 def _sync_warm_server_switch(env: Mapping[str, str], policy: CompiledPolicy) -> None:
     """The thin client never reads the policy; a marker file tells it runtime.warm_server is off."""
     from governor.runtime.client import DISABLED_NAME, run_dir
 
+    global _synced
     marker = os.path.join(run_dir(env), DISABLED_NAME)
+    if _synced is not None and _synced[0] is policy and _synced[1] == marker:
+        return  # a long-lived process (the proxy): this policy's marker was found in step already
     wanted = policy.data["runtime"]["warm_server"] == "off"
     if wanted == os.path.exists(marker):
+        _synced = (policy, marker)
         return
     try:
         if wanted:
