@@ -11,6 +11,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,104 @@ def test_ownership_of_a_path_and_every_folder_above_it(tmp_path):
     found = policy_managed.ownership_problems([str(target)])
     assert any(p.startswith(f"{folder}: mode 0775") for p in found), found
     assert policy_managed.ownership_problems(["/usr/bin/env"]) == [] or os.stat("/usr").st_uid != 0
+
+
+def _free_uid() -> int:
+    """A uid with no password entry: a managed hook run as it finds its home from HOME."""
+    for uid in range(61000, 65000):
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+    raise AssertionError("no free uid")
+
+
+@pytest.fixture
+def as_user(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[str]]]:
+    """A folder every user can traverse, and the prefix that runs a command as a user of its
+    own (no password entry; its home is the folder's home/, which it owns)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("this needs root and setpriv (to run the hook as an unprivileged user)")
+        pytest.skip("needs root and setpriv (to run the hook as an unprivileged user)")
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="mg-managed-hook-"))
+    try:
+        os.chmod(folder, 0o755)
+        uid = _free_uid()
+        (folder / "home").mkdir()
+        os.chown(folder / "home", uid, uid)
+        yield folder, ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _search_as_the_user(folder: Path, prefix: list[str], config: str, session_id: str) -> tuple[int, str]:
+    """One memory search and its result through the managed hook command, run as the user: the
+    tokens the user's ledger counted for it, and the result's text."""
+    import shlex
+    import sqlite3
+
+    from tests.conftest import Env, Session, fixture_text
+
+    box = Env(folder / f"box-{session_id}")
+    os.chmod(box.tmp, 0o755)
+    os.chmod(box.project, 0o755)
+    command = [*prefix, *shlex.split(managed.hook_command(config))]
+    home = folder / "home"
+    session = Session(box, session_id=session_id, command=command, extra_env={"HOME": str(home)})
+    session.start()
+    session.prompt("what did we decide about auth?")
+    call = session.next_id()
+    result = fixture_text("engram/search_v1.txt")
+    assert not session.pre("mem_search", call_id=call, query="auth", limit=3).denied
+    session.post("mem_search", call, result, query="auth", limit=3)
+    with sqlite3.connect(home / ".local" / "state" / "memory-governor" / "ledger.db") as db:
+        counted = [row[0] for row in db.execute("SELECT tokens FROM calls WHERE call_id LIKE ?", ("%" + call,))]
+    assert len(counted) == 1, counted
+    return counted[0], result
+
+
+def test_a_managed_hook_counts_with_the_installs_table_never_the_users(as_user, env):
+    """The install builds the tokenizer table into the root-owned configuration folder. A managed
+    hook run as the user counts with it, exactly; a table in the user's state directory whose
+    head names the user's code is neither run nor read, and the hook writes no table there."""
+    import json as json_module
+
+    import tiktoken
+
+    from governor.engine import tokens
+    from tests.conftest import tokenizer_tables
+
+    folder, prefix = as_user
+    root = folder / "r"
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    config = managed.paths(str(root))["config"]
+    (table,) = Path(config).glob("o200k_base-*.bpe")
+    assert stat.S_IMODE(table.stat().st_mode) == 0o644 and table.stat().st_uid == 0
+    assert str(table) in managed.read_record(str(root))["created"]
+    cache = folder / "home" / ".local" / "state" / "memory-governor" / "cache"
+    cache.mkdir(parents=True)
+    marker, code = folder / "home" / "ran", folder / "home" / "split.py"
+    code.write_text(f"open({str(marker)!r}, 'w').close()\nimport os\nos._exit(0)\n")
+    for shared in tokenizer_tables():  # the user's own tables, their heads naming the user's code
+        head, _, body = shared.read_bytes().partition(b"\n")
+        fields = json_module.loads(head)
+        for name in ("split", "merge"):
+            fields["sources"][name] = [str(code), code.stat().st_size, code.stat().st_mtime_ns]
+        (cache / shared.name).write_bytes(json_module.dumps(fields).encode() + b"\n" + body)
+    for path in [*cache.parents[2].rglob("*")]:
+        os.lchown(path, (folder / "home").stat().st_uid, (folder / "home").stat().st_gid)
+    before = {p.name: p.read_bytes() for p in cache.iterdir()}
+    reference = tiktoken.Encoding(**tokens._spec("o200k_base"))
+    counted, result = _search_as_the_user(folder, prefix, config, "with-table")
+    assert not marker.exists(), "the managed hook ran code named by the user's tokenizer table"
+    assert counted == len(reference.encode_ordinary(result))
+    assert {p.name: p.read_bytes() for p in cache.iterdir()} == before, "the managed hook wrote the user's cache"
+    table.unlink()  # no table where the install puts it: tiktoken counts, as exactly, and none is written
+    counted, _ = _search_as_the_user(folder, prefix, config, "without-table")
+    assert counted == len(reference.encode_ordinary(result)) and not marker.exists()
+    assert not list(Path(config).glob("*.bpe")) and {p.name for p in cache.iterdir()} == set(before)
+    governor("uninstall", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    assert not root.joinpath("etc", "memory-governor").exists()

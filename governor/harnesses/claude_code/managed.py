@@ -12,6 +12,10 @@ The layout (every path root-owned, no level group- or world-writable):
   /etc/memory-governor/policy.yaml         the administrator's policy, over the shipped default
   /etc/memory-governor/policy.json         it compiled, with the signature a hook compares
   /etc/memory-governor/install.json        what this install created or set, for the uninstall
+  /etc/memory-governor/<unit>-<env>.bpe    the tokenizer table a managed hook counts with
+                                           (governor.engine.bpe); it reads no table from the
+                                           user's state directory, and without this one it
+                                           counts with tiktoken (slower, as exact)
   the governor's own environment           e.g. /opt/memory-governor (a venv made by root): the
                                            hook command runs its interpreter `-I -S` on its entry
                                            file with `--managed /etc/memory-governor`
@@ -98,11 +102,45 @@ def compile_for_install(config_dir: str) -> tuple[dict[str, Any] | None, list[st
     return blob, problems
 
 
-def will_create(root: str) -> list[str]:
-    """What an install here creates (before it writes anything), with what an earlier one did."""
+def table_path(config: str, unit: str) -> str:
+    """The tokenizer table a managed hook counts `unit` with (governor.engine.tokens.load_quickly)."""
+    from governor.engine import bpe
+
+    return os.path.join(config, bpe.file_name(unit))
+
+
+def write_table(config: str, unit: str) -> str | None:
+    """The table for `unit` built into `config`, readable by every user; its path, or None when
+    `unit` needs none or it cannot be built here (the hooks then count with tiktoken)."""
+    from governor.engine import tokens
+
+    if unit not in tokens.TIKTOKEN_UNITS or not tokens.prepare_quickly(unit, config):
+        return None
+    path = table_path(config, unit)
+    os.chmod(path, 0o644)  # built 0600, as a state file is: every user's hook reads this one
+    return path
+
+
+def remove_tables(root: str, record: dict[str, Any]) -> list[str]:
+    """The tables the install wrote (they are rebuilt from the package at every install)."""
+    removed = []
+    for path in record.get("created") or []:
+        if path.endswith(".bpe") and os.path.dirname(path) == paths(root)["config"]:
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except FileNotFoundError:
+                pass
+    return removed
+
+
+def will_create(root: str, unit: str | None = None) -> list[str]:
+    """What an install here creates (before it writes anything), with what an earlier one did;
+    `unit`: the policy's token unit, whose table it writes."""
     created = list(read_record(root).get("created") or [])
     where = paths(root)
-    for path in [*created_folders(root), *(where[k] for k in ("settings", "policy", "compiled", "record"))]:
+    tables = [table_path(where["config"], unit)] if unit else []
+    for path in [*created_folders(root), *(where[k] for k in ("settings", "policy", "compiled", "record")), *tables]:
         if not os.path.exists(path) and path not in created:
             created.append(path)
     return created
@@ -213,7 +251,7 @@ def doctor(root: str, is_ours: Any) -> list[Any]:
     marks a hook entry as the governor's (the setup module's; it calls this)."""
     import shlex
 
-    from governor.harnesses.checks import BAD, INFO, OK, Check
+    from governor.harnesses.checks import BAD, INFO, OK, WARN, Check
 
     where = paths(root)
     try:
@@ -227,7 +265,8 @@ def doctor(root: str, is_ours: Any) -> list[Any]:
     checks = []
     words = shlex.split(hooks[0]["command"])
     ran = [w for w in words[:1] + [w for w in words if w.endswith("entry.py")]]
-    files = [where["settings"], where["policy"], where["compiled"], *ran]
+    tables = sorted(os.path.join(where["config"], n) for n in _names(where["config"]) if n.endswith(".bpe"))
+    files = [where["settings"], where["policy"], where["compiled"], *ran, *tables]
     unsafe = policy_managed.ownership_problems(files)
     unreadable = [p for p in files if os.path.exists(p) and not os.stat(p).st_mode & 0o004]
     fix = "sudo memory-governor install claude-code --scope managed (from a root-owned environment)"
@@ -240,7 +279,11 @@ def doctor(root: str, is_ours: Any) -> list[Any]:
     if settings.get(ONLY_MANAGED) is not True:
         checks.append(Check(BAD, "claude-code (managed)", f"{where['settings']}: {ONLY_MANAGED} is not true, so "
                             "project and user hooks run beside the managed ones", fix))  # fmt: skip
-    if not checks:
+    unit = _unit(where["compiled"])
+    if unit is not None and table_path(where["config"], unit) not in tables:
+        checks.append(Check(WARN, "claude-code (managed)", f"no tokenizer table for {unit} in {where['config']}: "
+                            "every hook that counts starts tiktoken (~0.25 s)", fix))  # fmt: skip
+    if not any(c.status == BAD for c in checks):
         checks.append(
             Check(
                 OK,
@@ -251,3 +294,21 @@ def doctor(root: str, is_ours: Any) -> list[Any]:
         )
     checks.append(Check(INFO, "guarantees", GUARANTEES.format(policy=where["policy"])))
     return checks
+
+
+def _names(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _unit(compiled: str) -> str | None:
+    """The token unit of the installed compiled policy, when it is one a table is built for."""
+    from governor.engine.tokens import TIKTOKEN_UNITS
+
+    try:
+        unit = read_json(compiled)["policy"]["token_counter"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return unit if unit in TIKTOKEN_UNITS else None
