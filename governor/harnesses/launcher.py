@@ -19,7 +19,7 @@ launcher finds the governor on each machine:
   The local override can only make it closed. Closed: the call is refused, and so is a call of a
   shell, file or fetch tool whose input names the memory the shipped routes lead to, spells it
   with quotes, backslashes, a glob or brace expansion that could stand for it, or uses an
-  expansion this cannot read (`$'…'`, `$((…))`, `${…}`, `\x…`); a payload too long to read within
+  expansion this cannot read (`$'…'`, `$((…))`, `${…}`, `\\x…`); a payload too long to read within
   bounds is refused too. Open: it passes, and the user was told why. Without a governor these
   checks are best-effort: a command that builds the name at run time (a variable set earlier, an
   interpreter, base64) is not seen.
