@@ -131,6 +131,7 @@ def test_the_managed_policy_ignores_the_projects_files(tmp_path, env):
         policy_managed._config = None
     assert notices == [] and policy is not None
     assert policy.data["limits"]["max_search_calls"]["value"] == 2
+    assert policy.forms is None, "no patterns cache from the user's state directory (its digest is unkeyed)"
 
 
 def test_doctor_names_a_managed_file_someone_else_can_write(tmp_path, env):
@@ -251,6 +252,7 @@ def test_a_managed_hook_counts_with_the_installs_table_never_the_users(as_user, 
     assert not marker.exists(), "the managed hook ran code named by the user's tokenizer table"
     assert counted == len(reference.encode_ordinary(result))
     assert {p.name: p.read_bytes() for p in cache.iterdir()} == before, "the managed hook wrote the user's cache"
+    assert not list(cache.parent.rglob("*.forms")), "a managed hook keeps no patterns cache there"
     table.unlink()  # no table where the install puts it: tiktoken counts, as exactly, and none is written
     counted, _ = _search_as_the_user(folder, prefix, config, "without-table")
     assert counted == len(reference.encode_ordinary(result)) and not marker.exists()

@@ -238,10 +238,13 @@ def remove_folders(root: str, record: dict[str, Any]) -> list[str]:
 GUARANTEES = (
     "managed: the hooks run whatever user, project or local settings say (disableAllHooks, emptied "
     "hooks, an env entry, --setting-sources), only managed hooks run, and the policy in force is "
-    "{policy} whatever the project's or the user's files say (nothing to accept); the counts are "
-    "kept in each user's own state directory, which that user can delete (a turn's counts then "
-    "restart). Project, local and user installs: every protection holds only against the "
-    "spellings the routes read, because the model can write the user's files"
+    "{policy} whatever the project's or the user's files say (nothing to accept); tokens are counted "
+    "with the install's own table. Not a wall: the ledger is in each user's own state directory and "
+    "holds grants as well as counts, so a model that gets a shell command past the routes can delete "
+    "it (a turn's counts restart) or write it (arm mem_context without its trigger, mark ids surfaced "
+    "so unsurfaced fetches pass); only a root-owned ledger service would make that a wall. Project, "
+    "local and user installs: every protection holds only against the spellings the routes read, "
+    "because the model can write the user's files"
 )
 
 
