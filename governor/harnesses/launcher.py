@@ -53,7 +53,9 @@ _OPEN = "memory calls pass ungoverned (the project's policy says on_error: open)
 
 def _named(prefix: str) -> str:
     """The sh for a payload that names its event and tool, an MCP tool by its prefix."""
-    return f"field hook_event_name; event=$value; field tool_name; tool=$value\ncase $tool in {prefix}*) memory=1 ;; esac"
+    return (
+        f"field hook_event_name; event=$value; field tool_name; tool=$value\ncase $tool in {prefix}*) memory=1 ;; esac"
+    )
 
 
 # Copilot's own payloads name no event: each is known by the fields it alone carries (as the

@@ -54,6 +54,8 @@ def _remove_stale_users() -> None:
         pid = entry.pw_name.removeprefix(USER_PREFIX)
         if entry.pw_name.startswith(USER_PREFIX) and pid.isdigit() and not Path(f"/proc/{pid}").exists():
             subprocess.run(["userdel", "-r", entry.pw_name], capture_output=True)
+
+
 LOOSE = "version: 1\nlimits:\n  default:\n    max_search_calls: 9\n"
 
 

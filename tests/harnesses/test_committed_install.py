@@ -320,7 +320,11 @@ def _no_governor_project(tmp_path: Path, harness: str, policy: str, git: bool = 
     subprocess.run([sys.executable, "-m", "governor", "install", harness, "--project", str(project)],
                    check=True, capture_output=True, env=env)  # fmt: skip
     if git:
-        for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+        for args in (
+            ["init", "-q"],
+            ["add", "-A"],
+            ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+        ):
             subprocess.run(["git", *args], cwd=project, check=True, capture_output=True, env=env)
     (command,) = installed_commands(project, harness)
     return project, command
