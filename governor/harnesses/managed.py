@@ -279,6 +279,13 @@ def ownership_checks(label: str, files: list[str], fix: str) -> list[Any]:
     return checks
 
 
+def read_files(where: dict[str, str]) -> list[str]:
+    """What every managed hook reads from the config folder: the policy, it compiled, the
+    administrator's environment when there is one, and the tokenizer tables."""
+    environment = [where["environment"]] if os.path.exists(where["environment"]) else []
+    return [where["policy"], where["compiled"], *environment, *tables(where["config"])]
+
+
 def ran_files(command: str) -> list[str]:
     """The interpreter and the entry file a hook command runs."""
     import shlex

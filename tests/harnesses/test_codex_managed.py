@@ -99,10 +99,13 @@ def test_doctor_fails_when_a_switch_is_off_or_a_file_is_writable(tmp_path, env):
     del data["allow_managed_hooks_only"]
     path.write_text(tomlkit.dumps(data))
     os.chmod(where["policy"], 0o666)
+    Path(where["environment"]).write_text('{"MEMORY_GOVERNOR_LEDGER_URL": "redis://elsewhere/0"}\n')
+    os.chmod(where["environment"], 0o666)  # every managed hook's ledger, rewritable by anyone
     bad = [c.detail for c in managed.doctor(str(root), is_ours) if c.status == BAD]
     assert any("hooks is not pinned to true" in d for d in bad), bad
     assert any("allow_managed_hooks_only is not true" in d for d in bad), bad
     assert any(f"{where['policy']}: mode 0666 is group- or world-writable" in d for d in bad), bad
+    assert any(f"{where['environment']}: mode 0666 is group- or world-writable" in d for d in bad), bad
 
 
 def test_the_install_writes_the_tokenizer_table_every_managed_hook_counts_with_and_uninstall_removes_it(

@@ -192,9 +192,7 @@ def doctor(root: str, is_ours: Any) -> list[Any]:
              for g in groups if isinstance(g, dict) for h in g.get("hooks") or [] if is_ours(h)]  # fmt: skip
     if not hooks:
         return []
-    files = [where["settings"], where["policy"], where["compiled"], *shared.ran_files(hooks[0]["command"])]
-    files += [where["environment"]] if os.path.exists(where["environment"]) else []
-    files += shared.tables(where["config"])
+    files = [where["settings"], *shared.read_files(where), *shared.ran_files(hooks[0]["command"])]
     fix = "sudo memory-governor install claude-code --scope managed (from a root-owned environment)"
     checks = shared.ownership_checks("claude-code (managed)", files, fix)
     if settings.get(ONLY_MANAGED) is not True:

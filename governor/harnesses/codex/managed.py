@@ -168,8 +168,7 @@ def doctor(root: str, is_ours: Any) -> list[Any]:
     hooks = [hook for groups in hook_groups(settings, is_ours).values() for _, hook in groups]
     if not hooks:
         return []
-    files = [where["settings"], where["policy"], where["compiled"], *shared.ran_files(hooks[0]["command"])]
-    files += shared.tables(where["config"])
+    files = [where["settings"], *shared.read_files(where), *shared.ran_files(hooks[0]["command"])]
     fix = "sudo memory-governor install codex --scope managed (from a root-owned environment)"
     checks = shared.ownership_checks("codex (managed)", files, fix)
     if settings.get(ONLY_MANAGED) is not True:
