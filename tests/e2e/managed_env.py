@@ -88,12 +88,3 @@ def user_and_layers() -> Iterator[tuple[Path, Path, str]]:
         subprocess.run(["userdel", "-r", user], capture_output=True)
         shutil.rmtree(user_tmp, ignore_errors=True)
         shutil.rmtree(layers, ignore_errors=True)
-
-
-def tokenizer_tables_for(state: Path) -> None:
-    """The tokenizer tables in a managed hook's state directory, copied (the user comes to own them)."""
-    from tests.conftest import tokenizer_tables
-
-    (state / "cache").mkdir(parents=True, exist_ok=True)
-    for table in tokenizer_tables():
-        shutil.copy(table, state / "cache" / table.name)

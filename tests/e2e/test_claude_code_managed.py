@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 from conftest import Harness, Tools
 from fake_model import FakeModel, call, engram, text, tool_uses
-from managed_env import namespaced, own, tokenizer_tables_for, user_and_layers
+from managed_env import namespaced, own, user_and_layers
 from sandbox import PYTHON, RUN_TIMEOUT
 
 pytestmark = [pytest.mark.e2e]
@@ -71,8 +71,7 @@ class Managed(Harness):
 def managed(tools: Tools, model: FakeModel) -> Iterator[Managed]:
     with user_and_layers() as (user_tmp, layers, user):
         harness = Managed(user_tmp, layers, tools, model, user)
-        tokenizer_tables_for(harness.user_state)
-        yield harness
+        yield harness  # the hooks count with the table the install builds into /etc/memory-governor
     assert not Path("/etc/claude-code/managed-settings.json").exists() or _was_there_before, "nothing left in /etc"
 
 

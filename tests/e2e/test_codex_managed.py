@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from codex_env import CodexHarness, CodexTools, codex_tools_fixture, responses_fixture, responses_server_fixture  # noqa: F401
 from fake_responses import FakeResponses, call, engram, text, tool_uses
-from managed_env import namespaced, own, tokenizer_tables_for, user_and_layers
+from managed_env import namespaced, own, user_and_layers
 from sandbox import PYTHON, RUN_TIMEOUT
 
 pytestmark = [pytest.mark.e2e]
@@ -71,8 +71,7 @@ class ManagedCodex(CodexHarness):
 def managed(codex_tools: CodexTools, responses: FakeResponses) -> Iterator[ManagedCodex]:
     with user_and_layers() as (user_tmp, layers, user):
         harness = ManagedCodex(user_tmp, layers, codex_tools, responses, user)
-        tokenizer_tables_for(harness.user_state)
-        yield harness
+        yield harness  # the hooks count with the table the install builds into /etc/memory-governor
     assert not os.path.exists(REQUIREMENTS) or _was_there_before, "nothing left in /etc"
 
 

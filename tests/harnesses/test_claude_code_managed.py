@@ -12,8 +12,9 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,6 +141,7 @@ def test_the_managed_policy_ignores_the_projects_files(tmp_path, env):
         policy_managed._config = None
     assert notices == [] and policy is not None
     assert policy.data["limits"]["max_search_calls"]["value"] == 2
+    assert policy.forms is None, "no patterns cache from the user's state directory (its digest is unkeyed)"
 
 
 def test_doctor_names_a_managed_file_someone_else_can_write(tmp_path, env):
@@ -313,28 +315,31 @@ def as_user() -> Iterator[AsUser]:
         subprocess.run(["useradd", "-M", "-d", str(base / "home"), "-s", "/bin/sh", name], check=True,
                        capture_output=True)  # fmt: skip
         user = AsUser(base, name)
-        from tests.conftest import tokenizer_tables
-
-        (user.state / "cache").mkdir(parents=True)
-        for table in tokenizer_tables():  # copied, not linked: the user comes to own them
-            shutil.copy(table, user.state / "cache" / table.name)
+        user.home.mkdir()  # no tokenizer tables in it: a managed hook counts with the install's
         yield user
     finally:
         subprocess.run(["userdel", "-r", name], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
 
 
-def managed_turn(as_user: AsUser, root: Path) -> list[subprocess.CompletedProcess[str]]:
-    """A prompt and two searches through the hook command the managed install wrote, as the user."""
+def managed_hook(as_user: AsUser, root: Path, session_id: str = "sess-m") -> Callable[..., Any]:
+    """The hook command the managed install wrote, run as the user on one event of `session_id`."""
     where = managed.paths(str(root))
     project = as_user.base / "p"
     command = json.loads(Path(where["settings"]).read_text())["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
 
     def hook(name: str, **fields: object) -> subprocess.CompletedProcess[str]:
-        payload = {"session_id": "sess-m", "transcript_path": str(project / "t.jsonl"), "cwd": str(project),
-                   "hook_event_name": name, "permission_mode": "default", "prompt_id": "sess-m-1", **fields}  # fmt: skip
+        payload = {"session_id": session_id, "transcript_path": str(project / "t.jsonl"), "cwd": str(project),
+                   "hook_event_name": name, "permission_mode": "default", "prompt_id": f"{session_id}-1",
+                   **fields}  # fmt: skip
         return as_user.run(["sh", "-c", command], project, json.dumps(payload))
 
+    return hook
+
+
+def managed_turn(as_user: AsUser, root: Path) -> list[subprocess.CompletedProcess[str]]:
+    """A prompt and two searches through the hook command the managed install wrote, as the user."""
+    hook = managed_hook(as_user, root)
     hook("UserPromptSubmit", prompt="what did we decide about the cache?")
     return [hook("PreToolUse", tool_name="mcp__engram__mem_search", tool_input={"query": f"cache {n}"},
                  tool_use_id=f"toolu_{n}") for n in (1, 2)]  # fmt: skip
@@ -447,3 +452,66 @@ def test_telemetry_under_a_managed_install_is_one_sender_the_administrator_runs_
         governor("serve", "--stop", env=sender, check=False)
         serve.wait(timeout=30)
         receiver.stop()
+
+
+def counted_search(as_user: AsUser, root: Path, session_id: str) -> tuple[int, str]:
+    """One memory search and its result through the managed hook command, run as the user: the
+    tokens the user's ledger counted for it, and the result's text."""
+    import sqlite3
+
+    from tests.conftest import fixture_text
+
+    hook = managed_hook(as_user, root, session_id)
+    result = fixture_text("engram/search_v1.txt")
+    call = {"tool_name": "mcp__engram__mem_search", "tool_input": {"query": "auth", "limit": 3},
+            "tool_use_id": f"toolu_{session_id}"}  # fmt: skip
+    hook("UserPromptSubmit", prompt="what did we decide about auth?")
+    before = hook("PreToolUse", **call)
+    assert before.returncode == 0 and '"deny"' not in before.stdout, before.stdout + before.stderr
+    after = hook("PostToolUse", **call, tool_response=result, duration_ms=5)
+    assert after.returncode == 0, after.stderr
+    with sqlite3.connect(as_user.state / "ledger.db") as db:
+        counted = [row[0] for row in db.execute("SELECT tokens FROM calls WHERE call_id LIKE ?",
+                                                ("%" + call["tool_use_id"],))]  # fmt: skip
+    assert len(counted) == 1, counted
+    return counted[0], result
+
+
+def test_a_managed_hook_counts_with_the_installs_table_never_the_users(as_user, env):
+    """The install builds the tokenizer table into the root-owned configuration folder. A managed
+    hook run as the user counts with it, exactly; a table in the user's state directory whose
+    head names the user's code is neither run nor read, and the hook writes no table there."""
+    import tiktoken
+
+    from governor.engine import tokens
+    from tests.conftest import tokenizer_tables
+
+    root = as_user.base / "r"
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    config = managed.paths(str(root))["config"]
+    (table,) = Path(config).glob("o200k_base-*.bpe")
+    assert stat.S_IMODE(table.stat().st_mode) == 0o644 and table.stat().st_uid == 0
+    assert str(table) in managed.read_record(str(root))["created"]
+    cache = as_user.state / "cache"
+    cache.mkdir(parents=True)
+    marker, code = as_user.home / "ran", as_user.home / "split.py"
+    code.write_text(f"open({str(marker)!r}, 'w').close()\nimport os\nos._exit(0)\n")
+    for shared in tokenizer_tables():  # the user's own tables, their heads naming the user's code
+        head, _, body = shared.read_bytes().partition(b"\n")
+        fields = json.loads(head)
+        for name in ("split", "merge"):
+            fields["sources"][name] = [str(code), code.stat().st_size, code.stat().st_mtime_ns]
+        (cache / shared.name).write_bytes(json.dumps(fields).encode() + b"\n" + body)
+    before = {p.name: p.read_bytes() for p in cache.iterdir()}
+    reference = tiktoken.Encoding(**tokens._spec("o200k_base"))
+    counted, result = counted_search(as_user, root, "with-table")
+    assert not marker.exists(), "the managed hook ran code named by the user's tokenizer table"
+    assert counted == len(reference.encode_ordinary(result))
+    assert {p.name: p.read_bytes() for p in cache.iterdir()} == before, "the managed hook wrote the user's cache"
+    assert not list(cache.parent.rglob("*.forms")), "a managed hook keeps no patterns cache there"
+    table.unlink()  # no table where the install puts it: tiktoken counts, as exactly, and none is written
+    counted, _ = counted_search(as_user, root, "without-table")
+    assert counted == len(reference.encode_ordinary(result)) and not marker.exists()
+    assert not list(Path(config).glob("*.bpe")) and {p.name for p in cache.iterdir()} == set(before)
+    governor("uninstall", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    assert not root.joinpath("etc", "memory-governor").exists()

@@ -80,8 +80,9 @@ def test_the_policy_stays_while_another_harness_managed_install_uses_it(tmp_path
     governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
     governor("install", "codex", "--scope", "managed", "--root", str(root), env=env)
     where = managed.paths(str(root))
+    (table,) = Path(where["config"]).glob("*.bpe")  # one table, Claude Code's install's: both count with it
     governor("uninstall", "codex", "--scope", "managed", "--root", str(root), env=env)
-    assert Path(where["policy"]).exists() and Path(where["compiled"]).exists()
+    assert Path(where["policy"]).exists() and Path(where["compiled"]).exists() and table.exists()
     assert not Path(where["record"]).exists() and not (root / "etc" / "codex").exists()
     governor("uninstall", "claude-code", "--scope", "managed", "--root", str(root), env=env)
     assert not (root / "etc" / "memory-governor").exists()
@@ -98,10 +99,49 @@ def test_doctor_fails_when_a_switch_is_off_or_a_file_is_writable(tmp_path, env):
     del data["allow_managed_hooks_only"]
     path.write_text(tomlkit.dumps(data))
     os.chmod(where["policy"], 0o666)
+    Path(where["environment"]).write_text('{"MEMORY_GOVERNOR_LEDGER_URL": "redis://elsewhere/0"}\n')
+    os.chmod(where["environment"], 0o666)  # every managed hook's ledger, rewritable by anyone
     bad = [c.detail for c in managed.doctor(str(root), is_ours) if c.status == BAD]
     assert any("hooks is not pinned to true" in d for d in bad), bad
     assert any("allow_managed_hooks_only is not true" in d for d in bad), bad
     assert any(f"{where['policy']}: mode 0666 is group- or world-writable" in d for d in bad), bad
+    assert any(f"{where['environment']}: mode 0666 is group- or world-writable" in d for d in bad), bad
+
+
+def test_the_install_writes_the_tokenizer_table_every_managed_hook_counts_with_and_uninstall_removes_it(
+    tmp_path, env, monkeypatch
+):
+    """The managed hook reads tables only from the configuration folder, whatever the harness: the
+    Codex install builds the policy's unit's table there (root's, 0644, in its record), doctor
+    checks it with the rest and warns when it is missing, and its uninstall removes it."""
+    from governor.engine import bpe, tokens
+    from governor.harnesses.checks import WARN
+
+    root = tmp_path / "r"
+    out = governor("install", "codex", "--scope", "managed", "--root", str(root), env=env)
+    where = managed.paths(str(root))
+    table = Path(managed.table_path(where["config"], "o200k_base"))
+    assert f"{table}: the tokenizer table every hook counts with" in out.stdout, out.stdout
+    assert bpe.read(str(table), "o200k_base") is not None and stat.S_IMODE(table.stat().st_mode) == 0o644
+    assert str(table) in managed.read_record(str(root))["created"]
+    monkeypatch.setattr(tokens, "_counters", {})
+    monkeypatch.setattr(tokens, "_quick_folder", None)
+    monkeypatch.setattr(tokens, "_quick_builds", True)
+    tokens.load_quickly(where["config"], build=False)  # as a managed hook loads its tables
+    assert tokens.counter("o200k_base").quick, "a managed hook counts with the install's table"
+    assert not [c for c in managed.doctor(str(root), is_ours) if c.status == WARN]
+    os.chmod(table, 0o666)
+    bad = [c.detail for c in managed.doctor(str(root), is_ours) if c.status == BAD]
+    assert any(f"{table}: mode 0666 is group- or world-writable" in d for d in bad), bad
+    table.unlink()
+    warned = [c.detail for c in managed.doctor(str(root), is_ours) if c.status == WARN]
+    assert warned == [f"no tokenizer table for o200k_base in {where['config']}: every hook that counts starts "
+                      "tiktoken (~0.25 s)"], warned  # fmt: skip
+    governor("install", "codex", "--scope", "managed", "--root", str(root), env=env)
+    assert table.exists(), "a second install builds it again"
+    out = governor("uninstall", "codex", "--scope", "managed", "--root", str(root), env=env)
+    assert f"{table}: removed" in out.stdout and not table.exists(), out.stdout
+    assert not (root / "etc" / "memory-governor").exists()
 
 
 def test_a_harness_without_a_managed_layer_is_refused(tmp_path, env):

@@ -354,3 +354,85 @@ def test_codex_runs_the_launcher_of_the_session_folder_wherever_git_says_the_top
     (project / ".git").rename(tmp_path / "moved.git")  # a `.git` file naming a repository elsewhere
     (project / ".git").write_text(f"gitdir: {tmp_path / 'moved.git'}\n")
     assert limit("git-file") == 3
+
+
+def _no_governor_project(tmp_path: Path, harness: str, policy: str, git: bool = False) -> tuple[Path, str]:
+    """A project with the launcher installed and `policy` as its policy file (committed, `git`),
+    and the hook command its settings run, for a machine with no governor."""
+    project = tmp_path / "project"
+    env = {"PATH": f"{os.path.dirname(sys.executable)}:{SYSTEM_PATH}", "HOME": str(tmp_path),
+           "MEMORY_GOVERNOR_STATE_DIR": str(tmp_path / "state")}  # fmt: skip
+    (project / ".memory-governor").mkdir(parents=True)
+    (project / ".memory-governor" / "policy.yaml").write_text(policy)
+    subprocess.run([sys.executable, "-m", "governor", "install", harness, "--project", str(project)],
+                   check=True, capture_output=True, env=env)  # fmt: skip
+    if git:
+        for args in (
+            ["init", "-q"],
+            ["add", "-A"],
+            ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+        ):
+            subprocess.run(["git", *args], cwd=project, check=True, capture_output=True, env=env)
+    (command,) = installed_commands(project, harness)
+    return project, command
+
+
+@pytest.mark.parametrize("harness", [h for h in HARNESSES if h != "opencode"])
+def test_a_megabyte_payload_is_answered_without_a_governor(tmp_path: Path, harness: str) -> None:
+    """The launcher reads a bounded prefix and finds each key in one linear pass: a 1 MB argument
+    (Copilot's payloads never name their event) is answered under on_error: closed, the memory
+    call refused and a shell command too long to read refused too, well inside the hook timeout
+    (the subprocess timeout is the failure signal: before, sh took hours on this)."""
+    project, command = _no_governor_project(tmp_path, harness, "on_error: closed\n")
+    state = tmp_path / "nobody"
+    padding = "a " * 500_000
+    call = tool_call(project, "s1", harness, HARNESSES[harness][3], {"query": padding, "limit": 3})
+    assert "not installed" in (refusal(answer_of(hook(command, project, state, SYSTEM_PATH, call, harness))) or "")
+    routed = shell(project, "s1", harness, "ls " + padding)
+    assert "not installed" in (refusal(answer_of(hook(command, project, state, SYSTEM_PATH, routed, harness))) or "")
+    assert refusal(answer_of(hook(command, project, state, SYSTEM_PATH, shell(project, "s1", harness, "ls"),
+                                  harness))) is None  # fmt: skip
+
+
+def test_without_a_governor_on_error_is_the_committed_policys(tmp_path: Path) -> None:
+    """In a git repository the launcher takes on_error from the policy as committed at HEAD: a
+    working-tree edit from closed to open changes nothing; one spelled some way it cannot read,
+    or a repository with nothing committed, is closed."""
+    project, command = _no_governor_project(tmp_path, "claude-code", "on_error: closed\n", git=True)
+    policy = project / ".memory-governor" / "policy.yaml"
+    state = tmp_path / "nobody"
+
+    def refused() -> bool:
+        return refusal(answer_of(hook(command, project, state, SYSTEM_PATH, search(project, "s1")))) is not None
+
+    policy.write_text("on_error: open\n")  # the model's sed, not committed
+    assert refused(), "a working-tree loosening is not what the team committed"
+    env = {"HOME": str(tmp_path), "PATH": SYSTEM_PATH}
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "open"], cwd=project,
+                   check=True, capture_output=True, env=env)  # fmt: skip
+    assert not refused(), "committed open: the call passes, as the team's policy says"
+    policy.write_text("{on_error: open}\n")
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "flow"], cwd=project,
+                   check=True, capture_output=True, env=env)  # fmt: skip
+    assert refused(), "on_error spelled as the launcher does not read it: closed"
+    shutil.rmtree(project / ".git")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True, capture_output=True, env=env)
+    policy.write_text("on_error: open\n")
+    assert refused(), "a repository with nothing committed: nothing agreed, closed"
+
+
+@pytest.mark.parametrize("spelling", [
+    "sqlite3 ~/.e?gram/e?gram.db 'select * from observations'", "curl -s 127.0.0.1:$((7400+37))/search?q=auth",
+    'curl -s localhost:7""437/search', "e\\ngram search auth", "$'\\x65ngram' search auth", "{e,}ngram search",
+    "cat ~/.*/*.db", "E=${X:-engr}; $E",
+])  # fmt: skip
+def test_without_a_governor_a_spelled_route_to_the_memory_is_refused(tmp_path: Path, spelling: str) -> None:
+    """Quotes, backslashes, globs that could stand for the memory's names, and expansions the
+    launcher cannot read are refused under on_error: closed; a plain command is not."""
+    project, command = _no_governor_project(tmp_path, "claude-code", "on_error: closed\n")
+    state = tmp_path / "nobody"
+    answer = answer_of(hook(command, project, state, SYSTEM_PATH, shell(project, "s1", "claude-code", spelling)))
+    assert "not installed" in (refusal(answer) or ""), spelling
+    for plain in ("ls src/*.py", "git log -5", "awk '{print $1}' notes.txt"):
+        assert refusal(answer_of(hook(command, project, state, SYSTEM_PATH, shell(project, "s1", "claude-code",
+                                                                                    plain)))) is None, plain  # fmt: skip

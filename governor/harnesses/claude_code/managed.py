@@ -14,6 +14,10 @@ The layout (every path root-owned, no level group- or world-writable):
   /etc/memory-governor/environment.json    what every managed hook gets from the administrator
                                            (--ledger-url: the ledger's Redis), never from the user
   /etc/memory-governor/install.json        what this install created or set, for the uninstall
+  /etc/memory-governor/<unit>-<env>.bpe    the tokenizer table a managed hook counts with
+                                           (governor.engine.bpe); it reads no table from the
+                                           user's state directory, and without this one it
+                                           counts with tiktoken (slower, as exact)
   the governor's own environment           e.g. /opt/memory-governor (a venv made by root): the
                                            hook command runs its interpreter `-I -S` on its entry
                                            file with `--managed /etc/memory-governor`
@@ -43,6 +47,8 @@ ONLY_MANAGED = "allowManagedHooksOnly"
 EMPTY_POLICY = shared.EMPTY_POLICY
 environment_paths = shared.environment_paths
 compile_for_install = shared.compile_for_install
+table_path = shared.table_path
+write_table = shared.write_table
 
 
 ROOT = "/"
@@ -86,11 +92,16 @@ def read_record(root: str) -> dict[str, Any]:
     return shared.read_record(paths(root)["record"])
 
 
-def will_create(root: str) -> list[str]:
-    """What an install here creates (before it writes anything), with what an earlier one did."""
+def will_create(root: str, unit: str | None = None) -> list[str]:
+    """What an install here creates (before it writes anything), with what an earlier one did;
+    `unit`: the policy's token unit, whose table it writes."""
     where = paths(root)
     return shared.will_create(where, created_folders(root), [where[k] for k in ("settings", "policy", "compiled",
-                                                                                "environment", "record")])  # fmt: skip
+                                                                                "environment", "record")], unit)  # fmt: skip
+
+
+def remove_tables(root: str, record: dict[str, Any]) -> list[str]:
+    return shared.remove_tables(paths(root), record)
 
 
 def policy_text(root: str, given: str | None) -> str:
@@ -160,10 +171,9 @@ def remove_folders(root: str, record: dict[str, Any]) -> list[str]:
 GUARANTEES = (
     "managed: the hooks run whatever user, project or local settings say (disableAllHooks, emptied "
     "hooks, an env entry, --setting-sources), only managed hooks run, and the policy in force is "
-    "{policy} whatever the project's or the user's files say (nothing to accept); the counts are "
-    "kept in each user's own state directory, which that user can delete (a turn's counts then "
-    "restart). Project, local and user installs: every protection holds only against the "
-    "spellings the routes read, because the model can write the user's files"
+    "{policy} whatever the project's or the user's files say (nothing to accept); " + shared.LEDGER + ". Project, "
+    "local and user installs: every protection holds only against the spellings the routes read, "
+    "because the model can write the user's files"
 )
 
 
@@ -182,14 +192,14 @@ def doctor(root: str, is_ours: Any) -> list[Any]:
              for g in groups if isinstance(g, dict) for h in g.get("hooks") or [] if is_ours(h)]  # fmt: skip
     if not hooks:
         return []
-    files = [where["settings"], where["policy"], where["compiled"], *shared.ran_files(hooks[0]["command"])]
-    files += [where["environment"]] if os.path.exists(where["environment"]) else []
+    files = [where["settings"], *shared.read_files(where), *shared.ran_files(hooks[0]["command"])]
     fix = "sudo memory-governor install claude-code --scope managed (from a root-owned environment)"
     checks = shared.ownership_checks("claude-code (managed)", files, fix)
     if settings.get(ONLY_MANAGED) is not True:
         checks.append(Check(BAD, "claude-code (managed)", f"{where['settings']}: {ONLY_MANAGED} is not true, so "
                             "project and user hooks run beside the managed ones", fix))  # fmt: skip
-    if not checks:
+    checks += shared.table_checks("claude-code (managed)", where, fix)
+    if not any(c.status == BAD for c in checks):
         checks.append(
             Check(
                 OK,

@@ -31,6 +31,8 @@ RECORD = "install-codex.json"
 ONLY_MANAGED = "allow_managed_hooks_only"
 environment_paths = shared.environment_paths
 compile_for_install = shared.compile_for_install
+table_path = shared.table_path
+write_table = shared.write_table
 
 
 def paths(root: str = "/") -> dict[str, str]:
@@ -60,10 +62,16 @@ def created_folders(root: str) -> list[str]:
     return [os.path.dirname(paths(root)["settings"]), paths(root)["config"]]
 
 
-def will_create(root: str) -> list[str]:
+def will_create(root: str, unit: str | None = None) -> list[str]:
+    """What an install here creates, with what an earlier one did; `unit`: the policy's token
+    unit, whose table it writes."""
     where = paths(root)
     return shared.will_create(where, created_folders(root), [where[k] for k in ("settings", "policy", "compiled",
-                                                                                "environment", "record")])  # fmt: skip
+                                                                                "environment", "record")], unit)  # fmt: skip
+
+
+def remove_tables(root: str, record: dict[str, Any]) -> list[str]:
+    return shared.remove_tables(paths(root), record)
 
 
 def policy_text(root: str, given: str | None) -> str:
@@ -139,8 +147,7 @@ GUARANTEES = (
     "managed: the hooks run whatever the user's or the project's config.toml, hooks.json, "
     "[hooks.state] entries, [features] hooks = false, -c overrides or CODEX_HOME say, only managed "
     "hooks run, and the policy in force is {policy} whatever the project's or the user's files say "
-    "(nothing to accept); the counts are kept in each user's own state directory, which that user "
-    "can delete (a turn's counts then restart). Project and user installs: every protection holds "
+    "(nothing to accept); " + shared.LEDGER + ". Project and user installs: every protection holds "
     "only against the spellings the routes read, because the model can write the user's files"
 )
 
@@ -161,7 +168,7 @@ def doctor(root: str, is_ours: Any) -> list[Any]:
     hooks = [hook for groups in hook_groups(settings, is_ours).values() for _, hook in groups]
     if not hooks:
         return []
-    files = [where["settings"], where["policy"], where["compiled"], *shared.ran_files(hooks[0]["command"])]
+    files = [where["settings"], *shared.read_files(where), *shared.ran_files(hooks[0]["command"])]
     fix = "sudo memory-governor install codex --scope managed (from a root-owned environment)"
     checks = shared.ownership_checks("codex (managed)", files, fix)
     if settings.get(ONLY_MANAGED) is not True:
@@ -171,7 +178,8 @@ def doctor(root: str, is_ours: Any) -> list[Any]:
     if not (isinstance(features, dict) and features.get("hooks") is True):
         checks.append(Check(BAD, "codex (managed)", f"{where['settings']}: [features] hooks is not pinned to true, "
                             "so a user's or project's config.toml turns the managed hooks off", fix))  # fmt: skip
-    if not checks:
+    checks += shared.table_checks("codex (managed)", where, fix)
+    if not any(c.status == BAD for c in checks):
         checks.append(Check(OK, "codex (managed)", f"{where['settings']}: {len(hooks)} managed hooks; it, the policy, "
                             "the interpreter and the entry file are root-owned and written by root alone"))  # fmt: skip
     checks.append(Check(INFO, "guarantees", GUARANTEES.format(policy=where["policy"])))
