@@ -114,6 +114,49 @@ def test_an_expired_reservation_frees_its_tokens_but_not_its_call_slot(tmp_path:
         assert ledger.usage("s:a", turn, now + 61) == {"search": 1, "tokens": 0}
 
 
+def _usage_by_rows(rows: list[tuple[str, str, str, int, int, float]], now: float, agent: str | None) -> dict[str, int]:
+    """What usage means, call by call: (role, state, agent, reserved, tokens, expires) of one turn."""
+    counts: dict[str, int] = {}
+    for role, state, who, _, _, _ in rows:
+        if state in ("committed", "pending") and (agent is None or who == agent):
+            counts[role] = counts.get(role, 0) + 1
+    counts["tokens"] = sum(
+        tokens if state == "committed" else reserved if state == "pending" and expires > now else 0
+        for _, state, _, reserved, tokens, expires in rows
+    )
+    return counts
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+def test_usage_counts_a_mixed_turn_as_its_calls_say(tmp_path: Path, store: str, request: pytest.FixtureRequest) -> None:
+    url = request.getfixturevalue("redis_server").url if store == "redis" else None
+    ledger = open_ledger(str(tmp_path / "host"), 2000, url)
+    rng = random.Random(7)
+    now = 1000.0
+    rows: list[tuple[str, str, str, int, int, float]] = []
+    with ledger.write("s:a"):
+        turn, _ = ledger.turn("s:a", "s:t1", now)
+        other, _ = ledger.turn("s:a", "s:t2", now)
+        ledger.reserve("s:a", other, "elsewhere", "search", "", ("", ""), 999, now, 60)  # another turn: not counted
+        for n in range(60):
+            role = rng.choice(["search", "fetch", "save", "other"])
+            agent = rng.choice(["", "agent-1", "agent-2"])
+            expected, ttl = rng.randrange(1, 500), rng.choice([5.0, 60.0])
+            ledger.reserve("s:a", turn, f"c{n}", role, "", (agent, ""), expected, now, ttl)
+            state, tokens = rng.choice(["committed", "pending", "released"]), rng.randrange(0, 800)
+            if state == "committed":
+                ledger.commit("s:a", f"c{n}", tokens, now)
+            elif state == "released":
+                ledger.release("s:a", f"c{n}", now)
+            rows.append((role, state, agent, expected, tokens if state == "committed" else 0, now + ttl))
+        ledger.deny("s:a", turn, "refused", "search", "", ("agent-1", ""), now)
+        rows.append(("search", "denied", "agent-1", 0, 0, now))
+        for at in (now, now + 10, now + 100):
+            for agent in (None, "", "agent-1", "agent-3"):
+                assert ledger.usage("s:a", turn, at, agent_id=agent) == _usage_by_rows(rows, at, agent), (at, agent)
+    ledger.close()
+
+
 def test_commit_replaces_the_reservation_and_release_frees_it(tmp_path: Path) -> None:
     ledger = open_ledger(str(tmp_path))
     now = 1000.0

@@ -388,17 +388,18 @@ class Ledger:
         it is live: past its time to live, a call that never reports back stops holding them.
         With `agent_id`, the counts of that agent only (a tier's own caps), tokens as a whole.
         """
+        # One row per role, summed by SQLite: a turn with many calls costs one row each per role, not per call.
         counts: dict[str, int] = {}
         tokens = 0
-        for role, state, reserved, used, agent, expires in self.q(
-            "SELECT role, state, reserved, tokens, agent_id, expires FROM calls WHERE session=? AND turn=? "
-            "AND state IN ('committed', 'pending')",
-            session,
-            turn,
-        ):
-            tokens += used if state == "committed" else reserved if expires > now else 0
-            if agent_id is None or agent == agent_id:
-                counts[role] = counts.get(role, 0) + 1
+        for role, count, used in self.q(
+            "SELECT role, " + ("COUNT(*)" if agent_id is None else "SUM(agent_id=?)") + ", "
+            "SUM(CASE WHEN state='committed' THEN tokens WHEN expires>? THEN reserved ELSE 0 END) "
+            "FROM calls WHERE session=? AND turn=? AND state IN ('committed', 'pending') GROUP BY role",
+            *((now,) if agent_id is None else (agent_id, now)), session, turn,
+        ):  # fmt: skip
+            tokens += used
+            if count:
+                counts[role] = count
         counts["tokens"] = tokens
         return counts
 

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from typing import Any, BinaryIO
 
     from governor.engine.rules import CompiledPolicy
+    from governor.runtime.runner import Loaded
 
 HARNESS = "mcp-proxy"
 DEFAULT_SERVER = "engram"
@@ -319,7 +320,8 @@ class Proxy:
         """Decide a tools/call; True if it was answered here (denied) or sent on rewritten."""
         params = message.get("params")
         tool = params.get("name") if isinstance(params, dict) else None
-        policy = self.policy()
+        loaded = self.loaded()  # one look at the policy for the call: the check here and the decision
+        policy = loaded[1][0] if loaded is not None else None
         if not isinstance(tool, str) or (policy is not None and policy.tool(self.server, tool) is None):
             return False  # not a governed tool: relayed as it came
         assert isinstance(params, dict)
@@ -327,10 +329,10 @@ class Proxy:
         client_id = self.adapter.call_id_of(params)
         call_id = own if client_id is None or client_id in self.spent else client_id
         turn_id = self._turn_id(time.time(), policy)
-        answer = self.decide("call", tool, call_id, turn_id, arguments=params.get("arguments"))
+        answer = self.decide("call", tool, call_id, turn_id, loaded, arguments=params.get("arguments"))
         if answer.get("reused"):  # a client id seen before and spent: no licence to pass uncounted
             call_id = own
-            answer = self.decide("call", tool, call_id, turn_id, arguments=params.get("arguments"))
+            answer = self.decide("call", tool, call_id, turn_id, loaded, arguments=params.get("arguments"))
         if client_id is not None:
             self.spent.add(client_id)
         if "deny" in answer:
@@ -464,21 +466,28 @@ class Proxy:
 
     def policy(self) -> CompiledPolicy | None:
         """The compiled policy the hooks read (None when there is none: the runner says why)."""
-        from governor.policy import compiled
-        from governor.state import state_dir
+        loaded = self.loaded()
+        return loaded[1][0] if loaded is not None else None
+
+    def loaded(self) -> Loaded | None:
+        """The policy this connection's decisions are made under, as the runner looks it up (so a
+        decision can take it instead of looking again); None when there is none."""
+        from governor.runtime.runner import load_policy
 
         try:
-            return compiled.load(self.env, self.project, state_dir(self.env))[0]
+            return load_policy(self.env, self.project, self.session)
         except Exception:
             return None
 
-    def decide(self, event: str, tool: str, call_id: str, turn_id: str | None, **fields: Any) -> dict[str, Any]:
-        """One event through the runner (as a hook's): its answer; errors and notices to stderr."""
+    def decide(self, event: str, tool: str, call_id: str, turn_id: str | None, loaded: Loaded | None = None,
+               **fields: Any) -> dict[str, Any]:  # fmt: skip
+        """One event through the runner (as a hook's): its answer; errors and notices to stderr.
+        `loaded`: the policy looked up for this event a moment ago (`loaded`)."""
         from governor.runtime.runner import respond
 
         payload = {"event": event, "session_id": self.session, "turn_id": turn_id, "call_id": call_id,
                    "server": self.server, "tool": tool, "project": self.project, **fields}  # fmt: skip
-        outcome = respond(HARNESS, b"", self.env, payload=payload)
+        outcome = respond(HARNESS, b"", self.env, payload=payload, loaded=loaded)
         for line in outcome.errors:
             self.say(line.removeprefix("memory-governor: "))
         answer = outcome.answer or {}

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from governor.engine.events import Event
     from governor.engine.rules import CompiledPolicy
 
+    Loaded = tuple[tuple[str | None, str, object], tuple[CompiledPolicy, list[str]]]  # load_policy's answer
+
 _kept: Any = None  # thread-local ledgers, when a long-lived process asks to keep them (keep_connections)
 
 
@@ -98,13 +100,15 @@ _UNREAD: Any = object()  # respond: the payload is still to be parsed from the r
 
 
 def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None = None,
-            payload: Any = _UNREAD, told: tuple[str, ...] = ()) -> Outcome:  # fmt: skip
+            payload: Any = _UNREAD, told: tuple[str, ...] = (), loaded: Loaded | None = None) -> Outcome:  # fmt: skip
     """Decide one hook event. Never raises. `now` replaces the clock (replay plays recorded time).
 
     A long-lived caller that has parsed the event already (the MCP proxy) passes `payload`
     instead of the bytes, and gets the same decision, errors and on_error handling. `told`:
     notices the caller has for the user (a stranger on the warm server's socket), given as
-    policy notices are, on stderr always and to the user once per session."""
+    policy notices are, on stderr always and to the user once per session. `loaded`: the policy
+    the caller looked up for this event a moment ago (`load_policy`), used when it was looked up
+    for the event's own folder, state directory and session, else looked up again."""
     out = Outcome()
     try:
         adapter = harnesses.adapter(harness)
@@ -141,7 +145,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
         if event is None:
             return out  # an event this adapter does not govern
         event.harness = event.harness or adapter.NAME
-        policy, notices = _policy(env, event)
+        policy, notices = _policy(env, event, loaded)
         notices = [*told, *notices]
         if event.kind == ev.SESSION_START:
             notices = notices + _installed_changes(env, event.harness, policy.project)
@@ -169,11 +173,24 @@ def _unsupported(out: Outcome, env: Mapping[str, str], payload: Any, harness: st
         log_error(env, message)
 
 
-def _policy(env: Mapping[str, str], event: Event) -> tuple[CompiledPolicy, list[str]]:
+def _policy(env: Mapping[str, str], event: Event, loaded: Loaded | None = None) -> tuple[CompiledPolicy, list[str]]:
     from governor.policy import compiled
     from governor.state import state_dir
 
-    return compiled.load(env, harness_folder(env, event), state_dir(env), event.session_id)
+    where = (harness_folder(env, event), state_dir(env), event.session_id)
+    if loaded is not None and loaded[0] == where:
+        return loaded[1]
+    return compiled.load(env, *where)
+
+
+def load_policy(env: Mapping[str, str], project: str | None, session: object) -> Loaded:
+    """The policy a decision of `session` in folder `project` is made under, as `respond` looks it
+    up (for a caller that reads it before the event: the MCP proxy), with where it was looked up."""
+    from governor.policy import compiled
+    from governor.state import state_dir
+
+    where = (project_folder(env, project), state_dir(env), session)
+    return where, compiled.load(env, *where)
 
 
 def _installed_changes(env: Mapping[str, str], harness: str | None, project: str | None) -> list[str]:
@@ -190,11 +207,16 @@ HARNESS_PROJECT_VARIABLES = ("CLAUDE_PROJECT_DIR", "GEMINI_PROJECT_DIR")
 
 def harness_folder(env: Mapping[str, str], event: Event) -> str | None:
     """The folder the harness runs the session in: the policy's project is pinned from it."""
+    return project_folder(env, event.project)
+
+
+def project_folder(env: Mapping[str, str], project: str | None) -> str | None:
+    """The harness's own folder when it sets one (HARNESS_PROJECT_VARIABLES), else `project`."""
     for name in HARNESS_PROJECT_VARIABLES:
         value = env.get(name) or ""
         if os.path.isabs(value) and os.path.isdir(value):
             return os.path.normpath(value)
-    return event.project
+    return project
 
 
 _synced: tuple[Any, str] | None = None  # (policy, marker) last found in step: the proxy's per-call stat saved
