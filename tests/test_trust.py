@@ -552,7 +552,11 @@ SPELLED = ["echo '{{\"disableAllHooks\":true}}' > .cla${{x:-ude}}/settings.local
 UNSPELLED = ["echo ${x:-hello} > notes.txt", "for f in *.py; do cp \"$f\" \"$f.bak\"; done",
              "git commit -m \"$(cat <<'EOF'\nfix the parser\nEOF\n)\"", "python -m pytest tests -q > /tmp/out.log 2>&1",
              "cat .cla${x:-ude}/agents/reviewer.md", "ls {prefix}/lib", "cd sub && ls $(pwd)",
-             "echo {a,b}.txt", "tee notes/{one,two}.md < /dev/null"]  # fmt: skip
+             "echo {a,b}.txt", "tee notes/{one,two}.md < /dev/null",
+             # data that reads like a command line (YAML aliases, globs, braces) is not expanded
+             "python3 -c 'import sys; open(sys.argv[1], \"w\").write(sys.argv[2])' notes/p.yaml "
+             + "'" + "\n".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)) + "'",
+             "git commit -m \"docs: match *.md and [x] in names; see {a,b}\""]  # fmt: skip
 
 
 def _spelled(command: str, env: Env) -> str:

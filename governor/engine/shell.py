@@ -358,7 +358,7 @@ def _simple(lexed: list[str], written: set[int], state: Reading, depth: int) -> 
                 _line(body, state, depth + 1)
         for word in run[1:]:
             if (" " in word or "\n" in word or ";" in word) and depth < MAX_DEPTH and program not in _READERS:
-                _line(word, state, depth + 1)  # a command line handed to another program to run
+                _maybe_line(word, state, depth + 1)
     for word in words:
         _paths(word, state)
     for word in run[1:]:
@@ -368,6 +368,21 @@ def _simple(lexed: list[str], written: set[int], state: Reading, depth: int) -> 
             if UNDECIDED not in path and os.path.lexists(path):
                 state.forms.append(os.path.realpath(path))
     _writes(words, writes, start, run, program, state)
+
+
+def _maybe_line(text: str, state: Reading, depth: int) -> None:
+    """An argument that may be a command line another program runs (`ssh host "…"`, `watch "…"`)
+    or may be data (a message, a file's text): judged as a line, but only what it decides
+    plainly counts. Its globs and undecided parts stand for nothing here: data is not expanded,
+    and a program that ran it as a line would be a wrapper judged as one (`_unwrap`)."""
+    guess = Reading(state.cwd, dict(state.env))
+    guess.listings = MAX_LISTINGS  # no folder listed for a guess: its globs stay unmatched
+    _line(text, guess, depth)
+    plain = [t for t in (*guess.writes, *guess.removes, *guess.runs) if UNDECIDED in t or GLOB in t]
+    state.forms += guess.forms
+    state.writes += [w for w in guess.writes if w not in plain]
+    state.removes += [r for r in guess.removes if r not in plain]
+    state.runs += [r for r in guess.runs if r not in plain]
 
 
 def _writes(words: list[str], redirected: set[int], start: int, run: list[str], program: str,
