@@ -51,8 +51,8 @@ def isolation(harness: str, command: str) -> Check | None:
         words = shlex.split(command)
     except ValueError:
         return None
-    if "-I" in words[1:3] or "hook" in words[1:2] or (words[1:2] and words[1].endswith(".memory-governor/hook")):
-        return None  # the project's launcher runs the governor isolated (governor.harnesses.launcher)
+    if "-I" in words[1:3] or "hook" in words[1:2] or any(".memory-governor/hook" in w for w in words[1:3]):
+        return None  # the project's launcher (named, or found by `sh -c`) runs the governor isolated
     return Check(BAD, f"{harness} hook", "the installed command runs without -I, so modules on the user's path "
                  "could stand in for the governor's", f"memory-governor install {harness}  (writes it with -I)")  # fmt: skip
 

@@ -91,7 +91,8 @@ def test_installed_hooks_are_trusted_by_codex_and_doctor_says_so(codex):
     assert [c["arguments"]["limit"] for c in codex.calls("mem_search")] == [10]
     # Installing again trusts the hooks it writes.
     codex.governor("install", "codex", "--project", str(codex.project))
-    assert codex.governor("doctor", check=False).returncode == 0
+    healed = codex.governor("doctor", check=False)
+    assert healed.returncode == 0, healed.stdout
 
 
 def test_uninstall_removes_the_hooks_and_their_trust(codex):
