@@ -43,7 +43,21 @@ from governor.runtime.client import ask  # noqa: E402
 from governor.runtime.runner import respond  # noqa: E402
 
 PY = sys.executable
-ENTRY = str(ROOT / "governor" / "runtime" / "entry.py")
+
+
+def _package() -> Path:
+    """The governor package this interpreter runs when nothing puts the checkout first: the
+    regular install scripts/bench.sh makes (the copy the project launcher runs too), else the
+    checkout. Every hook and server of a run uses the same copy: a hook trusts only a warm server
+    running its own entry file."""
+    proc = subprocess.run([PY, "-I", "-c", "import governor, os; print(os.path.dirname(os.path.abspath(governor.__file__)))"],
+                          cwd="/", capture_output=True, text=True)  # fmt: skip
+    found = Path(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip() else None
+    return found if found is not None and (found / "runtime" / "entry.py").is_file() else ROOT / "governor"
+
+
+PACKAGE = _package()
+ENTRY = str(PACKAGE / "runtime" / "entry.py")
 HOOK = [PY, "-I", "-S", ENTRY, "claude-code"]
 SEARCH = (ROOT / "tests" / "fixtures" / "engram" / "search_v1.txt").read_text()
 FETCH_50K = (
@@ -65,6 +79,8 @@ class Sandbox:
     def __init__(self, unit: str = "o200k_base", warm: bool = True, harness: str = "claude-code",
                  root: Path = ROOT) -> None:  # fmt: skip
         self.root = root  # the checkout whose hook and server run (--baseline: another one)
+        self.entry = ENTRY if root == ROOT else str(root / "governor" / "runtime" / "entry.py")
+        self.path = {} if root == ROOT else {"PYTHONPATH": str(root)}  # the server: the copy its hooks run
         self.dir = Path(tempfile.mkdtemp(prefix="memory-governor-bench-"))
         (self.dir / "project" / ".memory-governor").mkdir(parents=True)
         (self.dir / "project" / ".memory-governor" / "policy.yaml").write_text(f"token_counter: {unit}\n")
@@ -84,14 +100,14 @@ class Sandbox:
         return json.dumps({**base, **fields}).encode()
 
     def start_server(self) -> None:
-        subprocess.Popen([PY, "-m", "governor", "serve", "--idle-exit", "600"], env={**self.env, "PYTHONPATH": str(self.root)},
+        subprocess.Popen([PY, "-m", "governor", "serve", "--idle-exit", "600"], env={**self.env, **self.path}, cwd="/",
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
         sock = self.dir / "state" / "run" / "governor.sock"
         for _ in range(200):
             if sock.exists():
                 break
             time.sleep(0.05)
-        entry = str(self.root / "governor" / "runtime" / "entry.py")
+        entry = self.entry
         for _ in range(100):  # until the server answers (a busy machine starts it slowly)
             proc = subprocess.run([*HOOK[:3], entry, self.harness], capture_output=True, cwd=self.dir / "project",
                                   input=self.payload("PostToolUse", tool_name="mcp__engram__mem_search", tool_input={},
@@ -103,7 +119,7 @@ class Sandbox:
         time.sleep(0.5)  # the tokenizer loads in the server's background thread
 
     def stop_server(self) -> None:
-        subprocess.run([PY, "-m", "governor", "serve", "--stop"], env={**self.env, "PYTHONPATH": str(self.root)},
+        subprocess.run([PY, "-m", "governor", "serve", "--stop"], env={**self.env, **self.path}, cwd="/",
                        capture_output=True)  # fmt: skip
 
     def copilot(self, event: str, hand_off: bool = False, **fields: Any) -> tuple[str, bytes, dict[str, str]]:
@@ -126,7 +142,7 @@ class Sandbox:
         if isinstance(data, tuple):
             harness, data, extra = data
             env = {**self.env, **extra}
-        entry = str(self.root / "governor" / "runtime" / "entry.py")
+        entry = self.entry
         started = time.perf_counter()
         proc = subprocess.run(command or [*HOOK[:2], "-S", entry, harness], input=data, capture_output=True, env=env,
                               cwd=self.dir / "project")  # fmt: skip
