@@ -37,7 +37,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# After site-packages: the regular install scripts/bench.sh makes is the copy every hook and server
+# of the run uses (and this process's client too); the checkout gives its tests' helpers, and the
+# governor where none is installed.
+sys.path.append(str(ROOT))
 
 from governor.runtime.client import ask  # noqa: E402
 from governor.runtime.runner import respond  # noqa: E402
