@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -86,6 +87,7 @@ class Proxy:
         self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
         self.outbox: dict[int, bytearray] = {}  # fd -> bytes waiting to be written (client, server)
         self.client_out = self.server_in = -1  # the two fds written to, once the relay runs
+        self.writable: Any = None  # a poll of client_out, once the relay runs
         self.governed: dict[str, _Call] = {}  # request id (as JSON) -> governed call in flight
         self.lists: set[str] = set()  # tools/list requests in flight
         self.open: dict[str, Any] = {}  # every client request in flight: id (as JSON) -> id
@@ -147,6 +149,8 @@ class Proxy:
         selector = selectors.DefaultSelector()
         selector.register(client_in, selectors.EVENT_READ)
         selector.register(server_out, selectors.EVENT_READ)
+        self.writable = select.poll()  # the client's pipe, asked without waiting before a write
+        self.writable.register(self.client_out, select.POLLOUT)
         partial = {client_in: bytearray(), server_out: bytearray()}  # a line still arriving
         writing: set[int] = set()
         warming = False
@@ -187,6 +191,8 @@ class Proxy:
                         self._client_line(line + b"\n")
                     else:
                         self.to_client(self._server_line(line + b"\n"))
+                for out in self.outbox:  # written now where the pipe takes it: no round of the loop per line
+                    self._write_some(out, until_full=True)
                 if fd == server_out and not warming:  # after the first answer: loading it holds the GIL
                     warming = True
                     threading.Thread(target=self._warm, daemon=True).start()
@@ -215,16 +221,24 @@ class Proxy:
         except OSError:
             pass
 
-    def _write_some(self, fd: int) -> None:
+    def _write_some(self, fd: int, until_full: bool = False) -> None:
+        """A chunk of what waits for `fd` (which the selector found writable); `until_full`: as much
+        as the pipe takes now, without waiting (the server's end is non-blocking; the client's is
+        ours only to write when it polls writable, so a full one never blocks the relay)."""
         waiting = self.outbox[fd]
-        try:
-            written = os.write(fd, waiting[:CHUNK])
-        except BlockingIOError:
-            return
-        except OSError:  # that side is gone; its end of the other pipe closes too
-            waiting.clear()
-            return
-        del waiting[:written]
+        while waiting:
+            if until_full and fd == self.client_out and not self.writable.poll(0):
+                return
+            try:
+                written = os.write(fd, waiting[:CHUNK])
+            except BlockingIOError:
+                return
+            except OSError:  # that side is gone; its end of the other pipe closes too
+                waiting.clear()
+                return
+            del waiting[:written]
+            if not until_full:
+                return
 
     def _drain(self, fd: int, seconds: float = STOP_SECONDS) -> None:
         """Write out what waits for `fd` before the proxy stops, for at most `seconds`: a side that
