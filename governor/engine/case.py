@@ -97,11 +97,17 @@ class Case:
                 "tokens_deduped": tokens.get("deduped", 0),
                 "detail": self.prepared.get("detail", ""),
                 "harness": event.harness,
-                "memory_need": (self.ledger.memory_need(self.session, self.turn) or "") if self.turn else "",
+                "memory_need": self._need() if self.turn else "",
                 "duration_ms": round((time.perf_counter() - self.started) * 1000, 3),
                 "call_id": call_id or "",
             }
         )
+
+    def _need(self) -> str:
+        """This turn's memory-need class, read once per decision (governor.engine.budgets keeps it)."""
+        if "need" not in self.prepared:
+            self.prepared["need"] = self.ledger.memory_need(self.session, self.turn)
+        return self.prepared["need"] or ""
 
     def detail(self) -> str:
         """What the event carried, as a size and a fingerprint; the text itself only if the policy opts in."""

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 7
 DB_NAME = "ledger.db"
 URL_VARIABLE = "MEMORY_GOVERNOR_LEDGER_URL"  # set: the Redis store at that URL; unset: the SQLite file
+SEEN_STEP = 1.0  # seconds: how far behind a session's last-seen time may be before a decision writes it
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
 
 _SCHEMA = """
@@ -300,12 +301,14 @@ class Ledger:
         return str(row[0]) if row else None
 
     def touch_session(self, session: str, now: float) -> tuple[str, int]:
-        """Ensure the session exists; its current (turn, seq)."""
-        row = self.one("SELECT turn, turn_seq FROM sessions WHERE session=?", session)
+        """Ensure the session exists; its current (turn, seq). Its last-seen time moves on when it is
+        SEEN_STEP or more behind (a burst of calls writes it once, not per call)."""
+        row = self.one("SELECT turn, turn_seq, seen FROM sessions WHERE session=?", session)
         if row is None:
             self.q("INSERT INTO sessions (session, created, seen) VALUES (?, ?, ?)", session, now, now)
             return "", 0
-        self.q("UPDATE sessions SET seen=? WHERE session=?", now, session)
+        if not 0 <= now - row[2] < SEEN_STEP:
+            self.q("UPDATE sessions SET seen=? WHERE session=?", now, session)
         return row[0], row[1]
 
     def turn(self, session: str, turn_id: str | None, now: float, new: bool = False) -> tuple[str, int]:

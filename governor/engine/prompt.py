@@ -29,6 +29,7 @@ def prompt(case: Case) -> Decision:
     policy = case.policy
     verdict = case.prepared["verdict"]
     case.ledger.set_memory_need(case.session, case.turn, verdict.need)
+    case.prepared["need"] = verdict.need  # what this decision's limits and audit row read
     lines: list[str] = []
     names: list[str] = []
     recall = policy.data["mem_context"]["unlocked_by"].get("explicit_user_recall")
