@@ -426,3 +426,26 @@ def test_ledger_file_is_private(tmp_path: Path) -> None:
     open_ledger(str(tmp_path / "state")).close()
     assert (tmp_path / "state").stat().st_mode & 0o077 == 0
     assert os.path.exists(tmp_path / "state" / "ledger.db")
+
+
+def test_a_hook_process_loads_sqlite_without_functools_and_keeps_the_real_one_for_later():
+    """_sqlite3 takes functools.lru_cache at import; a process without functools lends it a stand-in
+    for that import only: its statement cache works, and a later `import functools` is the real one."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "from governor.engine import ledger\n"
+        "print('functools' in sys.modules, 'collections' in sys.modules)\n"
+        "db = ledger.sqlite3.connect(':memory:')\n"
+        "print(sum(db.execute('SELECT ?', (i % 300,)).fetchone()[0] for i in range(1000)))\n"
+        "import functools\n"
+        "print(functools.reduce(lambda a, b: a + b, [1, 2, 3]), hasattr(functools, 'partial'))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, str(root)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split("\n")[:3] == ["False False", str(sum(i % 300 for i in range(1000))), "6 True"]

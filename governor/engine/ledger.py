@@ -32,9 +32,53 @@ Hot path: standard library only, no `typing`.
 
 from __future__ import annotations
 
-import _sqlite3 as sqlite3  # the C module: the package adds datetime adapters (~2 ms a hook) never used here
+import sys
 
 TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+
+
+def _load_sqlite() -> ModuleType:
+    """The C module `_sqlite3` (the package adds datetime adapters, ~2 ms a hook, never used here).
+
+    Its initialisation takes `functools.lru_cache` for the statement cache, and importing
+    `functools` brings in `collections` and a dozen modules more: a fifth of a hook process's
+    imports. A process that has not imported functools yet (a hook) lends it, for that one
+    import, a module holding only `lru_cache` built on `_functools._lru_cache_wrapper`, the C
+    cache the real one wraps too, and then takes the stand-in out of sys.modules again so
+    any later `import functools` gets the real module. If the import wants anything else of
+    it, it is imported again with the real module."""
+    if "_sqlite3" in sys.modules or "functools" in sys.modules:
+        import _sqlite3
+
+        return _sqlite3
+    _functools = __import__("_functools")  # the C half of functools (no stubs for it)
+
+    def lru_cache(maxsize: int | None = 128, typed: bool = False) -> object:
+        return lambda function: _functools._lru_cache_wrapper(function, maxsize, typed, tuple)
+
+    lent = type(sys)("functools")
+    lent.lru_cache = lru_cache  # type: ignore[attr-defined]
+    sys.modules["functools"] = lent
+    try:
+        import _sqlite3
+    except (ImportError, AttributeError):
+        sys.modules.pop("_sqlite3", None)
+        if sys.modules.get("functools") is lent:
+            del sys.modules["functools"]
+        import _sqlite3
+    finally:
+        if sys.modules.get("functools") is lent:
+            del sys.modules["functools"]
+    return _sqlite3
+
+
+if TYPE_CHECKING:
+    import _sqlite3 as sqlite3
+else:
+    sqlite3 = _load_sqlite()
+
 if TYPE_CHECKING:
     from typing import Any
 
