@@ -810,7 +810,8 @@ def time_proxy(runs: int) -> list[dict[str, Any]]:
         kinds["sdk"] = [PY, "-c", SDK_RELAY, *server]
     except ImportError:
         pass
-    calls = {"governed": ("mem_search", {"query": "jwt auth", "limit": 3}), "relayed": ("mem_stats", {})}
+    calls = {"governed": ("mem_search", {"query": "jwt auth", "limit": 3}), "counted": ("mem_stats", {}),
+             "relayed": ("", {})}  # fmt: skip
     samples: dict[tuple[str, str], list[float]] = {(k, c): [] for k in kinds for c in calls}
     cpu: dict[tuple[str, str], list[float]] = {(k, c): [] for k in kinds for c in calls}
     for call_name, (tool, arguments) in calls.items():
@@ -824,7 +825,9 @@ def time_proxy(runs: int) -> list[dict[str, Any]]:
             for _ in range(20):
                 for kind, conn in conns.items():
                     started = time.perf_counter()
-                    answer = conn.rpc("tools/call", {"name": tool, "arguments": arguments})
+                    answer = (
+                        conn.rpc("tools/call", {"name": tool, "arguments": arguments}) if tool else conn.rpc("ping", {})
+                    )
                     samples[(kind, call_name)].append(time.perf_counter() - started)
                     if call_name == "governed":
                         assert not answer["result"].get("isError"), answer
@@ -1608,7 +1611,10 @@ def proxy_markdown(result: dict[str, Any], command: str) -> str:
               "Each call timed from the client's write to its read of the answer, the three servers "
               "interleaved call by call. *governed*: `mem_search` (limit 3), every call allowed (the bench "
               "policy lifts the per-turn caps), so each takes the whole path: reserve, relay, count in "
-              "o200k_base, commit, audit. *relayed*: `mem_stats`, a tool the policy does not govern.", "",
+              "o200k_base, commit, audit. *counted*: `mem_stats`, an Engram tool the policy's map does not name: "
+              "governed too (`unmapped: count`: reserved, its result counted and committed; the stand-in answers "
+              "it with an error, which releases the reservation). *relayed*: a JSON-RPC `ping`, which the proxy "
+              "passes on without a decision.", "",
               "| server | call | median | p95 | over bare | CPU of that process per call |", "|---|---|---|---|---|---|"]  # fmt: skip
     for r in result["proxy"]:
         over = "—" if r["kind"] == "bare" else f"+{r['over_bare_ms']:.2f} ms"
