@@ -164,6 +164,17 @@ HOOK = [sys.executable, "-I", "-S", str(ROOT / "governor" / "runtime" / "entry.p
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
+def fresh_process(probe: str) -> str:
+    """What `probe` prints in a new `python -I -S` process with this checkout first on its path
+    (sys.argv[1]): as a hook process starts, nothing imported yet."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(ROOT)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def fixture_text(name: str) -> str:
     return (FIXTURES / name).read_text(encoding="utf-8")
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 
 from governor import jsonio
-from tests.conftest import ROOT
+from tests.conftest import fresh_process
 
 VALUES = [
     None, True, False, 0, -1, 10**30, 1.5, -0.0, 1e-7, 3.141592653589793, float("inf"), float("-inf"), "",
@@ -59,10 +57,8 @@ def test_the_pretooluse_path_imports_neither_json_nor_re() -> None:
         "from governor.engine import decide, sqlite_ledger; from governor.policy import compiled; "
         "print(sorted(m for m in ('json', 're', 'enum', 'signal') if m in sys.modules))"
     )
-    out = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", probe, str(ROOT)], capture_output=True, text=True, check=True
-    )
-    assert out.stdout.strip() == "[]", out.stdout
+    out = fresh_process(probe)
+    assert out.strip() == "[]", out
 
 
 def test_bad_input_raises_jsons_error_in_a_process_that_never_imported_json() -> None:
@@ -73,7 +69,5 @@ def test_bad_input_raises_jsons_error_in_a_process_that_never_imported_json() ->
         "    try: jsonio.loads(bad)\n"
         "    except ValueError as err: print(type(err).__name__)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", probe, str(ROOT)], capture_output=True, text=True, check=True
-    )
-    assert out.stdout.split() == ["JSONDecodeError"] * 4, out.stdout + out.stderr
+    out = fresh_process(probe)
+    assert out.split() == ["JSONDecodeError"] * 4, out

@@ -431,12 +431,9 @@ def test_ledger_file_is_private(tmp_path: Path) -> None:
 def test_a_hook_process_loads_sqlite_without_functools_and_keeps_the_real_one_for_later():
     """_sqlite3 takes functools.lru_cache at import; a process without functools lends it a stand-in
     for that import only: its statement cache works, and a later `import functools` is the real one."""
-    import subprocess
-    import sys
-    from pathlib import Path
+    from tests.conftest import fresh_process
 
-    root = Path(__file__).resolve().parents[1]
-    code = (
+    out = fresh_process(
         "import sys; sys.path.insert(0, sys.argv[1])\n"
         "from governor.engine import ledger\n"
         "print('functools' in sys.modules, 'collections' in sys.modules)\n"
@@ -445,7 +442,4 @@ def test_a_hook_process_loads_sqlite_without_functools_and_keeps_the_real_one_fo
         "import functools\n"
         "print(functools.reduce(lambda a, b: a + b, [1, 2, 3]), hasattr(functools, 'partial'))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", code, str(root)], capture_output=True, text=True, check=True
-    )
-    assert out.stdout.split("\n")[:3] == ["False False", str(sum(i % 300 for i in range(1000))), "6 True"]
+    assert out.split("\n")[:3] == ["False False", str(sum(i % 300 for i in range(1000))), "6 True"]
