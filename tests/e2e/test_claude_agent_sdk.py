@@ -242,7 +242,10 @@ def test_typescript_sdk_isolation_mode_token_ceiling_and_refusals_hold(orchestra
     memory = run.results(prefix="mcp__engram__")
     assert len(memory) == 4, run.describe()
     # A refused fetch is not counted: the surfaced one after it is still this turn's one full fetch.
-    search, unsurfaced, context, fetch = memory
+    # The second batch's two calls run side by side: their results come back in either order.
+    [search] = run.results_of("mem_search")
+    unsurfaced, fetch = run.results_of("mem_get_observation")
+    [context] = run.results_of("mem_context")
     assert sum(o200k(r.text) for r in memory) <= 1200, run.describe()
     assert not search.is_error and 62 in hit_ids(search.text), search.text
     assert "[memory-governor]" in fetch.text and "Note 20 on sqlite storage" not in fetch.text, fetch.text
