@@ -16,6 +16,7 @@ import click
 
 from governor import harnesses
 from governor.harnesses import installs
+from governor.harnesses.managed import Layout
 from governor.harnesses.settings import Change, SettingsError, apply
 from governor.policy import acceptance, compiled
 from governor.policy.sources import Sources
@@ -131,21 +132,21 @@ def uninstall(harness: str, scope: str | None, client: str | None, project: str 
 # -- the managed scope (governor.harnesses.managed, and each harness's managed module) ------
 
 
-def _managed(harness: str) -> tuple[ModuleType, ModuleType]:
-    """The harness's managed module (governor.harnesses.<name>.managed) and its setup module."""
+def _managed(harness: str) -> tuple[Layout, ModuleType]:
+    """The harness's managed layout (governor.harnesses.<name>.managed.LAYOUT) and its setup module."""
     managed = harnesses.part(harness, "managed")
     setup = harnesses.part(harness, "setup")
     if managed is None or setup is None:
         having = [n for n in harnesses.names() if harnesses.part(n, "managed") is not None]
         raise click.BadParameter(f"{harness} has no managed scope (these have one: {', '.join(having)})",
                                  param_hint="--scope")  # fmt: skip
-    return managed, setup
+    return managed.LAYOUT, setup
 
 
-def _managed_prefix(managed: ModuleType, root: str | None) -> str:
+def _managed_prefix(layout: Layout, root: str | None) -> str:
     if root is None and os.geteuid() != 0:
         raise click.ClickException(
-            f"the managed scope writes {os.path.dirname(managed.paths()['settings'])} and /etc/memory-governor: run "
+            f"the managed scope writes {os.path.dirname(layout.paths()['settings'])} and /etc/memory-governor: run "
             "it as root (sudo), from a root-owned environment such as /opt/memory-governor"
         )
     return os.path.abspath(root or "/")
@@ -155,13 +156,14 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, le
                      dry_run: bool) -> int:  # fmt: skip
     import tempfile
 
+    from governor.harnesses import managed as shared
     from governor.harnesses.settings import read_text
     from governor.policy import managed as policy_managed
     from governor.policy.files import compile_sources
 
-    managed, setup = _managed(harness)
-    prefix = _managed_prefix(managed, root)
-    unsafe = policy_managed.ownership_problems(managed.environment_paths())
+    layout, setup = _managed(harness)
+    prefix = _managed_prefix(layout, root)
+    unsafe = policy_managed.ownership_problems(shared.environment_paths())
     if unsafe:
         message = (
             "the hooks would run a governor that someone other than root can change: "
@@ -173,8 +175,8 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, le
         if root is None:
             raise click.ClickException(message)
         click.echo(f"warning: {message}", err=True)
-    where = managed.paths(prefix)
-    text = managed.policy_text(prefix, read_text(policy_file) if policy_file else None)
+    where = layout.paths(prefix)
+    text = layout.policy_text(prefix, read_text(policy_file) if policy_file else None)
     # What will be enforced, compiled before anything is written: a policy that does not compile is refused.
     with tempfile.TemporaryDirectory() as scratch:
         with open(policy_managed.policy_path(scratch), "w", encoding="utf-8") as handle:
@@ -186,19 +188,19 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, le
         _check_ledger(ledger_url, blob)
     try:
         unit = str(blob["policy"]["token_counter"])
-        created = managed.will_create(prefix, unit)
+        created = layout.will_create(prefix, unit)
         if not dry_run:
-            managed.make_folders(prefix)
-        _apply_managed(managed.plan_policy(prefix, text), dry_run)
-        _apply_managed(managed.plan_environment(prefix, ledger_url), dry_run)
+            layout.make_folders(prefix)
+        _apply_managed(layout.plan_policy(prefix, text), dry_run)
+        _apply_managed(layout.plan_environment(prefix, ledger_url), dry_run)
         if not dry_run:  # compiled where it is, so its signature is what every hook compares with
-            blob, problems = managed.compile_for_install(where["config"])
+            blob, problems = shared.compile_for_install(where["config"])
             if blob is None:
                 raise click.ClickException(f"the managed policy is invalid: {problems[0]}")
-        for change in managed.plan_install(prefix, text, blob, created, setup.our_hooks, setup.is_ours):
+        for change in layout.plan_install(prefix, text, blob, created, setup.our_hooks, setup.is_ours):
             _apply_managed(change, dry_run)
         if not dry_run:  # the hooks count with this table, never with one in a user's state directory
-            table = managed.write_table(where["config"], unit)
+            table = shared.write_table(where["config"], unit)
             click.echo(f"{table}: the tokenizer table every hook counts with" if table else
                        f"no tokenizer table for {unit}: the hooks count without one")  # fmt: skip
     except (SettingsError, OSError) as err:
@@ -250,17 +252,17 @@ def _apply_managed(change: Change, dry_run: bool) -> None:
 
 
 def _uninstall_managed(harness: str, root: str | None, dry_run: bool) -> int:
-    managed, setup = _managed(harness)
-    prefix = _managed_prefix(managed, root)
-    record = managed.read_record(prefix)
+    layout, setup = _managed(harness)
+    prefix = _managed_prefix(layout, root)
+    record = layout.read_record(prefix)
     try:
-        for change in managed.plan_uninstall(prefix, setup.is_ours):
+        for change in layout.plan_uninstall(prefix, setup.is_ours):
             apply(change, dry_run, click.echo)
     except (SettingsError, OSError) as err:
         raise click.ClickException(str(err)) from err
     if not dry_run:
-        for table in managed.remove_tables(prefix, record):
+        for table in layout.remove_tables(prefix, record):
             click.echo(f"{table}: removed")
-        for folder in managed.remove_folders(prefix, record):
+        for folder in layout.remove_folders(prefix, record):
             click.echo(f"{folder}: removed (the install made it)")
     return 0

@@ -292,3 +292,154 @@ def ran_files(command: str) -> list[str]:
 
     words = shlex.split(command)
     return words[:1] + [w for w in words if w.endswith("entry.py")]
+
+
+class Layout:
+    """One harness's managed settings layer: a subclass says what differs (where the file is, how
+    it reads and writes, the key that lets only managed hooks run, any switch beside it, what its
+    guarantees are); the install, uninstall and doctor around it are these methods, alike for all.
+    `root` (tests) puts the /etc folders under another prefix."""
+
+    harness: str  # its name, as the CLI spells it
+    settings: tuple[str, ...]  # the managed settings file, below the root
+    record: str  # its install record, in CONFIG
+    only_managed: str  # the key that, true, keeps every other hook from running
+    others: str  # whose hooks run beside the managed ones without it (doctor says so)
+    installed: str  # what the install says it did to the settings file
+    guarantees: str  # what a managed install guarantees ({policy}: its policy file)
+
+    # -- what a subclass says -------------------------------------------------------------
+
+    def read(self, path: str) -> dict[str, Any]:
+        """The settings file as plain data ({} when absent); ValueError (SettingsError) for one it
+        cannot read."""
+        raise NotImplementedError
+
+    def text(self, data: Any) -> str:
+        """The settings file's text."""
+        raise NotImplementedError
+
+    def pinned(self, path: str, after: dict[str, Any], record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Switches the install sets beside `only_managed` in the settings file `path` (`after`:
+        what it will hold): (what the record keeps of them, the keys they set). None here."""
+        return {}, {}
+
+    def unpinned(self, after: dict[str, Any], record: dict[str, Any]) -> None:
+        """The uninstall takes back what `pinned` set (as `record` says it did), in `after`."""
+
+    def pin_checks(self, label: str, path: str, settings: dict[str, Any], fix: str) -> list[Any]:
+        """BAD checks for a switch of `pinned` that is not as the install set it in `path`."""
+        return []
+
+    # -- the rest, alike for every harness ------------------------------------------------
+
+    def paths(self, root: str = "/") -> dict[str, str]:
+        return {"settings": os.path.join(root, *self.settings), **config_paths(root, self.record)}
+
+    def hook_command(self, config: str) -> str:
+        return hook_command(self.harness, config)
+
+    def read_record(self, root: str) -> dict[str, Any]:
+        return read_record(self.paths(root)["record"])
+
+    def created_folders(self, root: str) -> list[str]:
+        return [os.path.dirname(self.paths(root)["settings"]), self.paths(root)["config"]]
+
+    def will_create(self, root: str, unit: str | None = None) -> list[str]:
+        """What an install here creates (before it writes anything), with what an earlier one did;
+        `unit`: the policy's token unit, whose table it writes."""
+        where = self.paths(root)
+        files = [where[k] for k in ("settings", "policy", "compiled", "environment", "record")]
+        return will_create(where, self.created_folders(root), files, unit)
+
+    def policy_text(self, root: str, given: str | None) -> str:
+        return policy_text(self.paths(root), given)
+
+    def plan_policy(self, root: str, text: str) -> Change:
+        return plan_policy(self.paths(root), text)
+
+    def plan_environment(self, root: str, ledger_url: str | None) -> Change:
+        return plan_environment(self.paths(root), ledger_url)
+
+    def make_folders(self, root: str) -> None:
+        make_folders(self.created_folders(root))
+
+    def remove_folders(self, root: str, record: dict[str, Any]) -> list[str]:
+        return remove_folders(self.created_folders(root), record)
+
+    def remove_tables(self, root: str, record: dict[str, Any]) -> list[str]:
+        return remove_tables(self.paths(root), record)
+
+    def plan_install(self, root: str, text: str, compiled: dict[str, Any], created: list[str], our_hooks: Any,
+                     is_ours: Any) -> list[Change]:  # fmt: skip
+        """The compiled policy, the hooks in the managed settings with only managed hooks allowed
+        (and the harness's other switches), and the install record. `our_hooks`, `is_ours`: the
+        harness's setup module's."""
+        from governor.harnesses.settings import with_hooks
+
+        where = self.paths(root)
+        record = self.read_record(root)
+        before = self.read(where["settings"])
+        command = self.hook_command(where["config"])
+        after = with_hooks(before, our_hooks(compiled["policy"], command), is_ours)
+        kept, switches = self.pinned(where["settings"], after, record)
+        set_only = bool(record.get("set_only_managed")) or self.only_managed not in before
+        after[self.only_managed] = True
+        after.update(switches)
+        new_record = {"created": created, "set_only_managed": set_only, **kept, "command": command,
+                      "policy_sha256": digest(text)}  # fmt: skip
+        return [
+            plan_compiled(where, compiled),
+            Change(where["settings"], before, after, self.installed, "managed hooks already installed", self.text),
+            Change(where["record"], record or None, new_record, "install record written", "install record as it is",
+                   json_text, backup=False),
+        ]  # fmt: skip
+
+    def plan_uninstall(self, root: str, is_ours: Any) -> list[Change]:
+        """Exactly what the install added: its hooks, the switches it set, and the files it created
+        (the policy only while it is as the install left it, and no other install uses it)."""
+        from governor.harnesses.settings import without_hooks
+
+        where = self.paths(root)
+        record = self.read_record(root)
+        before = self.read(where["settings"])
+        after: Any = without_hooks(before, is_ours)
+        if record.get("set_only_managed"):
+            after.pop(self.only_managed, None)
+        self.unpinned(after, record)
+        if not after and where["settings"] in set(record.get("created") or []):
+            after = None
+        changes = [Change(where["settings"], before, after, "managed hooks removed", "no managed hooks", self.text)]
+        return changes + plan_removals(where, record)
+
+    def doctor(self, root: str, is_ours: Any) -> list[Any]:
+        """The managed install, when there is one: every file it runs or reads root-owned and not
+        writable by anyone else, readable by every user, its switches on, and which guarantees
+        hold. `is_ours`: what marks a hook entry as the governor's (the setup module's)."""
+        from governor.harnesses.checks import BAD, INFO, OK, Check
+        from governor.harnesses.settings import hook_groups
+
+        where = self.paths(root)
+        label = f"{self.harness} (managed)"
+        if not os.path.exists(where["settings"]):
+            return []
+        try:
+            settings = self.read(where["settings"])
+        except ValueError as err:
+            return [Check(BAD, label, str(err), "fix the file by hand")]
+        hooks = [hook for groups in hook_groups(settings, is_ours).values() for _, hook in groups]
+        if not hooks:
+            return []
+        files = [where["settings"], *read_files(where), *ran_files(hooks[0]["command"])]
+        fix = f"sudo memory-governor install {self.harness} --scope managed (from a root-owned environment)"
+        checks = ownership_checks(label, files, fix)
+        if settings.get(self.only_managed) is not True:
+            checks.append(Check(BAD, label, f"{where['settings']}: {self.only_managed} is not true, so {self.others} "
+                                "hooks run beside the managed ones", fix))  # fmt: skip
+        checks += self.pin_checks(label, where["settings"], settings, fix)
+        checks += table_checks(label, where, fix)
+        if not any(c.status == BAD for c in checks):
+            checks.append(Check(OK, label, f"{where['settings']}: {len(hooks)} managed hooks; it, the policy, the "
+                                "interpreter and the entry file are root-owned and written by root alone"))  # fmt: skip
+        checks.append(Check(INFO, "guarantees", self.guarantees.format(policy=where["policy"])))
+        return checks

@@ -313,7 +313,8 @@ def hook_groups(settings: Any, ours: Callable[[Any], bool]) -> dict[str, list[tu
     hooks = settings.get("hooks") if isinstance(settings, dict) else None
     for event, groups in (hooks or {}).items() if isinstance(hooks, dict) else ():
         for group in groups if isinstance(groups, list) else []:
-            for hook in group.get("hooks", []) if isinstance(group, dict) else []:
+            hooks_of = group.get("hooks") if isinstance(group, dict) else None
+            for hook in hooks_of if isinstance(hooks_of, list) else []:
                 if ours(hook):
                     found.setdefault(event, []).append((str(group.get("matcher", "")), hook))
     return found

@@ -38,11 +38,9 @@ import os
 from typing import Any
 
 from governor.harnesses import managed as shared
-from governor.harnesses.settings import Change, json_text, read_json, with_hooks, without_hooks
+from governor.harnesses.settings import json_text, read_json
 from governor.policy import managed as policy_managed
 
-SETTINGS = ("etc", "claude-code", "managed-settings.json")
-RECORD = "install.json"
 ONLY_MANAGED = "allowManagedHooksOnly"
 EMPTY_POLICY = shared.EMPTY_POLICY
 environment_paths = shared.environment_paths
@@ -50,16 +48,37 @@ compile_for_install = shared.compile_for_install
 table_path = shared.table_path
 write_table = shared.write_table
 
-
 ROOT = "/"
 
+GUARANTEES = (
+    "managed: the hooks run whatever user, project or local settings say (disableAllHooks, emptied "
+    "hooks, an env entry, --setting-sources), only managed hooks run, and the policy in force is "
+    "{policy} whatever the project's or the user's files say (nothing to accept); " + shared.LEDGER + ". Project, "
+    "local and user installs: every protection holds only against the spellings the routes read, "
+    "because the model can write the user's files"
+)
 
-def paths(root: str = "/") -> dict[str, str]:
-    return {"settings": os.path.join(root, *SETTINGS), **shared.config_paths(root, RECORD)}
+
+class Layout(shared.Layout):
+    harness = "claude-code"
+    settings = ("etc", "claude-code", "managed-settings.json")
+    record = "install.json"
+    only_managed = ONLY_MANAGED
+    others = "project and user"
+    installed = "managed hooks installed (allowManagedHooksOnly: only managed hooks run)"
+    guarantees = GUARANTEES
+
+    def read(self, path: str) -> dict[str, Any]:
+        return read_json(path)
+
+    def text(self, data: Any) -> str:
+        return json_text(data)
 
 
-def hook_command(config: str) -> str:
-    return shared.hook_command("claude-code", config)
+LAYOUT = Layout()
+paths = LAYOUT.paths
+read_record = LAYOUT.read_record
+doctor = LAYOUT.doctor
 
 
 def in_force(root: str, is_ours: Any) -> str | None:
@@ -86,127 +105,3 @@ def in_force(root: str, is_ours: Any) -> str | None:
                 if policy_managed.FLAG in words[:-1]:
                     return os.path.abspath(words[words.index(policy_managed.FLAG) + 1])
     return None
-
-
-def read_record(root: str) -> dict[str, Any]:
-    return shared.read_record(paths(root)["record"])
-
-
-def will_create(root: str, unit: str | None = None) -> list[str]:
-    """What an install here creates (before it writes anything), with what an earlier one did;
-    `unit`: the policy's token unit, whose table it writes."""
-    where = paths(root)
-    return shared.will_create(where, created_folders(root), [where[k] for k in ("settings", "policy", "compiled",
-                                                                                "environment", "record")], unit)  # fmt: skip
-
-
-def remove_tables(root: str, record: dict[str, Any]) -> list[str]:
-    return shared.remove_tables(paths(root), record)
-
-
-def policy_text(root: str, given: str | None) -> str:
-    """The policy the install puts in force: the one given, else the one there, else an empty one."""
-    return shared.policy_text(paths(root), given)
-
-
-def plan_policy(root: str, text: str) -> Change:
-    return shared.plan_policy(paths(root), text)
-
-
-def plan_environment(root: str, ledger_url: str | None) -> Change:
-    return shared.plan_environment(paths(root), ledger_url)
-
-
-def plan_install(root: str, text: str, compiled: dict[str, Any], created: list[str], our_hooks: Any,
-                 is_ours: Any) -> list[Change]:  # fmt: skip
-    """The compiled policy, the hooks in the managed settings, and the install record.
-    `our_hooks`, `is_ours`: the setup module's (governor.harnesses.claude_code.setup)."""
-    where = paths(root)
-    record = read_record(root)
-    before = read_json(where["settings"])
-    after = with_hooks(before, our_hooks(compiled["policy"], hook_command(where["config"])), is_ours)
-    set_only = bool(record.get("set_only_managed")) or ONLY_MANAGED not in before
-    after[ONLY_MANAGED] = True
-    new_record = {"created": created, "set_only_managed": set_only, "command": hook_command(where["config"]),
-                  "policy_sha256": shared.digest(text)}  # fmt: skip
-    return [
-        shared.plan_compiled(where, compiled),
-        Change(where["settings"], before, after, "managed hooks installed (allowManagedHooksOnly: only managed "
-               "hooks run)", "managed hooks already installed", json_text),
-        Change(where["record"], record or None, new_record, "install record written", "install record as it is",
-               json_text, backup=False),
-    ]  # fmt: skip
-
-
-def plan_uninstall(root: str, is_ours: Any) -> list[Change]:
-    """Exactly what the install added: its hooks, allowManagedHooksOnly if it set it, and the
-    files it created (the policy only while it is as the install left it)."""
-    where = paths(root)
-    record = read_record(root)
-    created = set(record.get("created") or [])
-    before = read_json(where["settings"])
-    after: Any = without_hooks(before, is_ours)
-    if record.get("set_only_managed"):
-        after.pop(ONLY_MANAGED, None)
-    if not after and where["settings"] in created:
-        after = None
-    changes = [Change(where["settings"], before, after, "managed hooks removed", "no managed hooks", json_text)]
-    return changes + shared.plan_removals(where, record)
-
-
-def created_folders(root: str) -> list[str]:
-    return [os.path.dirname(paths(root)["settings"]), paths(root)["config"]]
-
-
-def make_folders(root: str) -> None:
-    """The two /etc folders, 0755 whatever the umask."""
-    shared.make_folders(created_folders(root))
-
-
-def remove_folders(root: str, record: dict[str, Any]) -> list[str]:
-    """The folders the install made, when nothing else is in them now."""
-    return shared.remove_folders(created_folders(root), record)
-
-
-GUARANTEES = (
-    "managed: the hooks run whatever user, project or local settings say (disableAllHooks, emptied "
-    "hooks, an env entry, --setting-sources), only managed hooks run, and the policy in force is "
-    "{policy} whatever the project's or the user's files say (nothing to accept); " + shared.LEDGER + ". Project, "
-    "local and user installs: every protection holds only against the spellings the routes read, "
-    "because the model can write the user's files"
-)
-
-
-def doctor(root: str, is_ours: Any) -> list[Any]:
-    """The managed install, when there is one: every file it runs or reads root-owned and not
-    writable by anyone else, readable by every user, and which guarantees hold. `is_ours`: what
-    marks a hook entry as the governor's (the setup module's; it calls this)."""
-    from governor.harnesses.checks import BAD, INFO, OK, Check
-
-    where = paths(root)
-    try:
-        settings = read_json(where["settings"])
-    except ValueError as err:
-        return [Check(BAD, "claude-code (managed)", str(err), "fix the file by hand")]
-    hooks = [h for groups in (settings.get("hooks") or {}).values() if isinstance(groups, list)
-             for g in groups if isinstance(g, dict) for h in g.get("hooks") or [] if is_ours(h)]  # fmt: skip
-    if not hooks:
-        return []
-    files = [where["settings"], *shared.read_files(where), *shared.ran_files(hooks[0]["command"])]
-    fix = "sudo memory-governor install claude-code --scope managed (from a root-owned environment)"
-    checks = shared.ownership_checks("claude-code (managed)", files, fix)
-    if settings.get(ONLY_MANAGED) is not True:
-        checks.append(Check(BAD, "claude-code (managed)", f"{where['settings']}: {ONLY_MANAGED} is not true, so "
-                            "project and user hooks run beside the managed ones", fix))  # fmt: skip
-    checks += shared.table_checks("claude-code (managed)", where, fix)
-    if not any(c.status == BAD for c in checks):
-        checks.append(
-            Check(
-                OK,
-                "claude-code (managed)",
-                f"{where['settings']}: {len(hooks)} managed hooks; it, the "
-                "policy, the interpreter and the entry file are root-owned and written by root alone",
-            )
-        )
-    checks.append(Check(INFO, "guarantees", GUARANTEES.format(policy=where["policy"])))
-    return checks
