@@ -171,6 +171,28 @@ def test_a_late_result_is_trimmed_against_the_whole_budget(env: Env, session: Se
     assert after.output is not None and O200K(after.output) <= 1200
 
 
+def test_a_result_within_the_budget_that_earlier_results_push_over_is_trimmed_and_counted_once(
+    env: Env, session: Session
+) -> None:
+    # Each result alone fits the 1200-token budget, so its entries are not counted before the lock;
+    # the second meets the first inside it, and is trimmed all the same.
+    session.prompt("what did we decide about caching?")
+    first, second = big_search(3, body_words=60), big_search(3, body_words=61)
+    assert 500 < O200K(first) < 1200 and 500 < O200K(second) < 1200 < O200K(first) + O200K(second)
+    _, whole = session.call("mem_search", first, query="cache", limit=3)
+    assert whole is not None and whole.output is None, "the first fits whole"
+    _, cut = session.call("mem_search", second, query="cache again", limit=3)
+    assert cut is not None and cut.output is not None and "held back" in cut.output
+    assert O200K(first) + O200K(cut.output) <= 1200
+    ledger = open_ledger(str(env.state))
+    rows = ledger.q("SELECT code, tokens_counted, tokens_delivered FROM decisions WHERE event = 'post_tool' ORDER BY id")
+    committed = ledger.q("SELECT SUM(tokens) FROM calls WHERE state = 'committed' AND role = 'search'")[0][0]
+    ledger.close()
+    assert [tuple(r) for r in rows] == [("counted", O200K(first), O200K(first)),
+                                        ("trimmed", O200K(second), O200K(cut.output))]  # fmt: skip
+    assert committed == O200K(first) + O200K(cut.output)
+
+
 def test_a_call_that_outlives_its_reservation_still_holds_its_slot(env: Env, session: Session) -> None:
     session.prompt("what did we decide about caching?")
     assert not session.pre("mem_search", query="a", limit=3).denied

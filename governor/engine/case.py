@@ -29,6 +29,12 @@ class DecisionTimeout(Exception):
     """A decision ran past its deadline: the policy's on_error applies to this call only."""
 
 
+class PartsUncounted(Exception):
+    """Inside the write lock, a trim needs what each entry of a result costs, which was not
+    counted before the lock (most results fit whole): the transaction is rolled back, the
+    parts are counted outside it, and the event is decided again (governor.engine.decide)."""
+
+
 class World:
     """What a decision needs from outside the event: the time, the project, the folders where
     the harness keeps subagent definitions (which may declare an access tier), and the
@@ -163,6 +169,14 @@ class Case:
         if event.call_key:
             return self.ledger.pending_by_key(self.session, key(event.call_key), self.turn)
         return None
+
+    def parts(self) -> tuple[list[int], int]:
+        """What each entry of the result costs and what its frame costs (what is kept whatever
+        is held back), counted before the lock; PartsUncounted when they were not."""
+        costs = self.prepared.get("costs")
+        if costs is None:
+            raise PartsUncounted
+        return costs, self.prepared["frame"]
 
     def text_tokens(self, name: str) -> int:
         return int(self.policy.blob["index"]["text_tokens"].get(name, 0))

@@ -26,7 +26,7 @@ Hot path: standard library only; the token counter and classifier load only when
 from __future__ import annotations
 
 from governor.engine import events as ev
-from governor.engine.case import Case, DecisionTimeout, World
+from governor.engine.case import Case, DecisionTimeout, PartsUncounted, World
 from governor.engine.events import Decision, Event
 from governor.engine.post_tool import post_tool, tool_failed
 from governor.engine.pre_tool import is_dispatch, pre_tool
@@ -50,13 +50,29 @@ def decide(event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -
     _prepare(case)
     if event.agent_id:  # a subagent's own session id counts as the session that dispatched it
         case.session = ledger.dispatching_session(case.session)  # a link once made never changes
-    with ledger.write(case.session):
-        if event.agent_id:
-            ledger.remember_agent(case.session, case.agent[0])
-        decision = handler(case)
+    try:
+        decision = _locked(case, handler)
+    except PartsUncounted:  # a trim needs each entry's cost: counted outside the lock, then decided again
+        again = Case(event, policy, ledger, world)
+        again.session = case.session
+        again.prepared = {k: v for k, v in case.prepared.items() if k not in _READ_IN_LOCK}
+        _count_parts(again)
+        case = again
+        decision = _locked(case, handler)
     if policy.mode == "monitor":
         decision = _as_monitor(decision)
     decision.notices = list(dict.fromkeys(case.notices))
+    return decision
+
+
+_READ_IN_LOCK = ("need", "saved_by")  # what a decision's first try read or set inside its transaction
+
+
+def _locked(case: Case, handler: Any) -> Decision:
+    with case.ledger.write(case.session):
+        if case.event.agent_id:
+            case.ledger.remember_agent(case.session, case.agent[0])
+        decision: Decision = handler(case)
     return decision
 
 
@@ -116,8 +132,10 @@ COUNT_CAP = 16  # a result is counted exactly up to this many times the turn's b
 
 
 def _prepare_result(case: Case, spec: dict[str, Any]) -> None:
-    """Parse a result into entries and count it, the entries, and its frame (what is kept
-    whatever is held back), each only as far as the budget needs."""
+    """Parse a result into entries and count it, only as far as the budget needs. Its entries
+    and frame are counted here too when a trim is likely (more entries than a search may
+    return, a result the harness keeps elsewhere, or more than the largest budget); otherwise
+    a trim that turns out to be needed inside the lock asks for them (Case.parts)."""
     from governor.engine import results
     from governor.engine.budgets import largest_budget
     from governor.engine.delivery import enabled
@@ -135,8 +153,23 @@ def _prepare_result(case: Case, spec: dict[str, Any]) -> None:
     case.prepared["topics"] = results.topic_keys(text)
     case.prepared["total"] = tally.count_upto(text, max(COUNT_CAP * budget, 65_536))
     case.world.check()
+    max_entries = case.policy.ladder["L1"].get("max_limit") if spec["role"] == "search" else None
+    too_many = max_entries is not None and len(parsed.entries) > max_entries
+    if too_many or case.event.result_elsewhere or case.prepared["total"] > budget:
+        _count_parts(case)
+
+
+def _count_parts(case: Case) -> None:
+    """What each entry of the prepared result costs, and its frame, each only as far as the
+    largest budget needs (outside the lock: Case.parts)."""
+    from governor.engine import results
+    from governor.engine.budgets import largest_budget
+
+    tally, parsed = case.prepared["tally"], case.prepared["parsed"]
+    budget = largest_budget(case.policy.data)
     case.prepared["costs"] = [tally.count_upto(entry.text, budget + 1) for entry in parsed.entries]
     case.prepared["frame"] = tally.count_upto(results.render(parsed, set(), ""), budget + 1)
+    case.world.check()
 
 
 def _as_monitor(decision: Decision) -> Decision:

@@ -30,6 +30,7 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from governor.engine.ledger import Ledger
@@ -103,11 +104,15 @@ def shown_at(seq: int, ts: float) -> str:
     return f"at {time.strftime('%H:%M', time.gmtime(ts))} UTC, turn {seq} of this session"
 
 
-def replace_repeats(ledger: Ledger, session: str, context: str, parsed: Parsed, prints: list[str]) -> list[int]:
-    """Replace the entries this context already holds whole by their pointer lines; their indexes."""
+def replace_repeats(ledger: Ledger, session: str, context: str, parsed: Parsed, prints: list[str],
+                    before: Callable[[], object] | None = None) -> list[int]:  # fmt: skip
+    """Replace the entries this context already holds whole by their pointer lines; their indexes.
+    `before`: called once, before the first entry is replaced, when one will be."""
     from governor.engine.results import point
 
     held = ledger.delivered_among(session, context, sorted(set(prints)))
+    if held and before is not None:
+        before()
     return [index for index, mark in enumerate(prints) if mark in held and point(parsed, index, shown_at(*held[mark]))]
 
 

@@ -88,10 +88,10 @@ def _count_and_trim(case: Case, spec: dict[str, Any], call_id: str | None, prior
     if (over and enforce == "block") or too_many or event.result_elsewhere or repeats:
         trim = case.policy.data["trimming"]
         order = parsed.ranked()
-        costs = case.prepared["costs"]
+        costs, frame = case.parts()
         room = left if enforce == "block" else None
         note_room = tally.count(_note(case, len(parsed.entries), len(parsed.entries), left, budget, total))
-        fits = None if room is None else max(0, room - note_room - case.prepared["frame"])
+        fits = None if room is None else max(0, room - note_room - frame)
         chosen = select(costs.__getitem__, order, fits, limit=max_entries, over_budget=trim["over_budget"],
                         fill=trim["fill"])  # fmt: skip
         kept = list(chosen.kept)
@@ -145,8 +145,11 @@ def _point_repeats(case: Case, parsed: Any, context: str | None, tally: Any) -> 
         return [], 0
     from governor.engine.delivery import replace_repeats
 
-    repeats = replace_repeats(case.ledger, case.session, context, parsed, case.prepared["prints"])
-    costs = case.prepared["costs"]
+    # Each entry's cost is what a pointer saves: asked for before any entry becomes one.
+    repeats = replace_repeats(case.ledger, case.session, context, parsed, case.prepared["prints"], case.parts)
+    if not repeats:
+        return [], 0
+    costs, _ = case.parts()
     for index in repeats:
         pointer = tally.count(parsed.entries[index].text)
         case.prepared["saved_by"][index] = max(0, costs[index] - pointer)
@@ -187,9 +190,10 @@ def _render_within(
     from governor.engine.results import render
 
     kept = list(kept)
-    if left is not None and case.prepared["frame"] > left:
+    _, frame = case.parts()
+    if left is not None and frame > left:
         kept = []
-    while kept or left is None or case.prepared["frame"] <= left:
+    while kept or left is None or frame <= left:
         held = len(parsed.entries) - len(kept)
         note = _note(case, held, len(parsed.entries), left or 0, budget, size) if held else ""
         text = render(parsed, set(kept), note)
