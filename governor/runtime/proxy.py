@@ -102,11 +102,14 @@ class Proxy:
     # -- the process ------------------------------------------------------------------
 
     def run(self) -> int:
+        from governor.engine.tokens import load_quickly
         from governor.policy.compiled import recheck_every
         from governor.runtime.runner import keep_connections
+        from governor.state import cache_dir
 
         keep_connections()
         recheck_every(POLICY_RECHECK_SECONDS)
+        load_quickly(cache_dir(self.env))  # the first results: no wait for tiktoken (_warm)
         try:
             self.child = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           env=dict(self.env))  # fmt: skip
@@ -259,15 +262,16 @@ class Proxy:
         waiting.clear()
 
     def _warm(self) -> None:
-        """Load the tokenizer now, so the first result does not wait for it."""
+        """Load tiktoken now, on this thread: until it has loaded, results are counted with the
+        state directory's table (load_quickly, as a hook deciding alone counts), exactly."""
         try:
-            from governor.engine.tokens import counter
+            from governor.engine.tokens import load_fully
 
             policy = self.policy()
             if policy is not None:
-                counter(policy.unit).count("warm")
+                load_fully(policy.unit)
         except Exception:
-            pass  # the first result loads it, or reports why it cannot
+            pass  # results go on being counted with the table, or report why they cannot
 
     def _stop(self) -> None:
         """The client went away: see the child stopped (stdin closed, then SIGTERM, then SIGKILL, each
