@@ -19,6 +19,25 @@ def test_shipped_policy_is_valid(env: Env) -> None:
     assert out.stdout.strip().endswith(": ok")
 
 
+def test_the_shipped_policy_reads_the_same_with_libyaml_and_a_tampered_copy_with_the_bounded_reader(
+    tmp_path: Path,
+) -> None:
+    """The shipped default, as built, is read with libyaml (a compile's largest file): the same
+    values, positions and problems as the bounded reader every other file gets; a copy whose bytes
+    differ from the built digest is read as any other file."""
+    from governor.policy import document
+    from governor.policy.sources import built_digest
+
+    fast = document.read_policy_file(str(SHIPPED), built_digest())
+    slow = document.read_policy_text(SHIPPED.read_text(encoding="utf-8"), str(SHIPPED))
+    assert fast.data == slow.data and fast.values == slow.values and fast.keys == slow.keys
+    assert [str(p) for p in fast.problems] == [str(p) for p in slow.problems] == []
+    tampered = tmp_path / "memory-budget.yaml"
+    tampered.write_text("limits:\n" + "  " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    doc = document.read_policy_file(str(tampered), built_digest())
+    assert doc.data is None and any("nested more than" in p.message for p in doc.problems), doc.problems
+
+
 def test_shipped_policy_has_the_seed_numbers(env: Env) -> None:
     rules = {r["key"]: r["statement"] for r in env.cli_json("policy", "explain", "--format", "json")["rules"]}
     assert "at most 2 L1 searches per turn (blocked past the limit)" in rules["limits.max_search_calls"]

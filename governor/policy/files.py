@@ -23,7 +23,7 @@ from governor.engine.rules import index
 from governor.policy.diff import LOOSENED, Change, compare, is_allowed
 from governor.policy.document import Document, Path, Problem, read_policy_file, read_policy_text
 from governor.policy.model import Policy
-from governor.policy.sources import Sources, shipped_file, shipped_policy_path
+from governor.policy.sources import Sources, built_digest, shipped_file, shipped_policy_path
 
 LAYER_ORDER = {"default": 0, "team": 1, "managed": 1, "local": 2}
 
@@ -246,7 +246,10 @@ def build(layers: list[tuple[str, str]], texts: dict[str, str] | None = None) ->
     eff = Effective()
     team_data: dict[str, Any] | None = None
     for kind, path in layers:
-        doc = read_policy_text(texts[path], path) if texts and path in texts else read_policy_file(path)
+        if texts and path in texts:
+            doc = read_policy_text(texts[path], path)
+        else:
+            doc = read_policy_file(path, built_digest() if path == shipped_policy_path() else None)
         eff.layers.append((kind, doc))
         eff.problems.extend(doc.problems)
         if doc.data is None:
