@@ -28,9 +28,6 @@ from __future__ import annotations
 from governor.engine import events as ev
 from governor.engine.case import Case, DecisionTimeout, PartsUncounted, World
 from governor.engine.events import Decision, Event
-from governor.engine.post_tool import post_tool, tool_failed
-from governor.engine.pre_tool import is_dispatch, pre_tool
-from governor.engine.prompt import observe, prompt, session_start
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,9 +40,10 @@ __all__ = ["DecisionTimeout", "World", "decide"]
 
 
 def decide(event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -> Decision:
-    handler = _HANDLERS.get(event.kind)
-    if handler is None:
+    where = _HANDLERS.get(event.kind)
+    if where is None:
         return Decision()
+    handler = getattr(where[0](), where[1])  # only the module this event needs is imported
     case = Case(event, policy, ledger, world)
     _prepare(case)
     if event.agent_id:  # a subagent's own session id counts as the session that dispatched it
@@ -112,7 +110,7 @@ def _prepare(case: Case) -> None:
         routes = policy.routes_for(event.tool_name)
         case.prepared["route"] = route_taken(event.tool_input, routes, case.ledger.state_dir, case.ledger.where(),
                                              event.cwd or event.project or "")  # fmt: skip
-    if event.kind == ev.PRE_TOOL and spec is None and is_dispatch(case):
+    if event.kind == ev.PRE_TOOL and spec is None and _is_dispatch(case):
         from governor.engine.briefing import card_blocks
         from governor.engine.screening import line_digests, raw_observation
         from governor.engine.tokens import counter
@@ -183,14 +181,38 @@ def _as_monitor(decision: Decision) -> Decision:
     return out.tell_user(f"memory-governor (monitor): enforce mode would have {verb} this: {what}")
 
 
-_HANDLERS = {
-    ev.PROMPT: prompt,
-    ev.SESSION_START: session_start,
-    ev.PRE_TOOL: pre_tool,
-    ev.POST_TOOL: post_tool,
-    ev.TOOL_FAILED: tool_failed,
-    ev.PRE_COMPACT: observe,
-    ev.SUBAGENT_START: observe,
-    ev.SUBAGENT_STOP: observe,
-    ev.STOP: observe,
+def _prompts() -> Any:
+    from governor.engine import prompt
+
+    return prompt
+
+
+def _before() -> Any:
+    from governor.engine import pre_tool
+
+    return pre_tool
+
+
+def _after() -> Any:
+    from governor.engine import post_tool
+
+    return post_tool
+
+
+_HANDLERS = {  # event kind -> (its module, imported when needed; the function deciding it)
+    ev.PROMPT: (_prompts, "prompt"),
+    ev.SESSION_START: (_prompts, "session_start"),
+    ev.PRE_TOOL: (_before, "pre_tool"),
+    ev.POST_TOOL: (_after, "post_tool"),
+    ev.TOOL_FAILED: (_after, "tool_failed"),
+    ev.PRE_COMPACT: (_prompts, "observe"),
+    ev.SUBAGENT_START: (_prompts, "observe"),
+    ev.SUBAGENT_STOP: (_prompts, "observe"),
+    ev.STOP: (_prompts, "observe"),
 }
+
+
+def _is_dispatch(case: Case) -> bool:
+    from governor.engine.pre_tool import is_dispatch
+
+    return is_dispatch(case)
