@@ -43,12 +43,29 @@ def _count_quickly() -> None:
     """A command counts as a hook deciding alone does: with the tokenizer table in the state
     directory's cache (built there by the first command or hook that needs it), exact, loaded in
     milliseconds instead of tiktoken's second (governor.engine.tokens.load_quickly). The long-lived
-    ones (serve, proxy) move to tiktoken once it has loaded on a thread (load_fully)."""
+    ones (serve, proxy) move to tiktoken once it has loaded on a thread (load_fully). Only in a
+    state directory that is the user's own; as root, only in one no one else can write to (a
+    command run with sudo and a user's HOME counts with tiktoken and reads no table there)."""
     import os
 
     from governor.engine.tokens import load_quickly
-    from governor.state import cache_dir
+    from governor.state import cache_dir, state_dir
 
+    state = state_dir(os.environ)
+    if os.geteuid() == 0:  # an administrator's command (sudo may keep a user's HOME): root's folders only
+        from governor.policy.managed import ownership_problems
+
+        there = state
+        while not os.path.lexists(there) and os.path.dirname(there) != there:
+            there = os.path.dirname(there)
+        if ownership_problems([there]):
+            return
+    else:
+        try:
+            if os.stat(state).st_uid != os.geteuid():
+                return
+        except OSError:
+            pass  # none yet: this user's command makes it
     load_quickly(cache_dir(os.environ))
 
 

@@ -60,9 +60,16 @@ def ensure_dir(path: str) -> str:
 
 
 def write_atomic(path: str, data: bytes) -> None:
-    """Readers see the old file or the new one, never half of it."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Readers see the old file or the new one, never half of it. The file written first has a
+    name nobody can guess and is created new (O_EXCL: no symlink or file put there in advance
+    is followed or truncated, whoever runs this)."""
+    while True:
+        tmp = f"{path}.{os.urandom(8).hex()}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            break
+        except FileExistsError:
+            continue
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

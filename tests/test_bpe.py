@@ -5,6 +5,7 @@ damaged or stale, and tiktoken asked for what it cannot vouch for."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import sqlite3
 import unicodedata
@@ -286,6 +287,16 @@ def test_the_vocabulary_reads_as_tiktokens_own_loader_reads_it(tmp_path: Path) -
         assert tokens._read_ranks(unit, "", None) == load_tiktoken_bpe(str(plain))
 
 
+def _imports_tiktoken(env: Env, *args: str) -> bool:
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "governor", *args], capture_output=True,
+                         text=True, cwd=env.project, env=env.vars, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    return "tiktoken.core" in {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if "|" in line}
+
+
 def test_cli_commands_count_with_the_table_and_never_start_tiktoken(env: Env) -> None:
     """`memory-governor install`, `policy check` and `count` compile the policy and count as a
     hook deciding alone does: from the table in the state directory, exactly as tiktoken counts."""
@@ -294,10 +305,34 @@ def test_cli_commands_count_with_the_table_and_never_start_tiktoken(env: Env) ->
 
     text = fixture_text("engram/search_v1.txt") + "naïve 日本語 👍🏽"
     env.write("notes.txt", text)
-    for args in (["install", "claude-code"], ["policy", "check"], ["count", "notes.txt", "--format", "json"]):
-        run = subprocess.run([sys.executable, "-X", "importtime", "-m", "governor", *args], capture_output=True,
-                             text=True, cwd=env.project, env=env.vars, timeout=120)  # fmt: skip
-        assert run.returncode == 0, run.stderr[-2000:]
-        imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if "|" in line}
-        assert "tiktoken.core" not in imported, f"{args}: tiktoken was loaded"
+    for args in (["install", "claude-code"], ["policy", "check"]):
+        assert not _imports_tiktoken(env, *args), f"{args}: tiktoken was loaded"
+    run = subprocess.run([sys.executable, "-m", "governor", "count", "notes.txt", "--format", "json"],
+                         capture_output=True, text=True, cwd=env.project, env=env.vars, timeout=120)  # fmt: skip
     assert json.loads(run.stdout)["tokens"] == len(_encoders("o200k_base")[1].encode_ordinary(text))
+    assert not _imports_tiktoken(env, "count", "notes.txt")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs a command as root in a folder another user owns")
+def test_a_command_run_as_root_in_another_users_state_directory_reads_no_table_there(env: Env) -> None:
+    """sudo with a user's HOME: the state directory, and the table in it, are the user's (and the
+    model's, which runs as the user) to write; root counts with tiktoken instead of reading it."""
+    env.write("notes.txt", "plain words")
+    assert not _imports_tiktoken(env, "count", "notes.txt"), "root's own state directory: the table"
+    for level in (env.state, env.state / "cache"):
+        os.chown(level, 65534, 65534)
+    assert _imports_tiktoken(env, "count", "notes.txt"), "a state directory nobody owns: no table read"
+
+
+def test_an_atomic_write_follows_no_link_planted_where_it_writes_first(tmp_path: Path, monkeypatch: Any) -> None:
+    from governor import state
+
+    victim = tmp_path / "victim"
+    victim.write_text("root's own file")
+    target = tmp_path / "table.bpe"
+    guesses = iter([b"\x00" * 8, b"\x01" * 8])
+    monkeypatch.setattr(state.os, "urandom", lambda n: next(guesses))
+    (tmp_path / f"table.bpe.{'00' * 8}.tmp").symlink_to(victim)  # the name the first try draws
+    (tmp_path / f"table.bpe.{os.getpid()}.tmp").symlink_to(victim)  # a name derived from the process id
+    state.write_atomic(str(target), b"new table")
+    assert victim.read_text() == "root's own file" and target.read_bytes() == b"new table"

@@ -56,7 +56,7 @@ def _installs(report: Report, project: str, policy: dict[str, object]) -> None:
         report.add(BAD, "install", "no harness settings here have memory-governor's hooks", fix)
 
 
-def _tiktoken_beside(unit: str) -> str:
+def _tiktoken_beside(unit: str, table: str) -> str:
     """What the warm server counts `unit` with besides the table, as a clause ('' for a unit
     tiktoken does not count); loading it is the server's business, importing it is checked here."""
     from governor.engine.tokens import TIKTOKEN_UNITS, UnitUnavailable, tiktoken_version
@@ -64,7 +64,7 @@ def _tiktoken_beside(unit: str) -> str:
     if unit not in TIKTOKEN_UNITS:
         return ""
     try:
-        return f" (the table in the state directory; the warm server's tiktoken {tiktoken_version()})"
+        return f" ({table}; the warm server's tiktoken {tiktoken_version()})"
     except UnitUnavailable as err:
         raise UnitUnavailable(f"{err} (hooks count with the table; the warm server cannot)") from None
 
@@ -106,11 +106,18 @@ def command(fmt: str) -> int:
     _ledger(report, env, state, policy)
     try:
         from governor.engine.tokens import build as fresh_counter
+        from governor.engine.tokens import load_quickly
 
+        table = "the table in the state directory"
+        if managed is not None:  # its hooks count with the install's table alone
+            load_quickly(managed.config, build=False)
+            table = f"the install's table in {managed.config}"
         started = time.perf_counter()
         fresh_counter(policy.unit).count("doctor")  # a fresh load, as a hook deciding alone loads it (its table)
         took = (time.perf_counter() - started) * 1000
-        report.add(OK, "tokenizer", f"{policy.unit} loads offline in {took:.0f} ms{_tiktoken_beside(policy.unit)}")
+        report.add(
+            OK, "tokenizer", f"{policy.unit} loads offline in {took:.0f} ms{_tiktoken_beside(policy.unit, table)}"
+        )
     except Exception as err:
         report.add(BAD, "tokenizer", str(err), "see the message; or set token_counter: chars in the policy")
     threshold = policy.data["memory_needs"]["model_threshold"]
