@@ -52,7 +52,7 @@ def decide(event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -
         decision = _locked(case, handler)
     except PartsUncounted:  # a trim needs each entry's cost: counted outside the lock, then decided again
         again = Case(event, policy, ledger, world)
-        again.session = case.session
+        again.session, again.started = case.session, case.started  # its audit row times the whole decision
         again.prepared = {k: v for k, v in case.prepared.items() if k not in _READ_IN_LOCK}
         _count_parts(again)
         case = again
