@@ -8,50 +8,53 @@ from governor import __version__
 
 
 def _managed_root(_ctx: click.Context, _param: click.Parameter, value: str) -> None:
+    if value == "/":
+        return  # where it looks already
     from governor.harnesses.claude_code import managed
 
     managed.ROOT = value
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Each command's module is imported when that command runs (or `--help` lists them all): a command
+# that needs no policy model (`--version`, classify, count, serve, status) never loads pydantic.
+COMMANDS = {
+    "policy": ("policy", "group"),
+    "install": ("install", "install"),
+    "uninstall": ("install", "uninstall"),
+    "serve": ("serve", "command"),
+    "proxy": ("proxy", "command"),
+    "classify": ("classify", "command"),
+    "count": ("tokens", "count"),
+    "brief": ("tokens", "brief"),
+    "demo": ("demo", "command"),
+    "doctor": ("doctor", "command"),
+    "harnesses": ("harnesses", "command"),
+    "report": ("review", "report"),
+    "replay": ("review", "replay"),
+    "test": ("review", "test"),
+    "status": ("ledger", "status"),
+    "gc": ("ledger", "gc"),
+}
+
+
+class _Commands(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return None
+        from importlib import import_module
+
+        command = getattr(import_module(f"governor.commands.{where[0]}"), where[1])
+        assert isinstance(command, click.Command) and command.name == cmd_name, cmd_name
+        return command
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="memory-governor")
 @click.option("--managed-root", default="/", hidden=True, expose_value=False, callback=_managed_root,
               help="Where the review tools look for a managed install's /etc folders (a staging tree, a test).")  # fmt: skip
 def cli() -> None:
     """Per-turn limits on what a coding agent's memory server injects into its context."""
-
-
-def _register() -> None:
-    from governor.commands import (
-        classify,
-        demo,
-        doctor,
-        harnesses,
-        install,
-        ledger,
-        policy,
-        proxy,
-        review,
-        serve,
-        tokens,
-    )
-
-    cli.add_command(policy.group)
-    cli.add_command(install.install)
-    cli.add_command(install.uninstall)
-    cli.add_command(serve.command)
-    cli.add_command(proxy.command)
-    cli.add_command(classify.command)
-    cli.add_command(tokens.count)
-    cli.add_command(tokens.brief)
-    cli.add_command(demo.command)
-    cli.add_command(doctor.command)
-    cli.add_command(harnesses.command)
-    cli.add_command(review.report)
-    cli.add_command(review.replay)
-    cli.add_command(review.test)
-    cli.add_command(ledger.status)
-    cli.add_command(ledger.gc)
-
-
-_register()
