@@ -284,7 +284,33 @@ def test_the_vocabulary_reads_as_tiktokens_own_loader_reads_it(tmp_path: Path) -
         plain = tmp_path / f"{unit}.tiktoken"
         with gzip.open(tokens.vocabulary_file(unit), "rb") as handle:
             plain.write_bytes(handle.read())
-        assert tokens._read_ranks(unit, "", None) == load_tiktoken_bpe(str(plain))
+        ranks = load_tiktoken_bpe(str(plain))
+        assert tokens._read_ranks(unit, "", None) == ranks
+        assert tokens._read_tokens(unit, "", None) == sorted(ranks, key=ranks.__getitem__)  # the table's order
+
+
+def test_a_table_built_from_the_vocabulary_in_any_line_order_gives_every_token_its_rank(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The table is built from the tokens in rank order: a file that lists them in another order
+    reads the same, and every token of the vocabulary is found at its own rank."""
+    import gzip
+
+    with gzip.open(tokens.vocabulary_file("cl100k_base"), "rb") as handle:
+        lines = handle.read().splitlines()
+    random.Random(7).shuffle(lines)
+    shuffled = tmp_path / "cl100k_base.tiktoken.gz"
+    shuffled.write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
+    monkeypatch.setattr(tokens, "vocabulary_file", lambda unit: str(shuffled))
+    ordered = tokens._read_tokens("cl100k_base", "", None)
+    table = bpe.load(bpe.table("cl100k_base", ordered, {"vocabulary": str(shuffled), "definition": str(shuffled)}),
+                     "cl100k_base")  # fmt: skip
+    assert table is not None
+    ranks = tokens._read_ranks("cl100k_base", "", None)
+    assert len(ordered) == len(ranks) and all(table._ranks[token] == rank for token, rank in ranks.items())
+    lines[0] = lines[0].split()[0] + b" 5"  # two tokens with one rank: no table
+    shuffled.write_bytes(gzip.compress(b"\n".join(lines)))
+    with pytest.raises(tokens.UnitUnavailable, match=r"ranks are not 0\.\.n-1"):
+        tokens._read_tokens("cl100k_base", "", None)
 
 
 def _imports_tiktoken(env: Env, *args: str) -> bool:

@@ -88,22 +88,19 @@ class Table:
         return int(found)
 
 
-def pack(ranks: dict[bytes, int]) -> bytes:
-    """The cache file's body for `ranks` (dense ranks 0..n-1, as tiktoken's files have)."""
+def pack(tokens: list[bytes]) -> bytes:
+    """The cache file's body for the vocabulary's tokens in rank order (token i has rank i)."""
     from array import array
+    from itertools import accumulate
 
-    tokens = sorted(ranks, key=ranks.__getitem__)
-    if [ranks[t] for t in tokens] != list(range(len(tokens))):
-        raise ValueError("the vocabulary's ranks are not 0..n-1")
     size = _slots(len(tokens))
+    mask = size - 1
     slots = array("I", bytes(4 * size))
-    offsets = array("I", [0])
-    for rank, token in enumerate(tokens):
-        offsets.append(offsets[-1] + len(token))
-        i = crc32(token) & (size - 1)
+    for rank, i in enumerate([code & mask for code in map(crc32, tokens)]):  # the crc32s in C
         while slots[i]:
-            i = (i + 1) & (size - 1)
+            i = (i + 1) & mask
         slots[i] = rank + 1
+    offsets = array("I", accumulate(map(len, tokens), initial=0))
     return slots.tobytes() + offsets.tobytes() + b"".join(tokens)
 
 
@@ -114,22 +111,27 @@ def file_name(unit: str) -> str:
     return f"{unit}-{crc32(sys.prefix.encode('utf-8', 'surrogateescape')):08x}.bpe"
 
 
-def write(path: str, unit: str, ranks: dict[bytes, int], sources: dict[str, str]) -> None:
-    """The table for `ranks`, with the files it stands for (the vocabulary, tiktoken's definition
-    of the unit): a reader rebuilds when any of them changed. Only their sizes and times are
-    compared; nothing named here is run."""
+def table(unit: str, tokens: list[bytes], sources: dict[str, str]) -> bytes:
+    """The table file for the vocabulary's tokens in rank order, with the files it stands for
+    (the vocabulary, tiktoken's definition of the unit): a reader rebuilds when any of them
+    changed. Only their sizes and times are compared; nothing named here is run."""
     if set(sources) != set(SOURCES):
         raise ValueError(f"a table stands for {', '.join(SOURCES)}, not {', '.join(sorted(sources))}")
-    from governor.state import ensure_dir, write_atomic
-
-    body = pack(ranks)
-    head = {"format": FORMAT, "unit": unit, "count": len(ranks), "slots": _slots(len(ranks)),
+    body = pack(tokens)
+    head = {"format": FORMAT, "unit": unit, "count": len(tokens), "slots": _slots(len(tokens)),
             "byteorder": _byteorder(), "sources": {k: _identity(v) for k, v in sources.items()},
             "digest": _digest(body)}  # fmt: skip
     line = json.dumps(head).encode()
     line += b" " * (-(len(line) + 1) % 4) + b"\n"  # the body starts 4-aligned
+    return line + body
+
+
+def write(path: str, data: bytes) -> None:
+    """Keep a `table` at `path` (atomically: a reader sees the old file or the new one)."""
+    from governor.state import ensure_dir, write_atomic
+
     ensure_dir(os.path.dirname(path))
-    write_atomic(path, line + body)
+    write_atomic(path, data)
 
 
 def read(path: str, unit: str) -> Encoder | None:
@@ -140,6 +142,11 @@ def read(path: str, unit: str) -> Encoder | None:
             data = handle.read()
     except OSError:
         return None
+    return load(data, unit)
+
+
+def load(data: bytes, unit: str) -> Encoder | None:
+    """The encoder from a table's bytes (`read`'s checks)."""
     start = data.find(b"\n") + 1
     try:
         head = json.loads(data[:start])

@@ -118,6 +118,7 @@ _quick_builds = True  # load_quickly: and whether a missing or stale one is buil
 _building = _thread.allocate_lock()  # a process that warms up in a thread must not build it twice at once
 _encoders: dict[str, Callable[[str], list[int]]] = {}  # tiktoken's, per unit, loaded once (reference)
 _loading = _thread.allocate_lock()
+_defining = _thread.allocate_lock()  # _spec: tiktoken's definition of a unit, read with our loader
 
 
 def counter(unit: str) -> Counter:
@@ -219,6 +220,23 @@ def vocabulary_file(unit: str) -> str:
 
 def _read_ranks(unit: str, url: str, expected_hash: str | None) -> dict[bytes, int]:
     """Stand-in for tiktoken's loader: the local file, verified against tiktoken's own hash."""
+    return dict(zip(*_vocabulary(unit, url, expected_hash), strict=True))
+
+
+def _read_tokens(unit: str, url: str, expected_hash: str | None) -> list[bytes]:
+    """The same file as the tokens in rank order (token i has rank i), for the table."""
+    tokens, ranks = _vocabulary(unit, url, expected_hash)
+    dense = list(range(len(ranks)))
+    if ranks != dense:  # tiktoken's files list them in rank order; any order is read the same
+        if sorted(ranks) != dense:
+            raise UnitUnavailable(f"{unit} cannot be counted: its vocabulary's ranks are not 0..n-1")
+        tokens = [token for _, token in sorted(zip(ranks, tokens, strict=True))]
+    return tokens
+
+
+def _vocabulary(unit: str, url: str, expected_hash: str | None) -> tuple[list[bytes], list[int]]:
+    """The vocabulary file's tokens and their ranks, in the file's order, verified against
+    tiktoken's own hash."""
     import gzip
     import hashlib
     from binascii import a2b_base64
@@ -238,7 +256,7 @@ def _read_ranks(unit: str, url: str, expected_hash: str | None) -> dict[bytes, i
     words = data.split()  # "<base64 token> <rank>" per line
     if len(words) % 2:
         raise UnitUnavailable(f"{unit} cannot be counted: {path} is not a vocabulary file (an odd number of words)")
-    return dict(zip(map(a2b_base64, words[0::2]), map(int, words[1::2]), strict=True))  # b64decode, in C
+    return list(map(a2b_base64, words[0::2])), list(map(int, words[1::2]))  # b64decode, in C
 
 
 def _quick(unit: str, folder: str, build: bool = True) -> Callable[[str], int] | None:
@@ -254,18 +272,21 @@ def _quick(unit: str, folder: str, build: bool = True) -> Callable[[str], int] |
             return None
         from importlib.util import find_spec
 
-        spec = _spec(unit)  # loads site, verifies the vocabulary against tiktoken's hash
+        spec = _spec(unit, _read_tokens)  # loads site, verifies the vocabulary against tiktoken's hash
         if spec["pat_str"] != bpe.PATTERNS[unit]:
             return None
         definition, code = find_spec("tiktoken_ext.openai_public"), bpe.module_files()
         if definition is None or not definition.origin or code is None:
             return None
+        data = bpe.table(unit, spec["mergeable_ranks"], {"vocabulary": vocabulary_file(unit),
+                                                         "definition": definition.origin})  # fmt: skip
         try:
-            bpe.write(path, unit, spec["mergeable_ranks"], {"vocabulary": vocabulary_file(unit),
-                                                            "definition": definition.origin})  # fmt: skip
+            bpe.write(path, data)
         except OSError:
-            pass  # counted from the dict in memory this time; the next process tries again
-        encoder = bpe.Encoder(unit, spec["mergeable_ranks"], *code)
+            pass  # counted from the table in memory this time; the next process tries again
+        encoder = bpe.load(data, unit)
+        if encoder is None:
+            return None
     encode = encoder.encode
 
     def count(text: str) -> int:
@@ -297,8 +318,9 @@ def _encoding(unit: str) -> Any:
     return tiktoken.Encoding(**spec)
 
 
-def _spec(unit: str) -> dict[str, Any]:
-    """tiktoken's own definition of `unit` (pattern, special tokens), its ranks from our file."""
+def _spec(unit: str, loader: Callable[[str, str, str | None], Any] = _read_ranks) -> dict[str, Any]:
+    """tiktoken's own definition of `unit` (pattern, special tokens), its ranks from our file
+    (`loader`: as tiktoken's dict, or `_read_tokens` for the table)."""
     from governor import with_site_packages
 
     with_site_packages()
@@ -314,12 +336,13 @@ def _spec(unit: str) -> dict[str, Any]:
         raise UnitUnavailable(f"{unit} cannot be counted: this tiktoken does not define it")
     original = openai_public.load_tiktoken_bpe
 
-    def local_loader(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
-        return _read_ranks(unit, url, expected_hash)
+    def local_loader(url: str, expected_hash: str | None = None) -> Any:
+        return loader(unit, url, expected_hash)
 
-    openai_public.load_tiktoken_bpe = local_loader  # tiktoken's own pattern and special tokens, our file
-    try:
-        spec: dict[str, Any] = constructor()
-    finally:
-        openai_public.load_tiktoken_bpe = original
+    with _defining:  # the definition's loader is swapped for ours: one thread at a time
+        openai_public.load_tiktoken_bpe = local_loader  # tiktoken's own pattern and special tokens, our file
+        try:
+            spec: dict[str, Any] = constructor()
+        finally:
+            openai_public.load_tiktoken_bpe = original
     return spec
