@@ -337,17 +337,24 @@ def topic_namespaces() -> list[dict[str, str]]:
     return [{"name": n["name"], "pattern": n["pattern"], "example": n["example"]} for n in contract["namespaces"]]
 
 
+_lookups: dict[str, str] = {}  # digest -> the lookups derived from that policy, as JSON
+
+
 def compiled_blob(eff: Effective) -> dict[str, Any]:
     policy = eff.dumped()
-    lookups = index(policy)
-    lookups["text_tokens"] = text_tokens(policy)
-    lookups["topic_namespaces"] = topic_namespaces()
+    digest = digest_of(policy)
+    derived = _lookups.get(digest)  # a project's first compile compiles what git holds too: often the same
+    if derived is None:
+        lookups = index(policy)
+        lookups["text_tokens"] = text_tokens(policy)
+        lookups["topic_namespaces"] = topic_namespaces()
+        derived = _lookups[digest] = json.dumps(lookups)
     return {
         "version": __version__,
-        "digest": digest_of(policy),
+        "digest": digest,
         "sources": [doc.file for _, doc in eff.layers],
         "policy": policy,
-        "index": lookups,
+        "index": json.loads(derived),  # a copy of its own: a caller may change it
     }
 
 
