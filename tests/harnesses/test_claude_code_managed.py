@@ -283,7 +283,10 @@ class AsUser:
 
     def run(self, args: list[str], cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
         for path in [self.home, *self.home.rglob("*"), *(self.base / "p").rglob("*"), self.base / "p"]:
-            os.lchown(path, self.user.pw_uid, self.user.pw_gid)
+            try:
+                os.lchown(path, self.user.pw_uid, self.user.pw_gid)
+            except FileNotFoundError:  # gone since the walk: the ledger's -shm, when its last connection closed
+                pass
         layers = self.base / "layers"
         mount = f"mount -t overlay overlay -o lowerdir=/root,upperdir={layers}/up,workdir={layers}/work /root"
         drop = ["setpriv", f"--reuid={self.user.pw_uid}", f"--regid={self.user.pw_gid}", "--init-groups", "--"]
