@@ -348,6 +348,8 @@ def compiled_blob(eff: Effective) -> dict[str, Any]:
         lookups = index(policy)
         lookups["text_tokens"] = text_tokens(policy)
         lookups["topic_namespaces"] = topic_namespaces()
+        if len(_lookups) >= 8:  # a long-lived process (the warm server) sees policy after policy
+            _lookups.clear()
         derived = _lookups[digest] = json.dumps(lookups)
     return {
         "version": __version__,
