@@ -166,6 +166,33 @@ def test_a_hook_deciding_alone_counts_exactly_from_the_table(env: Env) -> None:
         assert counted == [len(reference.encode_ordinary(result))], (counted, result[:80])
 
 
+def test_the_table_a_process_with_site_builds_is_the_one_a_hook_reads(env: Env) -> None:
+    """The warm server and `install` load `site`; a hook runs `python -I -S`, whose sys.prefix in
+    a virtual environment is the base interpreter's. The table one builds is the table the other
+    reads: a hook deciding alone after the warm server built it builds none of its own."""
+    import subprocess
+    import sys
+
+    env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n")
+    cache = env.state / "cache"
+    for table in cache.glob("*.bpe"):
+        table.unlink()
+    build = f"from governor.engine.tokens import prepare_quickly; assert prepare_quickly('o200k_base', {str(cache)!r})"
+    subprocess.run([sys.executable, "-c", build], check=True, timeout=120, env=env.vars, cwd=env.tmp)
+    (built,) = cache.glob("o200k_base-*.bpe")
+    before = built.stat().st_mtime_ns
+    result = fixture_text("engram/search_v1.txt")
+    session = Session(env, session_id="after-the-server")
+    session.prompt("what did we decide about auth?")
+    call = session.next_id()
+    assert not session.pre("mem_search", call_id=call, query="auth", limit=3).denied
+    session.post("mem_search", call, result, query="auth", limit=3)
+    assert list(cache.glob("o200k_base-*.bpe")) == [built] and built.stat().st_mtime_ns == before
+    with sqlite3.connect(env.state / "ledger.db") as db:
+        counted = [row[0] for row in db.execute("SELECT tokens FROM calls WHERE call_id LIKE ?", ("%" + call,))]
+    assert counted == [len(_encoders("o200k_base")[1].encode_ordinary(result))]
+
+
 def test_a_hook_process_without_site_counts_what_the_table_cannot_vouch_for(tmp_path: Path) -> None:
     """Hooks run as `python -I -S`: the tiktoken fallback must load site-packages before it
     imports tiktoken, or the call is not counted at all (the MCP proxy met this on a result

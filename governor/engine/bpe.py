@@ -105,10 +105,14 @@ def pack(tokens: list[bytes]) -> bytes:
 
 
 def file_name(unit: str) -> str:
-    """One table per unit and installation (two virtual environments may share a state directory)."""
-    import sys
+    """One table per unit and installation (two virtual environments may share a state directory),
+    named by where this governor package is: the same in a hook (`python -I -S`, whose sys.prefix
+    in a virtual environment is the base interpreter's) and in a process that loaded `site` (the
+    warm server, `install`), which build the table the hooks read."""
+    import governor
 
-    return f"{unit}-{crc32(sys.prefix.encode('utf-8', 'surrogateescape')):08x}.bpe"
+    where = os.path.dirname(os.path.abspath(governor.__file__))
+    return f"{unit}-{crc32(where.encode('utf-8', 'surrogateescape')):08x}.bpe"
 
 
 def table(unit: str, tokens: list[bytes], sources: dict[str, str]) -> bytes:
