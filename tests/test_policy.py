@@ -312,3 +312,41 @@ def test_policy_check_compares_a_local_override_with_the_team_file_it_overrides(
     whole = env.cli("policy", "check")
     for out in (named, whole):
         assert out.returncode == 1 and "max_search_calls.value is loosened (6 -> 10)" in out.stderr, out.stderr
+
+
+def test_a_policy_is_compiled_once_for_the_files_it_is_made_of_whichever_project_has_them(env: Env) -> None:
+    """A new project whose files say what another project's said, and a file rewritten back to what
+    it said before, take the compiled policy kept by content; a file that says something new is
+    compiled, and its limits are in force at once."""
+    from tests.conftest import Session
+
+    kept = env.state / "cache" / "policies"
+    kept.unlink()  # this test's own folder, not the one the tests share
+    tight = "limits:\n  max_search_calls: {value: 1, enforce: block}\n"
+    env.write(".memory-governor/policy.yaml", tight)
+    other = Env(env.tmp / "other")  # another project on this machine: the same state directory
+    other.vars["MEMORY_GOVERNOR_STATE_DIR"] = str(env.state)
+    (other.project / ".memory-governor").mkdir()
+    (other.project / ".memory-governor" / "policy.yaml").write_text(tight)
+    trace = {"MEMORY_GOVERNOR_TRACE": "1"}
+
+    def searches(sandbox: Env, session_id: str) -> tuple[list[bool], bool]:
+        """(each of two searches in a new turn denied?, did a hook compile a policy?)"""
+        session = Session(sandbox, session_id, extra_env=trace)
+        answers = [session.prompt("what did we decide?")]
+        answers += [session.pre("mem_search", query=q, limit=3) for q in ("a", "b")]
+        return [a.denied for a in answers[1:]], any("compiled the policy" in a.stderr for a in answers)
+
+    assert searches(env, "s-first") == ([False, True], True)
+    assert len(list(kept.glob("*.json"))) == 1
+    assert searches(other, "s-other") == ([False, True], False)  # the same files: not compiled again
+    looser = "limits:\n  max_search_calls: {value: 2, enforce: block}\n"
+    (other.project / ".memory-governor" / "policy.yaml").write_text(looser)  # loosened: held back until accepted
+    other.accept()  # which compiles it
+    assert searches(other, "s-looser")[0] == [False, False]
+    assert len(list(kept.glob("*.json"))) == 2
+    (other.project / ".memory-governor" / "policy.yaml").write_text(tight)  # back as it was: a new mtime only
+    assert searches(other, "s-back") == ([False, True], False)
+    env.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: {value: [, enforce: block}\n")
+    assert searches(env, "s-broken")[0] == [False, True]  # the last valid policy; a broken one is never kept
+    assert len(list(kept.glob("*.json"))) == 2

@@ -242,13 +242,10 @@ def enforced(policy: CompiledPolicy, notices: list[str], sources: Sources, state
 def _first_record(policy: CompiledPolicy, sources: Sources, state: str, first: bool) -> dict[str, Any] | None:
     """No record for the project: write the baseline it starts from. None: `policy` itself was
     accepted (what is committed, or first seen before the model acted); else the new record."""
-    from governor import with_site_packages
+    from governor.policy.content import compile_committed
 
     now = time.time()
-    with_site_packages()
-    from governor.policy.files import compile_committed
-
-    committed = compile_committed(sources)
+    committed = compile_committed(state, sources)
     as_committed = committed is not None and committed["digest"] == policy.digest
     if as_committed or (committed is None and first):
         write(state, sources, policy.blob, now)

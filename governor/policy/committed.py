@@ -15,8 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from governor.policy.document import MAX_BYTES
-from governor.policy.sources import LOCAL_NAME, PROJECT_DIR_NAME, TEAM_NAME, Sources
+from governor.policy.sources import LOCAL_NAME, MAX_BYTES, PROJECT_DIR_NAME, TEAM_NAME, Sources
 
 TIMEOUT = 2.0
 NOT_IN_GIT = object()  # the project is no git work tree (or git is not there): no baseline

@@ -11,11 +11,12 @@ from __future__ import annotations
 import _thread
 import os
 
-from governor import jsonio, with_site_packages
+from governor import with_site_packages
 from governor.engine.rules import CompiledPolicy
 from governor.policy import history
+from governor.policy.content import compile_layers, read_json, store
 from governor.policy.sources import Sources
-from governor.state import ensure_dir, write_atomic
+from governor.state import ensure_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,14 +34,6 @@ def cache_paths(state: str, sources: Sources) -> tuple[str, str]:
     folder = ensure_dir(os.path.join(state, "policy"))
     key = sources.cache_key()
     return os.path.join(folder, f"{key}.json"), os.path.join(folder, f"{key}.broken.json")
-
-
-def _read_json(path: str) -> Any:
-    try:
-        with open(path, "rb") as handle:
-            return jsonio.loads(handle.read())
-    except (OSError, ValueError):
-        return None
 
 
 _memo: dict[str, tuple[list[list[Any]], CompiledPolicy]] = {}  # a long-lived process skips re-reading
@@ -108,22 +101,19 @@ def from_files(sources: Sources, state: str) -> tuple[CompiledPolicy, list[str]]
     remembered = _memo.get(good_path) if good_path else None
     if remembered is not None and remembered[0] == signature:
         return remembered[1], []
-    cached = _read_json(good_path) if good_path else None
+    cached = read_json(good_path) if good_path else None
     if isinstance(cached, dict) and cached.get("format") == CACHE_FORMAT and cached.get("signature") == signature:
         policy = CompiledPolicy(cached)
         policy.forms = good_path.removesuffix(".json")
         _memo[good_path] = (signature, policy)
         return policy, []
-    broken = _read_json(broken_path) if broken_path else None
+    broken = read_json(broken_path) if broken_path else None
     if isinstance(broken, dict) and broken.get("signature") == signature:
         return _fallback(cached, broken["problems"], sources)
-    with_site_packages()
-    from governor.policy.files import compile_sources
-
-    blob, problems = compile_sources(sources)
+    blob, problems = compile_layers(state, sources.layers())
     if blob is not None:
         blob["format"], blob["signature"] = CACHE_FORMAT, signature
-        _store(good_path, blob)
+        store(good_path, blob)
         history.remember(state, blob)
         if broken_path:
             try:
@@ -133,18 +123,8 @@ def from_files(sources: Sources, state: str) -> tuple[CompiledPolicy, list[str]]
         policy = CompiledPolicy(blob)
         policy.forms = good_path.removesuffix(".json") or None
         return policy, []
-    _store(broken_path, {"signature": signature, "problems": problems})
+    store(broken_path, {"signature": signature, "problems": problems})
     return _fallback(cached, problems, sources)
-
-
-def _store(path: str, blob: dict[str, Any]) -> None:
-    """Best effort: a cache that cannot be written costs the next hook a compile, nothing more."""
-    if not path:
-        return
-    try:
-        write_atomic(path, jsonio.dumps(blob).encode())  # policy order kept: matchers and precedence follow it
-    except OSError:
-        pass
 
 
 def _fallback(cached: Any, problems: list[str], sources: Sources) -> tuple[CompiledPolicy, list[str]]:

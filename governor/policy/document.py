@@ -19,13 +19,14 @@ from typing import Any
 
 import yaml
 
+from governor.policy.sources import MAX_BYTES
+
 Path = tuple[str | int, ...]
 
 # YAML 1.1 booleans that are not spelled true/false; YAML 1.2 tools read them as strings.
 _AMBIGUOUS_BOOLS = {"y", "yes", "n", "no", "on", "off"}
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 
-MAX_BYTES = 256 * 1024  # the shipped policy, every comment kept, is about 30 KB
 MAX_ALIASES = 200
 MAX_NODES = 20_000  # counted with aliases expanded (the shipped policy: about 850)
 MAX_DEPTH = 50  # mappings and lists inside each other (the shipped policy: 6)

@@ -371,13 +371,18 @@ def compile_data(policy: dict[str, Any]) -> dict[str, Any] | None:
     return compiled_blob(eff)
 
 
-def compile_sources(sources: Sources, only_default: bool = False) -> tuple[dict[str, Any] | None, list[str]]:
-    """The compiled form of the effective policy, or None and every problem as text."""
-    layers = [("default", shipped_policy_path())] if only_default else sources.layers()
-    eff = build(layers)
+def compile_layers(layers: list[tuple[str, str]], texts: dict[str, str] | None = None
+                   ) -> tuple[dict[str, Any] | None, list[str]]:  # fmt: skip
+    """The compiled form of `layers` (`texts`: as `build`), or None and every problem as text."""
+    eff = build(layers, texts)
     if not eff.ok:
         return None, [str(p) for p in eff.problems] or ["the policy could not be validated"]
     return compiled_blob(eff), []
+
+
+def compile_sources(sources: Sources, only_default: bool = False) -> tuple[dict[str, Any] | None, list[str]]:
+    """The compiled form of the effective policy, or None and every problem as text."""
+    return compile_layers([("default", shipped_policy_path())] if only_default else sources.layers())
 
 
 def compile_committed(sources: Sources) -> dict[str, Any] | None:
@@ -386,10 +391,7 @@ def compile_committed(sources: Sources) -> dict[str, Any] | None:
     from governor.policy.committed import committed_layers
 
     committed = committed_layers(sources)
-    if committed is None:
-        return None
-    eff = build(*committed)
-    return compiled_blob(eff) if eff.ok else None
+    return compile_layers(*committed)[0] if committed is not None else None
 
 
 def check_files(files: list[str]) -> Effective:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 SHIPPED_NAME = "memory-budget.yaml"
 DIGEST_NAME = "memory-budget.sha256"
 MAX_SHIPPED = 4 * 1024 * 1024  # read no more of the shipped default than this to hash it
+MAX_BYTES = 256 * 1024  # a policy file larger than this is not read (the shipped one is about 30 KB)
 PROJECT_DIR_NAME = ".memory-governor"
 TEAM_NAME = "policy.yaml"
 LOCAL_NAME = "policy.local.yaml"

@@ -97,6 +97,8 @@ def run(harness: str, exits: bool = False) -> int:
             out, err = answer
             path = b"answered by the warm server"
         if env.get("MEMORY_GOVERNOR_TRACE"):
+            if "governor.policy.files" in sys.modules:  # the compiler (and pydantic) loaded: a policy compiled
+                err += b"memory-governor: compiled the policy\n"
             err += b"memory-governor: " + path + b"\n"
     except BaseException as failure:
         err = f"memory-governor: internal error ({type(failure).__name__}: {failure}); no decision made\n".encode(
