@@ -21,31 +21,39 @@ SHIPPED = ROOT / "rules" / "memory-budget.yaml"
 GOVERNOR_PATH = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 
-_TABLES: list[Path] = []
+_SHARED: list[Path] = []  # this test process's folder of tables and compiled policies
 
 
-def tokenizer_tables() -> list[Path]:
-    """The tables a hook deciding alone counts tokens with (governor.engine.bpe), built once per
-    test process for the units the tests use."""
-    if not _TABLES:
+def shared_cache() -> Path:
+    """What every test of this process may share because it is rebuilt the same from the same input:
+    the tables a hook deciding alone counts tokens with (governor.engine.bpe), for the units the
+    tests use, and the policies compiled by content (governor.policy.compiled.compile_layers)."""
+    if not _SHARED:
         import atexit
         import tempfile
 
         from governor.engine import tokens
 
-        folder = Path(tempfile.mkdtemp(prefix="memory-governor-tables-"))
+        folder = Path(tempfile.mkdtemp(prefix="memory-governor-tests-"))
         atexit.register(shutil.rmtree, folder, True)
         for unit in ("o200k_base", "cl100k_base"):
             tokens._quick(unit, str(folder))
-        _TABLES.extend(sorted(folder.glob("*.bpe")))
-    return _TABLES
+        (folder / "policies").mkdir(mode=0o700)
+        _SHARED.append(folder)
+    return _SHARED[0]
 
 
-def with_tokenizer_tables(state: Path) -> None:
-    """Link the tables into a new state directory's cache, where a hook looks for them: without
-    them the first hook of every test builds one (~1 s of CPU). A hook still checks each table's
-    digest and sources before it counts with it; tests/test_bpe.py and tests/test_server.py
-    remove them to prove the build itself."""
+def tokenizer_tables() -> list[Path]:
+    return sorted(shared_cache().glob("*.bpe"))
+
+
+def with_shared_caches(state: Path) -> None:
+    """Give a new state directory the tables and the compiled policies the tests share: without
+    them the first hook of every test builds a table (~1 s of CPU) and compiles the policy
+    (~0.5 s). Tables are linked in (a hook still checks each one's digest and sources before it
+    counts with it; tests/test_bpe.py and tests/test_server.py remove them to prove the build
+    itself); the policies folder is the shared one (a policy is kept by the sha256 of its files'
+    bytes and the compiler's: the same key compiles to the same policy)."""
     cache = state / "cache"
     for level in (state, cache):
         level.mkdir(mode=0o700, exist_ok=True)
@@ -54,6 +62,8 @@ def with_tokenizer_tables(state: Path) -> None:
             os.link(table, cache / table.name)
         except OSError:
             shutil.copyfile(table, cache / table.name)
+    if not (cache / "policies").exists():
+        (cache / "policies").symlink_to(shared_cache() / "policies", target_is_directory=True)
 
 
 class Env:
@@ -66,7 +76,7 @@ class Env:
         self.project = tmp / "project"
         for d in (self.home, self.project):
             d.mkdir(parents=True, exist_ok=True)
-        with_tokenizer_tables(self.state)
+        with_shared_caches(self.state)
         self.vars = {
             "PATH": GOVERNOR_PATH,
             "HOME": str(self.home),

@@ -90,6 +90,10 @@ class GeminiHarness(Sandbox):
             "GOOGLE_GEMINI_BASE_URL": model.url,
             "GEMINI_CLI_TRUST_WORKSPACE": "true",
             "NO_COLOR": "1",
+            # Gemini runs itself again in a child node process only to raise its heap limit (half of
+            # the machine's memory): the whole CLI loaded twice per run. Hooks, settings and the
+            # model's requests are the same either way (docs/gemini-cli.md).
+            "GEMINI_CLI_NO_RELAUNCH": "true",
         })  # fmt: skip
         (self.home / ".gemini").mkdir(parents=True, exist_ok=True)
         (self.home / ".gemini" / "settings.json").write_text(json.dumps(USER_SETTINGS, indent=2))
@@ -174,5 +178,8 @@ def gem(tmp_path: Path, gemini_tools: GeminiTools, gemini_model: FakeGemini) -> 
 
 @pytest.fixture
 def gem_warm(tmp_path: Path, gemini_tools: GeminiTools, gemini_model: FakeGemini) -> Iterator[GeminiHarness]:
-    """Like gem, but with the warm server left on (the default); stopped afterwards."""
-    yield from governed(GeminiHarness(tmp_path, gemini_tools, gemini_model, warm_server=True))
+    """Like gem, but as a user runs it: the warm server left on (the default; stopped afterwards) and
+    Gemini relaunching itself with its larger heap."""
+    harness = GeminiHarness(tmp_path, gemini_tools, gemini_model, warm_server=True)
+    del harness.env["GEMINI_CLI_NO_RELAUNCH"]
+    yield from governed(harness)

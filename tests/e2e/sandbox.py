@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import seed
 
-from tests.conftest import GOVERNOR_PATH, with_tokenizer_tables
+from tests.conftest import GOVERNOR_PATH, with_shared_caches
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -103,7 +103,7 @@ class Sandbox:
         self.state = tmp / "state"
         for d in (self.home, self.project):
             d.mkdir(parents=True, exist_ok=True)
-        with_tokenizer_tables(self.state)  # built once per test process, not by each test's first hook
+        with_shared_caches(self.state)  # built once per test process, not by each test's first hook
         self.seed = seed.write_engram_seed(tmp / "engram-seed.json")
         self.store = tmp / "engram-store.json"
         self.call_log = tmp / "engram-calls.jsonl"
