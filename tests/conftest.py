@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,21 +50,34 @@ def tokenizer_tables() -> list[Path]:
 
 def with_shared_caches(state: Path) -> None:
     """Give a new state directory the tables and the compiled policies the tests share: without
-    them the first hook of every test builds a table (~1 s of CPU) and compiles the policy
-    (~0.5 s). Tables are linked in (a hook still checks each one's digest and sources before it
-    counts with it; tests/test_bpe.py and tests/test_server.py remove them to prove the build
-    itself); the policies folder is the shared one (a policy is kept by the sha256 of its files'
-    bytes and the compiler's: the same key compiles to the same policy)."""
+    them the first hook of every test builds a table (~0.4 s of CPU) and compiles the policy
+    (~0.5 s). Each file is linked in (a hook still checks each table's digest and sources before it
+    counts with it, and replaces a file rather than write into it; tests/test_bpe.py and
+    tests/test_server.py remove the tables to prove the build itself). A policy is kept by the
+    sha256 of its files' bytes and of which code compiles it: the same key compiles the same way."""
     cache = state / "cache"
-    for level in (state, cache):
+    kept = cache / "policies"
+    for level in (state, cache, kept):
         level.mkdir(mode=0o700, exist_ok=True)
-    for table in tokenizer_tables():
+    for file in [*tokenizer_tables(), *(shared_cache() / "policies").glob("*.json")]:
+        folder = kept if file.suffix == ".json" else cache
         try:
-            os.link(table, cache / table.name)
+            os.link(file, folder / file.name)
+        except FileExistsError:
+            pass
         except OSError:
-            shutil.copyfile(table, cache / table.name)
-    if not (cache / "policies").exists():
-        (cache / "policies").symlink_to(shared_cache() / "policies", target_is_directory=True)
+            shutil.copyfile(file, folder / file.name)
+
+
+def share_back(state: Path) -> None:
+    """After a test: the policies its hooks compiled join the shared folder, for the tests after it."""
+    shared = shared_cache() / "policies"
+    for file in (state / "cache" / "policies").glob("*.json"):
+        if not (shared / file.name).exists():
+            try:
+                os.link(file, shared / file.name)
+            except OSError:
+                pass
 
 
 class Env:
@@ -166,8 +180,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Env:
-    return Env(tmp_path)
+def env(tmp_path: Path) -> Iterator[Env]:
+    sandbox = Env(tmp_path)
+    yield sandbox
+    share_back(sandbox.state)
 
 
 HOOK = [sys.executable, "-I", "-S", str(ROOT / "governor" / "runtime" / "entry.py"), "claude-code"]

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -321,7 +322,8 @@ def test_a_policy_is_compiled_once_for_the_files_it_is_made_of_whichever_project
     from tests.conftest import Session
 
     kept = env.state / "cache" / "policies"
-    kept.unlink()  # this test's own folder, not the one the tests share
+    for entry in kept.glob("*.json"):
+        entry.unlink()  # linked from the ones the tests share: this test counts its own
     tight = "limits:\n  max_search_calls: {value: 1, enforce: block}\n"
     env.write(".memory-governor/policy.yaml", tight)
     other = Env(env.tmp / "other")  # another project on this machine: the same state directory
@@ -350,3 +352,67 @@ def test_a_policy_is_compiled_once_for_the_files_it_is_made_of_whichever_project
     env.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: {value: [, enforce: block}\n")
     assert searches(env, "s-broken")[0] == [False, True]  # the last valid policy; a broken one is never kept
     assert len(list(kept.glob("*.json"))) == 2
+
+
+def test_what_is_kept_by_content_is_the_compile_of_the_bytes_its_key_was_made_from(tmp_path: Path, monkeypatch: Any
+                                                                                   ) -> None:  # fmt: skip
+    """A layer rewritten between reading it for the key and compiling it (the compile imports
+    pydantic first: half a second) is compiled as it was read, the shipped default too; so what is
+    kept under a key never says what the bytes hashed for it do not."""
+    from governor.policy import content
+    from governor.policy.sources import shipped_policy_path
+
+    default = tmp_path / "memory-budget.yaml"
+    shipped = Path(shipped_policy_path()).read_text(encoding="utf-8")
+    default.write_text(shipped, encoding="utf-8")
+    looser = shipped.replace("max_search_calls: {value: 2,", "max_search_calls: {value: 99,")
+    assert looser != shipped
+    state = tmp_path / "state"
+    monkeypatch.setattr(content, "with_site_packages", lambda: default.write_text(looser, encoding="utf-8"))
+    blob, problems = content.compile_layers(str(state), [("default", str(default))])
+    assert blob is not None and not problems
+    assert blob["policy"]["limits"]["max_search_calls"]["value"] == 2
+    default.write_text(shipped, encoding="utf-8")  # as it was: the key of what was kept
+    monkeypatch.setattr(content, "with_site_packages", lambda: None)
+    again, _ = content.compile_layers(str(state), [("default", str(default))])
+    assert again is not None and again["policy"]["limits"]["max_search_calls"]["value"] == 2
+
+
+def test_the_policies_kept_by_content_are_only_in_a_folder_of_the_users_own(tmp_path: Path) -> None:
+    """A link planted at state/cache/policies is not followed: nothing is read, kept or removed
+    where it points (the oldest entries go when the folder is full), and the policy is compiled."""
+    import os
+
+    from governor.policy import content
+    from governor.policy.sources import shipped_policy_path
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    victims = {f"{n:064x}.json": f"victim {n}" for n in range(content.KEEP + 6)}
+    for name, text in victims.items():
+        (elsewhere / name).write_text(text)
+    state = tmp_path / "state"
+    (state / "cache").mkdir(parents=True, mode=0o700)
+    (state / "cache" / "policies").symlink_to(elsewhere, target_is_directory=True)
+    blob, _ = content.compile_layers(str(state), [("default", shipped_policy_path())])
+    assert blob is not None and blob["policy"]["limits"]["max_search_calls"]["value"] == 2
+    assert {p.name: p.read_text() for p in elsewhere.iterdir()} == victims
+    os.chmod(state / "cache", 0o777)  # a folder others can write to: not used either
+    (state / "cache" / "policies").unlink()
+    assert content.compile_layers(str(state), [("default", shipped_policy_path())])[0] is not None
+    assert not (state / "cache" / "policies").exists()
+
+
+def test_an_entry_kept_by_content_that_is_not_whole_is_compiled_again(tmp_path: Path) -> None:
+    from governor.policy import content
+    from governor.policy.sources import shipped_policy_path
+
+    state = tmp_path / "state"
+    layers = [("default", shipped_policy_path())]
+    first, _ = content.compile_layers(str(state), layers)
+    (entry,) = (state / "cache" / "policies").glob("*.json")
+    kept = json.loads(entry.read_text())
+    del kept["index"]
+    entry.write_text(json.dumps(kept))
+    again, _ = content.compile_layers(str(state), layers)
+    assert again == first and "index" in json.loads(entry.read_text())

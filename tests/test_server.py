@@ -106,7 +106,7 @@ def test_a_server_from_other_code_retires_and_the_hook_decides_itself(warm: Env)
 
 def test_a_request_is_framed_by_its_lengths_so_a_client_need_not_close_its_side(warm: Env) -> None:
     # OpenCode's plugin runs in Bun, which closes both sides of a socket it ends: it only writes.
-    from governor.runtime.client import fingerprint
+    from governor import fingerprint
 
     _call(warm, 1)
     _wait_running(warm)

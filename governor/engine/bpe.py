@@ -105,13 +105,18 @@ def pack(tokens: list[bytes]) -> bytes:
 
 
 def file_name(unit: str) -> str:
-    """One table per unit and installation (two virtual environments may share a state directory),
-    named by where this governor package is: the same in a hook (`python -I -S`, whose sys.prefix
-    in a virtual environment is the base interpreter's) and in a process that loaded `site` (the
-    warm server, `install`), which build the table the hooks read."""
+    """One table per unit and installation (two virtual environments may share a state directory,
+    and one checkout's package be installed into both), named by where this governor package is
+    and the environment of the interpreter running it (its executable's folder's parent, as
+    invoked): the same in a hook (`python -I -S`, whose sys.prefix in a virtual environment is the
+    base interpreter's) and in a process that loaded `site` (the warm server, `install`), which
+    build the table the hooks read."""
+    import sys
+
     import governor
 
-    where = os.path.dirname(os.path.abspath(governor.__file__))
+    where = "\0".join((os.path.dirname(os.path.abspath(governor.__file__)),
+                       os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))))  # fmt: skip
     return f"{unit}-{crc32(where.encode('utf-8', 'surrogateescape')):08x}.bpe"
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from governor import jsonio, with_site_packages
+from governor import fingerprint, jsonio, with_site_packages
 from governor.state import ensure_dir, write_atomic
 
 TYPE_CHECKING = False
@@ -35,12 +35,14 @@ def read_json(path: str) -> Any:
 def compile_layers(state: str, layers: list[tuple[str, str]], texts: dict[str, str] | None = None
                    ) -> tuple[dict[str, Any] | None, list[str]]:  # fmt: skip
     """`governor.policy.files.compile_layers`, looked up by content first. The key is the sha256 of
-    every layer's kind and bytes, this version and the compiler's files (their size and mtime); only
-    a valid policy is kept, so a broken one is reported as ever."""
+    every layer's kind and bytes (each file read once: what is compiled is what was hashed), this
+    version and which code compiles it; only a valid policy is kept, so a broken one is reported as
+    ever. Used only in a folder that is this user's alone (`_folder`)."""
     key, read = _content_key(layers, texts)
-    path = os.path.join(state, "cache", "policies", f"{key}.json") if key and state else ""
+    folder = _folder(state) if key and state else None
+    path = os.path.join(folder, f"{key}.json") if folder else ""
     cached = read_json(path) if path else None
-    if isinstance(cached, dict) and cached.get("key") == key and isinstance(cached.get("policy"), dict):
+    if isinstance(cached, dict) and _whole(cached, key):
         del cached["key"]
         cached["sources"] = [file for _, file in layers]
         return cached, []
@@ -48,12 +50,8 @@ def compile_layers(state: str, layers: list[tuple[str, str]], texts: dict[str, s
     from governor.policy.files import compile_layers as compile_now
 
     blob, problems = compile_now(layers, read)
-    if blob is not None and path:
-        try:
-            ensure_dir(os.path.dirname(path))
-            _forget_oldest(os.path.dirname(path))
-        except OSError:
-            return blob, problems
+    if blob is not None and folder:
+        _forget_oldest(folder)
         store(path, {**{k: v for k, v in blob.items() if k != "sources"}, "key": key})
     return blob, problems
 
@@ -66,26 +64,23 @@ def compile_committed(state: str, sources: Sources) -> dict[str, Any] | None:
     return compile_layers(state, *committed)[0] if committed is not None else None
 
 
-CONTENT_KEEP = 64  # compiled policies kept by content in a state directory; the oldest go first
-_COMPILER = tuple(os.path.join(os.path.dirname(os.path.abspath(__file__)), name) for name in ("files.py", "model.py"))
+KEEP = 64  # compiled policies kept by content in a state directory; the oldest go first
+_NAME_LENGTH = 64 + len(".json")  # a sha256 in hex: every name this folder holds
 
 
 def _content_key(layers: list[tuple[str, str]], texts: dict[str, str] | None) -> tuple[str, dict[str, str] | None]:
-    """The content key of `layers`, and the texts the compile is to read: the project's files as
-    read for the key (a file rewritten in between is not compiled under the old one's key). No key
-    ("") for a file that cannot be read whole: the compile says what is wrong with it."""
-    from governor import __version__
-    from governor.policy.sources import MAX_BYTES
+    """The content key of `layers`, and the texts the compile is to read: every file as read for
+    the key, the shipped default too (a file rewritten in between is not compiled under the old
+    one's key). No key ("") for a file that cannot be read whole: the compile says what is wrong."""
+    from governor.policy.sources import MAX_BYTES, shipped_file
     from governor.state import sha256_hex
 
     read = dict(texts or {})
-    parts = [f"{__version__}\0{FORMAT}".encode()]
-    for file in _COMPILER:
-        try:
-            st = os.stat(file)
-        except OSError:
-            return "", texts
-        parts.append(f"\0{st.st_mtime_ns}\0{st.st_size}".encode())
+    try:
+        topics = os.stat(shipped_file("schemas", "memory-topics.yaml"))  # the topic namespaces a policy holds
+    except OSError:
+        return "", texts
+    parts = [fingerprint(), f"\0{FORMAT}\0{topics.st_mtime_ns}\0{topics.st_size}".encode()]
     for kind, file in layers:
         if file in read:
             data = read[file].encode("utf-8", "surrogatepass")
@@ -95,8 +90,7 @@ def _content_key(layers: list[tuple[str, str]], texts: dict[str, str] | None) ->
                     data = handle.read(MAX_BYTES + 1)
                 if len(data) > MAX_BYTES:
                     return "", texts
-                if kind != "default":  # the shipped default is read as shipped (its digest: libyaml)
-                    read[file] = data.decode("utf-8")
+                read[file] = data.decode("utf-8")
             except (OSError, UnicodeDecodeError):
                 return "", texts
         parts.append(f"\0{kind}\0{len(data)}\0".encode())
@@ -104,18 +98,59 @@ def _content_key(layers: list[tuple[str, str]], texts: dict[str, str] | None) ->
     return sha256_hex(b"".join(parts)), read
 
 
+def _folder(state: str) -> str | None:
+    """`<state>/cache/policies`, made if missing, when it and `<state>/cache` are folders (no link)
+    of this user's that no one else can write to; as root, only in a state directory no one else
+    can write to either (a command run with sudo and a user's HOME compiles, and keeps nothing)."""
+    import stat
+
+    cache = os.path.join(state, "cache")
+    folder = os.path.join(cache, "policies")
+    try:
+        ensure_dir(state)
+        if os.geteuid() == 0:
+            from governor.policy.managed import ownership_problems
+
+            if ownership_problems([state]):
+                return None
+        for level in (cache, folder):  # each looked at before anything is made or read below it
+            try:
+                st = os.lstat(level)
+            except FileNotFoundError:
+                os.mkdir(level, 0o700)
+                st = os.lstat(level)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                return None
+    except OSError:
+        return None
+    return folder
+
+
+def _whole(cached: dict[str, Any], key: str) -> bool:
+    """An entry as `compile_layers` keeps it (anything else is a miss, compiled again)."""
+    from governor import __version__
+
+    return (cached.get("key") == key and cached.get("version") == __version__
+            and isinstance(cached.get("digest"), str) and isinstance(cached.get("policy"), dict)
+            and isinstance(cached.get("index"), dict))  # fmt: skip
+
+
 def _forget_oldest(folder: str) -> None:
-    """Keep the folder under CONTENT_KEEP files (a long-lived machine sees policy after policy)."""
-    names = [name for name in os.listdir(folder) if name.endswith(".json")]
-    if len(names) < CONTENT_KEEP:
+    """Keep the folder under KEEP entries (a long-lived machine sees policy after policy): the
+    oldest go, and only names this folder's entries have."""
+    try:
+        names = [name for name in os.listdir(folder) if len(name) == _NAME_LENGTH and name.endswith(".json")]
+    except OSError:
+        return
+    if len(names) < KEEP:
         return
     aged = []
     for name in names:
         try:
-            aged.append((os.stat(os.path.join(folder, name)).st_mtime, name))
+            aged.append((os.lstat(os.path.join(folder, name)).st_mtime, name))
         except OSError:
             pass
-    for _, name in sorted(aged)[: len(aged) - CONTENT_KEEP + 1]:
+    for _, name in sorted(aged)[: len(aged) - KEEP + 1]:
         try:
             os.unlink(os.path.join(folder, name))
         except OSError:

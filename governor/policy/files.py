@@ -246,8 +246,10 @@ def build(layers: list[tuple[str, str]], texts: dict[str, str] | None = None) ->
     eff = Effective()
     team_data: dict[str, Any] | None = None
     for kind, path in layers:
-        if texts and path in texts:
-            doc = read_policy_text(texts[path], path)
+        if texts and path in texts:  # the shipped default read once already: libyaml when it is as built
+            digest = hashlib.sha256(texts[path].encode("utf-8")).hexdigest() if path == shipped_policy_path() else ""
+            shipped = bool(digest) and digest == built_digest()
+            doc = read_policy_text(texts[path], path, shipped)
         else:
             doc = read_policy_file(path, built_digest() if path == shipped_policy_path() else None)
         eff.layers.append((kind, doc))

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import os
 
+from governor import fingerprint
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -36,32 +38,10 @@ TIMEOUT = 5.0  # beyond the ledger's busy timeout; under the hook timeout the in
 SPAWN_BACKOFF = 30.0
 WARM_PROJECT = "MEMORY_GOVERNOR_WARM_PROJECT"  # the project whose policy unit a new server loads first  # seconds between attempts to start a server
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "entry.py")
 STRANGER_NAME = "stranger"  # what was last found on the socket that is not the governor's server
 stranger: str | None = None  # set by ask(): the notice for the user, when this hook met one
 stranger_is_new = False  # and not met before (the error log says so once per stranger)
-_NOT_CODE = frozenset(("__pycache__", "rules", "schemas"))
-
-
-def fingerprint() -> bytes:
-    """Which code this is: the newest source file of the package. A server from other code retires."""
-    newest = 0
-    folders = [_PACKAGE]
-    while folders:
-        folder = folders.pop()
-        try:
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    if entry.name.endswith(".py"):
-                        newest = max(newest, entry.stat().st_mtime_ns)
-                    elif entry.name not in _NOT_CODE and "." not in entry.name and entry.is_dir():
-                        folders.append(entry.path)
-        except OSError:
-            continue
-    from governor import __version__
-
-    return f"{__version__}+{newest}".encode()
 
 
 def run_dir(env: Mapping[str, str]) -> str:

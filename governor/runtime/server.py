@@ -21,7 +21,8 @@ import threading
 import time
 from typing import Any
 
-from governor.runtime.client import DISABLED_NAME, PROTOCOL, SOCKET_NAME, WARM_PROJECT, fingerprint, run_dir
+from governor import fingerprint
+from governor.runtime.client import DISABLED_NAME, PROTOCOL, SOCKET_NAME, WARM_PROJECT, run_dir
 from governor.runtime.runner import respond
 from governor.state import ensure_dir
 

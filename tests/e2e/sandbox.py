@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import seed
 
-from tests.conftest import GOVERNOR_PATH, with_shared_caches
+from tests.conftest import GOVERNOR_PATH, share_back, with_shared_caches
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -228,4 +228,5 @@ def governed(harness: S) -> Iterator[S]:
     finally:
         if harness.warm_server:
             harness.governor("serve", "--stop", check=False)
+        share_back(harness.state)
     assert not harness.governor_errors(), f"memory-governor logged errors:\n{harness.governor_errors()}"

@@ -461,7 +461,7 @@ def test_fuzzed_plugin_messages_always_get_a_valid_answer(tmp_path: Path, messag
 
 
 def test_describe_gives_the_fingerprint_the_server_checks_and_the_policy_on_error(env: Env) -> None:
-    from governor.runtime.client import fingerprint
+    from governor import fingerprint
 
     env.write(".memory-governor/policy.yaml", "on_error: closed\n")
     proc = subprocess.run([*HOOK[:-1], "--describe", str(env.project)], capture_output=True, env=env.vars, timeout=60)
