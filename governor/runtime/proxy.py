@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 HARNESS = "mcp-proxy"
 DEFAULT_SERVER = "engram"
+EXPORT_START_SECONDS = 10.0  # at exit, the longest wait for the exporter still starting (the OpenTelemetry SDK loads)
 STOP_SECONDS = 2.0  # after closing the child's stdin, then after SIGTERM (as the MCP spec's shutdown)
 POLICY_RECHECK_SECONDS = 1.0  # a policy edit reaches a running proxy within this long
 SERVER_GONE = -32000  # JSON-RPC error code for requests the child left unanswered
@@ -118,8 +119,10 @@ class Proxy:
             return 1
         from governor.runtime import telemetry
 
+        starting = None
         if telemetry.enabled(self.env):  # after the child is started: no exporter thread is forked with it
-            threading.Thread(target=self._start_export, daemon=True).start()
+            starting = threading.Thread(target=self._start_export, daemon=True)
+            starting.start()
         try:
             try:
                 closed = self._relay()
@@ -130,6 +133,8 @@ class Proxy:
             self._stop()
             return 0
         finally:
+            if starting is not None:  # a short connection: its decisions are sent by this proxy too
+                starting.join(EXPORT_START_SECONDS)
             if self.telemetry is not None:
                 self.telemetry.stop()
 
