@@ -617,8 +617,8 @@ COLD_FINDINGS = [
     "directory built its own. Now the table is named by the governor package's folder "
     "(tests/test_bpe.py::test_the_table_a_process_with_site_builds_is_the_one_a_hook_reads). And a compiled "
     "policy is also kept by the sha256 of its files' bytes (state/cache/policies): a new project whose "
-    "files say what another's said, or a file a checkout rewrote unchanged, is read in ~2 ms instead of "
-    "compiled.", "",
+    "files say what another's said, or a file a checkout rewrote unchanged, is not compiled again: the first "
+    "call in such a project is the row after the table above.", "",
     COLD_BEFORE, "",
     COLD_LEFT, "",
 ]  # fmt: skip
