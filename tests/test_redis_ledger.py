@@ -88,8 +88,9 @@ def test_two_hosts_24_parallel_searches_in_one_turn_allow_exactly_2(
             assert len(answers) - len(denied) == 2, f"round {round_}: {len(answers) - len(denied)} allowed"
             # A hook whose warm server has not answered within the client's timeout (a loaded machine)
             # decides the call itself, and finds the server's refusal of it: a refusal repeated.
-            assert all("max_search_calls=2" in x.reason or "already refused" in x.reason for x in denied), \
-                [x.reason for x in denied]
+            assert all("max_search_calls=2" in x.reason or "already refused" in x.reason for x in denied), [
+                x.reason for x in denied
+            ]
     finally:
         if warm:
             a.stop_server()
