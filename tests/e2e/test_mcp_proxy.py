@@ -17,7 +17,7 @@ from typing import Any
 
 import npm
 import pytest
-from conftest import HERE, PYTHON, ROOT, Harness, Tools
+from conftest import CLAUDE_CODE_RECENT, HERE, PYTHON, ROOT, Harness, Tools
 from fake_model import call, engram, text, tool_uses
 from test_claude_code import GRAPH_POLICY, NOTE, denied, hit_ids, o200k
 
@@ -152,6 +152,11 @@ def _sdk() -> Any:
     return mcp
 
 
+# The SDK client's tests drive the proxy from the official MCP Python SDK, not Claude Code: the
+# sandbox is the only part of `cc` they use, so they run once (on the recent pin), not once per pin.
+SDK_CLIENT = pytest.mark.claude_code(CLAUDE_CODE_RECENT)
+
+
 def _sdk_run(cc: Harness, server: list[str], script: Any, extra_env: dict[str, str] | None = None) -> Any:
     """Start the proxy (as the installed entry does) in front of `server` from the SDK client; run `script`."""
     import anyio
@@ -179,6 +184,7 @@ def _text(result: Any) -> str:
     return "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
 
 
+@SDK_CLIENT
 def test_sdk_client_parallel_calls_keep_exact_counts(cc: Harness) -> None:
     import anyio
 
@@ -204,6 +210,7 @@ def test_sdk_client_parallel_calls_keep_exact_counts(cc: Harness) -> None:
     assert len(rows) == 4 and all(s.startswith("s:mcp-proxy:") and c.startswith("s:rpc:") for s, c in rows), rows
 
 
+@SDK_CLIENT
 def test_sdk_client_with_server_memory_behind_the_proxy(cc: Harness, tools: Tools) -> None:
     cc.team_policy(GRAPH_POLICY)
     cc.use_memory_server()
