@@ -317,7 +317,7 @@ def test_no_secret_reaches_any_file_under_the_state_directory(env: Env, session:
 # -- load (bounded here; the full run is scripts/load.py) --------------------------------------------------
 
 
-@pytest.mark.parametrize(("mode", "calls", "sessions"), [("worker", 2000, 40), ("spawn", 350, 10)])
+@pytest.mark.parametrize(("mode", "calls", "sessions"), [("worker", 1000, 20), ("spawn", 350, 10)])
 def test_load_has_no_lost_or_double_counts(mode: str, calls: int, sessions: int) -> None:
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "load.py"), "--calls", str(calls), "--sessions",
                            str(sessions), "--procs", "16", "--mode", mode, "--json", *(["--warm"] if mode == "spawn" else [])],

@@ -28,6 +28,10 @@ NOTE = "[memory-governor]"
 # Every scenario here runs on both pins unless marked: the ones whose Claude Code side the facts
 # (test_harness_facts.py) already pin on both run on the recent pin only, to keep the suite lean.
 ENGRAM_V2_ON_RECENT = pytest.param("v2", marks=pytest.mark.claude_code(CLAUDE_CODE_RECENT))
+# The governor's own logic (the turn's budget, where a policy is read from and when it is in
+# force, a committed install with no governor) is the same whichever Claude Code runs the hook;
+# its hook transport on the long-standing pin is proven by the scenarios left on both pins.
+GOVERNOR_SIDE = pytest.mark.claude_code(CLAUDE_CODE_RECENT)
 ALLOWED_TYPES = "decision, bugfix, pattern, preference, constraint, session_summary"
 HIT = re.compile(r"^\[\d+\] #(\d+) \(", re.M)
 
@@ -564,6 +568,7 @@ def test_a_server_key_with_double_underscores_is_governed(cc):
 # -- the budget resets each turn ------------------------------------------------------------
 
 
+@GOVERNOR_SIDE
 def test_fresh_search_budget_next_turn(cc):
     first = cc.run(
         "What did we decide about auth and search?",
@@ -785,6 +790,7 @@ def _write_with_bash(path, content: str) -> Reply:
                                               f"{shlex.quote(str(path))} {shlex.quote(content)}"}))  # fmt: skip
 
 
+@GOVERNOR_SIDE
 def test_a_policy_too_slow_to_read_keeps_the_limits_in_force(cc):
     local = cc.project / ".memory-governor" / "policy.local.yaml"
     run = cc.run("Find everything about auth.",
@@ -802,6 +808,7 @@ def test_a_policy_too_slow_to_read_keeps_the_limits_in_force(cc):
     assert len(decided) == 3, decided  # every search decided by the hook, none let through by a timeout
 
 
+@GOVERNOR_SIDE
 def test_a_project_folder_the_model_writes_above_the_project_loosens_nothing(cc):
     above = cc.project.parent / ".memory-governor" / "policy.yaml"
     three = tool_uses(*[engram("mem_search", query=q, limit=1) for q in ("auth", "jwt", "sessions")])
@@ -823,6 +830,7 @@ FORGED_ACCEPTS = ['"memory-governor" policy accept --yes', "memory-governor poli
                   "P=memory-governor; $P policy accept --yes", "python3 -m governor.cli policy accept --yes"]  # fmt: skip
 
 
+@GOVERNOR_SIDE
 def test_policy_accept_forged_by_spelling_is_refused_or_has_no_effect_and_the_user_can_accept(cc):
     import base64
 
@@ -853,6 +861,7 @@ def test_policy_accept_forged_by_spelling_is_refused_or_has_no_effect_and_the_us
 # -- a committed install on a machine without the governor (docs/teams.md) -----------------------
 
 
+@GOVERNOR_SIDE
 def test_a_clone_on_a_machine_without_the_governor_tells_the_user_and_refuses_memory_calls(cc):
     """The project's settings run the committed launcher; with no memory-governor on PATH it
     tells the user at session start and, under on_error: closed, refuses each memory call."""

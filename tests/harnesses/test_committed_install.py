@@ -29,6 +29,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
+@pytest.fixture(scope="module")
+def two_machines(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> tuple[Path, Path]:
+    """The lead's environment and a teammate's at another path, made once for the harnesses'
+    tests (each test takes the lead's away while the teammate's governor decides)."""
+    base = tmp_path_factory.mktemp("machines")
+    return machine(base / "lead" / "venv", wheel), machine(base / "dev" / "elsewhere" / "env", wheel)
+
+
 def machine(where: Path, wheel: Path) -> Path:
     """A virtual environment at `where` with the governor installed from its wheel; its
     dependencies are this test run's (a .pth file), so nothing is downloaded."""
@@ -167,11 +175,11 @@ def installed_commands(project: Path, harness: str = "claude-code") -> set[str]:
 
 @pytest.mark.parametrize("harness", list(HARNESSES))
 def test_a_clone_on_a_machine_whose_governor_lives_elsewhere_is_governed_with_no_edit(
-    tmp_path: Path, wheel: Path, harness: str
+    tmp_path: Path, two_machines: tuple[Path, Path], harness: str
 ) -> None:
-    lead = machine(tmp_path / "lead" / "venv", wheel)
+    lead, dev = two_machines
     project = tmp_path / "lead" / "project"
-    project.mkdir()
+    project.mkdir(parents=True)
     (project / ".memory-governor").mkdir()
     (project / ".memory-governor" / "policy.yaml").write_text("on_error: closed\n")
     env = {"PATH": f"{lead}:{SYSTEM_PATH}", "HOME": str(tmp_path / "lead"),
@@ -179,14 +187,26 @@ def test_a_clone_on_a_machine_whose_governor_lives_elsewhere_is_governed_with_no
     subprocess.run([str(lead / "memory-governor"), "install", harness, "--project", str(project)],
                    check=True, capture_output=True, env=env)  # fmt: skip
     committed = {p.relative_to(project): p.read_bytes() for p in project.rglob("*") if p.is_file()}
-    assert str(tmp_path) not in b"".join(committed.values()).decode(), "the committed files name no machine's path"
+    written = b"".join(committed.values()).decode()
+    assert str(tmp_path) not in written and str(lead.parent) not in written, (
+        "the committed files name no machine's path"
+    )
     (command,) = installed_commands(project, harness)
 
     # The teammate's clone: the same files, a governor at another path, the lead's gone.
     clone = tmp_path / "dev" / "clone"
     shutil.copytree(project, clone)
-    dev = machine(tmp_path / "dev" / "elsewhere" / "env", wheel)
     shutil.rmtree(tmp_path / "lead")
+    gone = lead.parent.with_name("gone")
+    lead.parent.rename(gone)  # back after the test, for the next harness's
+    try:
+        _governed_on_the_clone(tmp_path, clone, dev, committed, harness, command)
+    finally:
+        gone.rename(lead.parent)
+
+
+def _governed_on_the_clone(tmp_path: Path, clone: Path, dev: Path, committed: dict[Path, bytes], harness: str,
+                           command: str) -> None:  # fmt: skip
     state = tmp_path / "dev" / "state"
     answer = hook(command, clone, state, f"{dev}:{SYSTEM_PATH}", search(clone, "dev-1", harness), harness)
     assert clamped_limit(answer_of(answer)) == 3, f"clamped: governed ({answer.stdout} {answer.stderr})"
