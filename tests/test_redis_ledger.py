@@ -19,7 +19,7 @@ from governor.engine.redis_ledger import LedgerLeaseLost, masked
 from governor.engine.stores import open_ledger
 from governor.harnesses.checks import BAD, OK
 from governor.runtime.runner import respond
-from tests.conftest import HOOK, ROOT, Answer, Env, Session, fixture_text
+from tests.conftest import HOOK, ROOT, Answer, Env, Session, fixture_text, fresh_process
 from tests.redis_server import RedisServer, Relay
 from tests.test_ledger import WRITER
 
@@ -95,6 +95,18 @@ def test_two_hosts_24_parallel_searches_in_one_turn_allow_exactly_2(
         if warm:
             a.stop_server()
             b.stop_server()
+
+
+def test_a_hook_imports_redis_py_without_the_telemetry_sdk_it_would_load_for_nothing() -> None:
+    """redis-py imports the OpenTelemetry SDK's metrics when installed (this test run has them);
+    a hook's process (one thread) does without, and can still import them itself afterwards."""
+    import importlib.util
+
+    assert importlib.util.find_spec("opentelemetry.sdk.metrics") is not None, "the test extra installs the SDK"
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); from governor.engine import redis_ledger; "
+             "redis_ledger._client('redis://127.0.0.1:1/0'); print('opentelemetry.sdk.metrics' in sys.modules, "
+             "'redis' in sys.modules); import opentelemetry.sdk.metrics; print('later')")  # fmt: skip
+    assert fresh_process(probe).split() == ["False", "True", "later"]
 
 
 def test_a_turn_counted_on_one_host_is_enforced_on_the_other(tmp_path: Path, redis_server: RedisServer) -> None:

@@ -46,6 +46,7 @@ import json
 import random
 import re
 import sqlite3
+import sys
 import threading
 import time
 
@@ -148,6 +149,23 @@ _clients: dict[str, tuple[Any, dict[str, Any]]] = {}
 _clients_lock = threading.Lock()
 
 
+# redis-py (8.x) imports the OpenTelemetry SDK's metrics when they are installed (the telemetry
+# extra), for metrics of its own the governor never turns on: ~70 ms of a hook's import of it.
+NOT_FOR_REDIS = ("opentelemetry.sdk.metrics",)
+
+
+def _hide_from_redis() -> list[str]:
+    """While redis-py is imported by a process with one thread (a hook, a command), the modules it
+    would import for nothing look absent; the caller takes them back after. With other threads
+    (the warm server, the proxy: their exporter may be loading them), nothing is hidden."""
+    if threading.active_count() != 1:
+        return []
+    hidden = [name for name in NOT_FOR_REDIS if name not in sys.modules and "redis" not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # an import of it fails: redis-py goes without
+    return hidden
+
+
 def _client(url: str) -> tuple[Any, dict[str, Any]]:
     """One redis-py client (a connection pool) and its scripts per URL in this process."""
     with _clients_lock:
@@ -161,6 +179,7 @@ def _client(url: str) -> tuple[Any, dict[str, Any]]:
         from governor import with_site_packages
 
         with_site_packages()
+        hidden = _hide_from_redis()
         try:
             import redis
             from redis.backoff import NoBackoff
@@ -170,6 +189,10 @@ def _client(url: str) -> tuple[Any, dict[str, Any]]:
                 f"MEMORY_GOVERNOR_LEDGER_URL is set, but the redis package cannot be imported ({err}): "
                 "pip install 'memory-governor[redis]' into the Python the hooks use"
             ) from None
+        finally:
+            for name in hidden:
+                if name in sys.modules and sys.modules[name] is None:
+                    del sys.modules[name]
         try:
             import redis.driver_info  # redis-py 7.1+; earlier ones take lib_name and lib_version
 
