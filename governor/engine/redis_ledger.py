@@ -149,20 +149,15 @@ _clients: dict[str, tuple[Any, dict[str, Any]]] = {}
 _clients_lock = threading.Lock()
 
 
-# redis-py (8.x) imports the OpenTelemetry SDK's metrics when they are installed (the telemetry
-# extra), for metrics of its own the governor never turns on: ~70 ms of a hook's import of it.
-NOT_FOR_REDIS = ("opentelemetry.sdk.metrics",)
-
-
 def _hide_from_redis() -> list[str]:
-    """While redis-py is imported by a process with one thread (a hook, a command), the modules it
-    would import for nothing look absent; the caller takes them back after. With other threads
-    (the warm server, the proxy: their exporter may be loading them), nothing is hidden."""
-    if threading.active_count() != 1:
+    """redis-py 8 imports the OpenTelemetry SDK's metrics when installed (~70 ms of a hook), for
+    metrics the governor never turns on: in a process of one thread (a hook, a command) they look
+    absent while it is imported (the caller takes them back); with others (their exporter may be
+    loading them), nothing is hidden."""
+    if threading.active_count() != 1 or "redis" in sys.modules:
         return []
-    hidden = [name for name in NOT_FOR_REDIS if name not in sys.modules and "redis" not in sys.modules]
-    for name in hidden:
-        sys.modules[name] = None  # type: ignore[assignment]  # an import of it fails: redis-py goes without
+    hidden = [name for name in ("opentelemetry.sdk.metrics",) if name not in sys.modules]
+    sys.modules.update(dict.fromkeys(hidden))  # type: ignore[arg-type]  # importing None fails: redis-py goes without
     return hidden
 
 
@@ -191,7 +186,7 @@ def _client(url: str) -> tuple[Any, dict[str, Any]]:
             ) from None
         finally:
             for name in hidden:
-                if name in sys.modules and sys.modules[name] is None:
+                if sys.modules.get(name, 0) is None:
                     del sys.modules[name]
         try:
             import redis.driver_info  # redis-py 7.1+; earlier ones take lib_name and lib_version
