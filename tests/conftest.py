@@ -49,18 +49,20 @@ def tokenizer_tables() -> list[Path]:
 
 
 def with_shared_caches(state: Path) -> None:
-    """Give a new state directory the tables and the compiled policies the tests share: without
-    them the first hook of every test builds a table (~0.4 s of CPU) and compiles the policy
-    (~0.5 s). Each file is linked in (a hook still checks each table's digest and sources before it
-    counts with it, and replaces a file rather than write into it; tests/test_bpe.py and
-    tests/test_server.py remove the tables to prove the build itself). A policy is kept by the
+    """Give a new state directory the tables, the compiled policies and their patterns' code the
+    tests share: without them the first hook of every test builds a table (~0.4 s of CPU),
+    compiles the policy (~0.5 s) and its first prompt the policy's patterns (~0.2 s). Each file
+    is linked in (a hook still checks each file's digest before it uses it, and replaces a file
+    rather than write into it; tests/test_bpe.py and tests/test_server.py remove the tables to
+    prove the build itself). A policy is kept by the
     sha256 of its files' bytes and of which code compiles it: the same key compiles the same way."""
     cache = state / "cache"
     kept = cache / "policies"
     for level in (state, cache, kept):
         level.mkdir(mode=0o700, exist_ok=True)
-    for file in [*tokenizer_tables(), *(shared_cache() / "policies").glob("*.json")]:
-        folder = kept if file.suffix == ".json" else cache
+    shared = shared_cache() / "policies"
+    for file in [*tokenizer_tables(), *shared.glob("*.json"), *shared.glob("*.forms")]:
+        folder = cache if file.suffix == ".bpe" else kept
         try:
             os.link(file, folder / file.name)
         except FileExistsError:
@@ -70,9 +72,11 @@ def with_shared_caches(state: Path) -> None:
 
 
 def share_back(state: Path) -> None:
-    """After a test: the policies its hooks compiled join the shared folder, for the tests after it."""
+    """After a test: the policies its hooks compiled (and their patterns' code) join the shared
+    folder, for the tests after it."""
     shared = shared_cache() / "policies"
-    for file in (state / "cache" / "policies").glob("*.json"):
+    kept = state / "cache" / "policies"
+    for file in [*kept.glob("*.json"), *kept.glob("*.forms")]:
         if not (shared / file.name).exists():
             try:
                 os.link(file, shared / file.name)

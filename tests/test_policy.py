@@ -322,7 +322,7 @@ def test_a_policy_is_compiled_once_for_the_files_it_is_made_of_whichever_project
     from tests.conftest import Session
 
     kept = env.state / "cache" / "policies"
-    for entry in kept.glob("*.json"):
+    for entry in [*kept.glob("*.json"), *kept.glob("*.forms")]:
         entry.unlink()  # linked from the ones the tests share: this test counts its own
     tight = "limits:\n  max_search_calls: {value: 1, enforce: block}\n"
     env.write(".memory-governor/policy.yaml", tight)
@@ -342,6 +342,10 @@ def test_a_policy_is_compiled_once_for_the_files_it_is_made_of_whichever_project
     assert searches(env, "s-first") == ([False, True], True)
     assert len(list(kept.glob("*.json"))) == 1
     assert searches(other, "s-other") == ([False, True], False)  # the same files: not compiled again
+    # Nor its prompt's patterns built again (~0.2 s of `re`): the other project's file of their
+    # code is the one the first project's prompt wrote, kept beside the policies by content.
+    forms = [*kept.glob("*.forms"), *(env.state / "policy").glob("*.forms")]
+    assert len(forms) == 3 and len({f.stat().st_ino for f in forms}) == 1, forms
     looser = "limits:\n  max_search_calls: {value: 2, enforce: block}\n"
     (other.project / ".memory-governor" / "policy.yaml").write_text(looser)  # loosened: held back until accepted
     other.accept()  # which compiles it
@@ -401,6 +405,32 @@ def test_the_policies_kept_by_content_are_only_in_a_folder_of_the_users_own(tmp_
     (state / "cache" / "policies").unlink()
     assert content.compile_layers(str(state), [("default", shipped_policy_path())])[0] is not None
     assert not (state / "cache" / "policies").exists()
+
+
+def test_the_folder_kept_by_content_keeps_its_newest_of_each_kind_and_removes_nothing_else(tmp_path: Path) -> None:
+    """Compiled policies and their patterns' code (one file per policy and interpreter) are each
+    kept to the newest KEEP; a name that is not one of theirs is never removed."""
+    import os
+
+    from governor.policy import content
+    from governor.policy.sources import shipped_policy_path
+
+    state = tmp_path / "state"
+    kept = state / "cache" / "policies"
+    kept.mkdir(parents=True)
+    for level in (state, state / "cache", kept):
+        os.chmod(level, 0o700)
+    policies = [f"{n:064x}.json" for n in range(content.KEEP + 3)]
+    forms = [f"{n:064x}.30b07f0-20220615.forms" for n in range(content.KEEP + 5)]
+    others = ["notes.txt", f"{0:063x}.json", f"{0:064x}-x.forms", f"{'g' * 64}.json"]
+    for age, name in enumerate([*policies, *forms, *others]):
+        (kept / name).write_text("x")
+        os.utime(kept / name, (1000 + age, 1000 + age))
+    assert content.compile_layers(str(state), [("default", shipped_policy_path())])[0] is not None
+    left = {p.name for p in kept.iterdir()}
+    assert set(others) <= left
+    assert sorted(n for n in left if n in forms) == forms[-(content.KEEP - 1) :]
+    assert len([n for n in left if n.endswith(".json") and n not in others]) == content.KEEP  # the newest, and its own
 
 
 def test_an_entry_kept_by_content_that_is_not_whole_is_compiled_again(tmp_path: Path) -> None:

@@ -89,7 +89,7 @@ def _prepare(case: Case) -> None:
         from governor.engine.recall import judge, sources
 
         needs, phrases = policy.data["memory_needs"], policy.recall_phrases
-        patterns.use(policy.forms, policy.digest, lambda: sources(needs, phrases))
+        patterns.use(policy.forms, policy.digest, lambda: sources(needs, phrases), policy.shared_forms)
         case.prepared["verdict"], case.prepared["recall"] = judge(event.prompt or "", needs, phrases,
                                                                   policy.pattern_words)  # fmt: skip
         case.world.check()

@@ -43,6 +43,7 @@ _body: memoryview | None = None
 _where: tuple[str, str] | None = None  # (file, policy digest) the next lookup reads
 _read: tuple[str, str] | None = None  # what _forms was read from
 _sources: Callable[[], Iterable[tuple[str, int]]] | None = None
+_shared: Callable[[], str | None] | None = None
 _lock = _thread.allocate_lock()
 
 
@@ -51,12 +52,17 @@ def escape(text: str) -> str:
     return text.translate(_ESCAPED)
 
 
-def use(stem: str | None, policy_digest: str, sources: Callable[[], Iterable[tuple[str, int]]]) -> None:
+def use(stem: str | None, policy_digest: str, sources: Callable[[], Iterable[tuple[str, int]]],
+        shared: Callable[[], str | None] | None = None) -> None:  # fmt: skip
     """Where the forms of this policy's patterns are kept (`stem`: its compiled file without
-    `.json`; None: nowhere, `re` compiles), and how to list them if the file must be written."""
-    global _where, _sources
+    `.json`; None: nowhere, `re` compiles), and how to list them if the file must be written.
+    `shared`: the stem of the same policy's file for every project of the state directory, read
+    when `stem`'s is missing (a new project whose files say what another's say), linked to it
+    when written."""
+    global _where, _sources, _shared
     _where = (file_for(stem), policy_digest) if stem else None
     _sources = sources
+    _shared = shared
 
 
 def file_for(stem: str) -> str:
@@ -132,13 +138,37 @@ def _interpreter() -> list[Any]:
 
 
 def _load(path: str, policy_digest: str) -> None:
-    """_forms from `path` if it is whole and stands for this interpreter, package and policy;
-    else none, and the file written again (from the patterns `re` compiles for it)."""
-    global _body, _read
+    """_forms from `path` if it is whole and stands for this interpreter, package and policy, or
+    else from the shared file for the policy (then linked at `path`); else none, and the file
+    written again (from the patterns `re` compiles for it), and linked as the shared one."""
+    global _read
+    _read = (path, policy_digest)
+    if _read_forms(path, policy_digest):
+        return
+    try:
+        stem = _shared() if _shared is not None else None
+    except Exception:
+        stem = None
+    other = file_for(stem) if stem else None
+    if other is not None and _read_forms(other, policy_digest):
+        _link(other, path)
+        return
+    if _sources is not None:
+        try:
+            _write(path, policy_digest, _sources())
+        except Exception:  # best effort: the next process compiles with re again
+            return
+        if other is not None:
+            _link(path, other)
+
+
+def _read_forms(path: str, policy_digest: str) -> bool:
+    """_forms and _body from `path`, if it is whole and stands for this interpreter, package and policy."""
+    global _body
     from governor import __version__
 
     _forms.clear()
-    _body, _read = None, (path, policy_digest)
+    _body = None
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -156,13 +186,24 @@ def _load(path: str, policy_digest: str) -> None:
         for source, flags, final, offset, length, groups, groupindex, indexgroup in head["forms"]:
             _forms[(source, flags)] = (final, offset, length, groups, groupindex, tuple(indexgroup))
         _body = body
+        return True
     except Exception:  # missing, damaged or another's: as if absent (never a failed decision)
         _forms.clear()
-        if _sources is not None:
-            try:
-                _write(path, policy_digest, _sources())
-            except Exception:  # best effort: the next process compiles with re again
-                pass
+        return False
+
+
+def _link(source: str, name: str) -> None:
+    """`name` made another name of the file at `source` (one state directory: one file system);
+    best effort, as the file itself is checked whenever it is read."""
+    temporary = f"{name}.{os.getpid()}.link"
+    try:
+        os.link(source, temporary)
+        os.replace(temporary, name)
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
 
 
 def _write(path: str, policy_digest: str, sources: Iterable[tuple[str, int]]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 # Lines the engine may add to the model's context; compiled policies carry their token counts.
@@ -49,6 +50,9 @@ class CompiledPolicy:
         # Where its patterns' `_sre` code is kept, without the ending (governor.engine.patterns);
         # None: nowhere, `re` compiles them.
         self.forms: str | None = None
+        # Where the same policy's file may be kept for every project of the state directory (the
+        # policy room's folder kept by content), looked for only when `forms` has none; None: nowhere.
+        self.shared_forms: Callable[[], str | None] | None = None
 
     def tool(self, server: str, tool: str) -> dict[str, Any] | None:
         """The spec (role, parameter names, result format) of a governed tool, else None.

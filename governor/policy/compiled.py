@@ -14,13 +14,13 @@ import os
 from governor import with_site_packages
 from governor.engine.rules import CompiledPolicy
 from governor.policy import history
-from governor.policy.content import compile_layers, read_json, store
+from governor.policy.content import compile_layers, folder, read_json, store
 from governor.policy.sources import Sources
 from governor.state import ensure_dir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any
 
 CACHE_FORMAT = 1
@@ -105,6 +105,7 @@ def from_files(sources: Sources, state: str) -> tuple[CompiledPolicy, list[str]]
     if isinstance(cached, dict) and cached.get("format") == CACHE_FORMAT and cached.get("signature") == signature:
         policy = CompiledPolicy(cached)
         policy.forms = good_path.removesuffix(".json")
+        policy.shared_forms = shared_forms(state, policy.digest)
         _memo[good_path] = (signature, policy)
         return policy, []
     broken = read_json(broken_path) if broken_path else None
@@ -122,9 +123,22 @@ def from_files(sources: Sources, state: str) -> tuple[CompiledPolicy, list[str]]
                 pass
         policy = CompiledPolicy(blob)
         policy.forms = good_path.removesuffix(".json") or None
+        policy.shared_forms = shared_forms(state, policy.digest) if policy.forms else None
         return policy, []
     store(broken_path, {"signature": signature, "problems": problems})
     return _fallback(cached, problems, sources)
+
+
+def shared_forms(state: str, digest: str) -> Callable[[], str | None]:
+    """Where the patterns' code of the policy with this digest is kept for every project of the
+    state directory (one that says what another says reads it instead of building it again):
+    beside the policies kept by content, when that folder may be used (content.folder)."""
+
+    def where() -> str | None:
+        found = folder(state) if len(digest) == 64 and not digest.strip("0123456789abcdef") else None
+        return os.path.join(found, digest) if found else None
+
+    return where
 
 
 def _fallback(cached: Any, problems: list[str], sources: Sources) -> tuple[CompiledPolicy, list[str]]:

@@ -37,10 +37,10 @@ def compile_layers(state: str, layers: list[tuple[str, str]], texts: dict[str, s
     """`governor.policy.files.compile_layers`, looked up by content first. The key is the sha256 of
     every layer's kind and bytes (each file read once: what is compiled is what was hashed), this
     version and which code compiles it; only a valid policy is kept, so a broken one is reported as
-    ever. Used only in a folder that is this user's alone (`_folder`)."""
+    ever. Used only in a folder that is this user's alone (`folder`)."""
     key, read = _content_key(layers, texts)
-    folder = _folder(state) if key and state else None
-    path = os.path.join(folder, f"{key}.json") if folder else ""
+    where = folder(state) if key and state else None
+    path = os.path.join(where, f"{key}.json") if where else ""
     cached = read_json(path) if path else None
     if isinstance(cached, dict) and _whole(cached, key):
         del cached["key"]
@@ -50,8 +50,8 @@ def compile_layers(state: str, layers: list[tuple[str, str]], texts: dict[str, s
     from governor.policy.files import compile_layers as compile_now
 
     blob, problems = compile_now(layers, read)
-    if blob is not None and folder:
-        _forget_oldest(folder)
+    if blob is not None and where:
+        _forget_oldest(where)
         store(path, {**{k: v for k, v in blob.items() if k != "sources"}, "key": key})
     return blob, problems
 
@@ -98,7 +98,7 @@ def _content_key(layers: list[tuple[str, str]], texts: dict[str, str] | None) ->
     return sha256_hex(b"".join(parts)), read
 
 
-def _folder(state: str) -> str | None:
+def folder(state: str) -> str | None:
     """`<state>/cache/policies`, made if missing, when it and `<state>/cache` are folders (no link)
     of this user's that no one else can write to; as root, only in a state directory no one else
     can write to either (a command run with sudo and a user's HOME compiles, and keeps nothing)."""
@@ -139,9 +139,22 @@ def _forget_oldest(folder: str) -> None:
     """Keep the folder under KEEP entries (a long-lived machine sees policy after policy): the
     oldest go, and only names this folder's entries have."""
     try:
-        names = [name for name in os.listdir(folder) if len(name) == _NAME_LENGTH and name.endswith(".json")]
+        listed = os.listdir(folder)
     except OSError:
         return
+    for kind in (".json", ".forms"):  # the compiled policies, and their patterns' code (compiled.shared_forms)
+        _forget_oldest_of(folder, [name for name in listed if _ours(name, kind)])
+
+
+def _ours(name: str, kind: str) -> bool:
+    """A compiled policy's name (its content key) or one of patterns' files (the policy's digest,
+    then the interpreter's): a sha256 in hex first, and nothing else is ever removed."""
+    if not name.endswith(kind) or len(name) < _NAME_LENGTH or name[64] != ".":
+        return False
+    return not name[:64].strip("0123456789abcdef") and (kind == ".forms" or len(name) == _NAME_LENGTH)
+
+
+def _forget_oldest_of(folder: str, names: list[str]) -> None:
     if len(names) < KEEP:
         return
     aged = []
