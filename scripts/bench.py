@@ -618,7 +618,13 @@ COLD_FINDINGS = [
     "(tests/test_bpe.py::test_the_table_a_process_with_site_builds_is_the_one_a_hook_reads). And a compiled "
     "policy is also kept by the sha256 of its files' bytes (state/cache/policies): a new project whose "
     "files say what another's said, or a file a checkout rewrote unchanged, is not compiled again: the first "
-    "call in such a project is the row after the table above.", "",
+    "call in such a project is the row after the table above. Then (2026-12-05, a wrapper timing every hook "
+    "process of six test modules: 931 hooks, 98 s of CPU, 58 s of it in 178 over 0.2 s): the first "
+    "UserPromptSubmit of such a project still built every pattern of the policy with `re` (~0.2 s), as its "
+    "patterns' code was kept per project. Now it is kept by the policy's digest beside the policies kept by "
+    "content, and each project's file is a link to it: the first prompt of a second project with the same "
+    "policy file, 0.08 s of CPU against 0.19 s (`/usr/bin/time` of one hook each, new against the commit "
+    "before, under load).", "",
     COLD_BEFORE, "",
     COLD_LEFT, "",
 ]  # fmt: skip

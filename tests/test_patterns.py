@@ -40,6 +40,11 @@ def _imported_re(stderr: str) -> bool:
     return any(re.search(r"\|\s+re$", line) for line in stderr.splitlines())
 
 
+def _shared_forms(env: Env) -> list[Path]:
+    """The copy of the policy's file kept for every project of the state directory."""
+    return list((env.state / "cache" / "policies").glob("*.forms"))
+
+
 def _forms(env: Env) -> Path:
     (path,) = (env.state / "policy").glob("*.forms")
     return path
@@ -135,6 +140,8 @@ def test_a_damaged_or_foreign_forms_file_is_as_if_absent(env: Env, damage: str) 
     expected, _ = _answers(env, "first")
     path = _forms(env)
     path.write_bytes(DAMAGE[damage](path.read_bytes()))
+    for shared in _shared_forms(env):
+        shared.write_bytes(DAMAGE[damage](shared.read_bytes()))  # the copy for every project too
     answers, stderrs = _answers(env, "second", IMPORTTIME)
     assert answers == expected  # compiled by re, the same verdicts
     assert _imported_re(stderrs[0]), "the damaged file was used"
@@ -148,8 +155,29 @@ def test_a_forms_file_that_cannot_be_written_leaves_the_decision_to_re(env: Env)
     path = _forms(env)
     path.unlink()
     path.mkdir()  # neither readable as a file nor replaceable by one
-    for shared in (env.state / "cache" / "policies").glob("*.forms"):
+    for shared in _shared_forms(env):
         shared.unlink()  # nor the copy kept for every project of the state directory
     answers, stderrs = _answers(env, "second", IMPORTTIME)
     assert answers == expected and all(_imported_re(err) for err in stderrs)
     assert path.is_dir() and not list(path.parent.glob("*.tmp"))
+
+
+def test_a_project_without_its_file_takes_a_copy_of_the_shared_one_never_a_link_planted_there(env: Env) -> None:
+    """A project whose file is missing (a new one with the same policy) copies the shared file's
+    checked bytes, and builds nothing; a symlink or another's file at the shared name is not read."""
+    expected, _ = _answers(env, "first")
+    path = _forms(env)
+    (shared,) = _shared_forms(env)
+    path.unlink()
+    answers, stderrs = _answers(env, "second", IMPORTTIME)
+    assert answers == expected and not any(_imported_re(err) for err in stderrs)
+    assert path.read_bytes() == shared.read_bytes() and not path.is_symlink()
+    assert path.stat().st_ino != shared.stat().st_ino, "a file of the project's own"
+    planted = env.tmp / "planted.forms"  # valid, but where the model could rewrite it
+    planted.write_bytes(shared.read_bytes())
+    shared.unlink()
+    shared.symlink_to(planted)
+    path.unlink()
+    answers, stderrs = _answers(env, "third", IMPORTTIME)
+    assert answers == expected and _imported_re(stderrs[0]), "the link was followed"
+    assert not path.is_symlink() and not shared.is_symlink() and _valid(env)

@@ -343,9 +343,10 @@ def test_a_policy_is_compiled_once_for_the_files_it_is_made_of_whichever_project
     assert len(list(kept.glob("*.json"))) == 1
     assert searches(other, "s-other") == ([False, True], False)  # the same files: not compiled again
     # Nor its prompt's patterns built again (~0.2 s of `re`): the other project's file of their
-    # code is the one the first project's prompt wrote, kept beside the policies by content.
+    # code is a copy of the one the first project's prompt wrote, kept beside the policies by content.
     forms = [*kept.glob("*.forms"), *(env.state / "policy").glob("*.forms")]
-    assert len(forms) == 3 and len({f.stat().st_ino for f in forms}) == 1, forms
+    assert len(forms) == 3 and len({f.read_bytes() for f in forms}) == 1, forms
+    assert len({f.stat().st_ino for f in forms}) == 3, "each its own file"
     looser = "limits:\n  max_search_calls: {value: 2, enforce: block}\n"
     (other.project / ".memory-governor" / "policy.yaml").write_text(looser)  # loosened: held back until accepted
     other.accept()  # which compiles it

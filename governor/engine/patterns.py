@@ -57,12 +57,12 @@ def use(stem: str | None, policy_digest: str, sources: Callable[[], Iterable[tup
     """Where the forms of this policy's patterns are kept (`stem`: its compiled file without
     `.json`; None: nowhere, `re` compiles), and how to list them if the file must be written.
     `shared`: the stem of the same policy's file for every project of the state directory, read
-    when `stem`'s is missing (a new project whose files say what another's say), linked to it
-    when written."""
+    when `stem`'s is missing (a new project whose files say what another's say) and copied to it,
+    and written when `stem`'s is."""
     global _where, _sources, _shared
-    _where = (file_for(stem), policy_digest) if stem else None
-    _sources = sources
-    _shared = shared
+    with _lock:  # one policy's three at once (the warm server's threads decide for several projects)
+        _where = (file_for(stem), policy_digest) if stem else None
+        _sources, _shared = sources, shared
 
 
 def file_for(stem: str) -> str:
@@ -139,38 +139,46 @@ def _interpreter() -> list[Any]:
 
 def _load(path: str, policy_digest: str) -> None:
     """_forms from `path` if it is whole and stands for this interpreter, package and policy, or
-    else from the shared file for the policy (then linked at `path`); else none, and the file
-    written again (from the patterns `re` compiles for it), and linked as the shared one."""
+    else from the shared file for the policy (then copied to `path`); else none, and the file
+    written again (from the patterns `re` compiles for it), and copied as the shared one."""
     global _read
     _read = (path, policy_digest)
-    if _read_forms(path, policy_digest):
+    if _read_forms(path, policy_digest) is not None:
         return
     try:
         stem = _shared() if _shared is not None else None
     except Exception:
         stem = None
     other = file_for(stem) if stem else None
-    if other is not None and _read_forms(other, policy_digest):
-        _link(other, path)
+    data = _read_forms(other, policy_digest) if other is not None else None
+    if data is not None:
+        _copy(path, data)  # the bytes just checked, as a file of the project's own
         return
     if _sources is not None:
         try:
-            _write(path, policy_digest, _sources())
+            data = _write(path, policy_digest, _sources())
         except Exception:  # best effort: the next process compiles with re again
             return
-        if other is not None:
-            _link(path, other)
+        if other is not None and data is not None:
+            _copy(other, data)
 
 
-def _read_forms(path: str, policy_digest: str) -> bool:
-    """_forms and _body from `path`, if it is whole and stands for this interpreter, package and policy."""
+def _read_forms(path: str, policy_digest: str) -> bytes | None:
+    """_forms and _body from `path`, if it is a file of this user's (not a link) that is whole
+    and stands for this interpreter, package and policy: its bytes; else None."""
     global _body
+    import stat
+
     from governor import __version__
 
     _forms.clear()
     _body = None
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as handle:
+            found = os.fstat(handle.fileno())
+            if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid():
+                raise ValueError("not a file of this user's")
             data = handle.read()
         first = data.index(b"\n") + 1
         if _digest(memoryview(data)[first:]) != data[: first - 1].decode("ascii"):
@@ -186,29 +194,26 @@ def _read_forms(path: str, policy_digest: str) -> bool:
         for source, flags, final, offset, length, groups, groupindex, indexgroup in head["forms"]:
             _forms[(source, flags)] = (final, offset, length, groups, groupindex, tuple(indexgroup))
         _body = body
-        return True
+        return data
     except Exception:  # missing, damaged or another's: as if absent (never a failed decision)
         _forms.clear()
-        return False
+        return None
 
 
-def _link(source: str, name: str) -> None:
-    """`name` made another name of the file at `source` (one state directory: one file system);
-    best effort, as the file itself is checked whenever it is read."""
-    temporary = f"{name}.{os.getpid()}.link"
+def _copy(path: str, data: bytes) -> None:
+    """Best effort: the file is checked whenever it is read."""
+    from governor.state import write_atomic
+
     try:
-        os.link(source, temporary)
-        os.replace(temporary, name)
+        write_atomic(path, data)
     except OSError:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        pass
 
 
-def _write(path: str, policy_digest: str, sources: Iterable[tuple[str, int]]) -> None:
-    """The forms file for `sources`, each form checked: what `_sre.compile` builds from it equals
-    what `re.compile` does (a pattern for which it does not is left out, for `re` to compile)."""
+def _write(path: str, policy_digest: str, sources: Iterable[tuple[str, int]]) -> bytes | None:
+    """The forms file for `sources` (its bytes), each form checked: what `_sre.compile` builds
+    from it equals what `re.compile` does (a pattern for which it does not is left out, for `re`
+    to compile)."""
     import re
 
     from governor import __version__, jsonio
@@ -220,7 +225,7 @@ def _write(path: str, policy_digest: str, sources: Iterable[tuple[str, int]]) ->
         import sre_compile as _compiler
         import sre_parse as _parser
     if _sre.CODESIZE != 4:
-        return
+        return None
     forms: list[list[Any]] = []
     code: list[int] = []
     for source, flags in dict.fromkeys(sources):
@@ -248,7 +253,9 @@ def _write(path: str, policy_digest: str, sources: Iterable[tuple[str, int]]) ->
     head += b" " * (-(len(head) + 1 + 65) % 4) + b"\n"  # the code starts 4-aligned
     rest = head + array("I", code).tobytes()
     ensure_dir(os.path.dirname(path))
-    write_atomic(path, _digest(rest).encode("ascii") + b"\n" + rest)
+    data = _digest(rest).encode("ascii") + b"\n" + rest
+    write_atomic(path, data)
+    return data
 
 
 def _digest(data: bytes | memoryview) -> str:
