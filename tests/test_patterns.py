@@ -41,8 +41,15 @@ def _imported_re(stderr: str) -> bool:
 
 
 def _shared_forms(env: Env) -> list[Path]:
-    """The copy of the policy's file kept for every project of the state directory."""
-    return list((env.state / "cache" / "policies").glob("*.forms"))
+    """The copy of the policy's file kept for every project of the state directory (the folder
+    also holds, linked in, those of the policies other tests compiled)."""
+    return list((env.state / "cache" / "policies").glob(f"{_policy(env)['digest']}.*.forms"))
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """A file given new bytes as a new file: one linked in from the tests' shared folder stays as it was."""
+    path.unlink()
+    path.write_bytes(data)
 
 
 def _forms(env: Env) -> Path:
@@ -139,9 +146,9 @@ DAMAGE = {
 def test_a_damaged_or_foreign_forms_file_is_as_if_absent(env: Env, damage: str) -> None:
     expected, _ = _answers(env, "first")
     path = _forms(env)
-    path.write_bytes(DAMAGE[damage](path.read_bytes()))
+    _replace(path, DAMAGE[damage](path.read_bytes()))
     for shared in _shared_forms(env):
-        shared.write_bytes(DAMAGE[damage](shared.read_bytes()))  # the copy for every project too
+        _replace(shared, DAMAGE[damage](shared.read_bytes()))  # the copy for every project too
     answers, stderrs = _answers(env, "second", IMPORTTIME)
     assert answers == expected  # compiled by re, the same verdicts
     assert _imported_re(stderrs[0]), "the damaged file was used"
