@@ -65,7 +65,7 @@ def compile_committed(state: str, sources: Sources) -> dict[str, Any] | None:
 
 
 KEEP = 64  # compiled policies kept by content in a state directory; the oldest go first
-_NAME_LENGTH = 64 + len(".json")  # a sha256 in hex: every name this folder holds
+_NAME_LENGTH = 64 + len(".json")  # a compiled policy's name: its key, a sha256 in hex
 
 
 def _content_key(layers: list[tuple[str, str]], texts: dict[str, str] | None) -> tuple[str, dict[str, str] | None]:
