@@ -183,6 +183,7 @@ def measure() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="memory-governor-evidence-") as folder:
         scratch = Path(folder)
         (scratch / "home").mkdir()
+        (scratch / "state").mkdir(mode=0o700)  # each replay shares the policies and tables the others built
         files = {}
         for name, text in POLICIES.items():
             files[name] = scratch / f"{name.replace(' ', '-')}.yaml"

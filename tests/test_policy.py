@@ -408,6 +408,52 @@ def test_the_policies_kept_by_content_are_only_in_a_folder_of_the_users_own(tmp_
     assert not (state / "cache" / "policies").exists()
 
 
+def test_caches_are_shared_only_as_this_users_own_files_and_none_is_replaced(tmp_path: Path) -> None:
+    """content.share (a replay's scratch state and the caller's, both ways): this installation's
+    tables and the files named as the policies folder names its own, never a link, never from a
+    folder others can write to, and never over a file the target has."""
+    import os
+
+    from governor.engine import bpe
+    from governor.policy.content import share
+
+    source, target = tmp_path / "source", tmp_path / "target"
+    kept = source / "cache" / "policies"
+    kept.mkdir(parents=True)
+    for level in (source, source / "cache", kept):
+        level.chmod(0o700)
+    table = bpe.file_name("o200k_base")
+    (source / "cache" / table).write_bytes(b"table")
+    (source / "cache" / "o200k_base-00000000.bpe").write_bytes(b"another installation's")
+    ours, theirs, held = "a" * 64 + ".json", "b" * 64 + ".json", "c" * 64 + ".json"
+    forms = "d" * 64 + ".30b07f0-20220615.forms"
+    (kept / ours).write_text("{}")
+    (kept / forms).write_bytes(b"forms")
+    (tmp_path / "planted.json").write_text('{"planted": 1}')
+    (kept / theirs).symlink_to(tmp_path / "planted.json")
+    (kept / "notes.json").write_text("{}")
+    (kept / held).write_text('{"new": 1}')
+    (target / "cache" / "policies").mkdir(parents=True)
+    (target / "cache" / "policies" / held).write_text('{"old": 1}')
+
+    share(str(source), str(target))
+    got = target / "cache" / "policies"
+    assert sorted(os.listdir(got)) == sorted([ours, held, forms])
+    assert (got / held).read_text() == '{"old": 1}', "a file the target has is never replaced"
+    assert (target / "cache" / table).read_bytes() == b"table"
+    assert sorted(p.name for p in (target / "cache").glob("*.bpe")) == [table]
+
+    late = "e" * 64 + ".json"
+    (kept / late).write_text("{}")
+    kept.chmod(0o777)  # a folder anyone can write to: nothing of it is taken
+    share(str(source), str(target))
+    kept.chmod(0o700)
+    assert not (got / late).exists()
+    nothing = tmp_path / "no-state"
+    share(str(nothing), str(target))  # no caches there: nothing to do, nothing made
+    assert not nothing.exists()
+
+
 def test_the_folder_kept_by_content_keeps_its_newest_of_each_kind_and_removes_nothing_else(tmp_path: Path) -> None:
     """Compiled policies and their patterns' code (one file per policy and interpreter) are each
     kept to the newest KEEP; a name that is not one of theirs is never removed."""

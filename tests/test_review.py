@@ -7,6 +7,7 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 from typing import Any
@@ -334,3 +335,32 @@ def test_replay_without_a_policy_uses_the_projects_effective_policy(env: Env) ->
     explicit = env.cli_json("replay", transcript, "--policy", str(env.project / ".memory-governor" / "policy.yaml"),
                             "--format", "json")  # fmt: skip
     assert explicit["totals"] == team["totals"]
+
+
+def test_a_replay_keeps_what_it_compiled_in_the_callers_state_and_the_next_loads_none_of_it(
+    env: Env, tmp_path: Path
+) -> None:
+    """A replay decides in a scratch state directory, with the caller's compiled policies and tables:
+    the second replay of a policy neither compiles it (pydantic) nor loads tiktoken, and says the same."""
+    policy = tmp_path / "team.yaml"  # content no test compiled before: a key of its own
+    policy.write_text(f"# {tmp_path.name}\nlimits:\n  max_search_calls: {{value: 1, enforce: block}}\n")
+    transcript = str(TRANSCRIPTS / "ungoverned-session.jsonl")
+    command = ["-X", "importtime", "-m", "governor", "replay", transcript, "--policy", str(policy), "--format", "json"]
+    kept = env.state / "cache" / "policies"
+    before = set(kept.glob("*.json"))
+    runs = [subprocess.run([sys.executable, *command], capture_output=True, text=True, env=env.vars, cwd=env.project,
+                           timeout=120, check=True) for _ in range(2)]  # fmt: skip
+    imported = [{line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines()} for run in runs]
+    assert "pydantic" in imported[0], "the first replay compiles the policy"
+    assert not {"pydantic", "yaml", "tiktoken"} & imported[1], "the second reads what the first kept"
+    assert len(set(kept.glob("*.json")) - before) == 1, "the replayed policy, kept by content"
+    assert json.loads(runs[0].stdout)["totals"] == json.loads(runs[1].stdout)["totals"]
+    assert json.loads(runs[0].stdout)["totals"]["denied"] > 0
+
+
+def test_a_replay_makes_no_state_directory_for_its_caches(env: Env, tmp_path: Path) -> None:
+    nowhere = tmp_path / "no-state-yet"
+    data = env.cli_json("replay", str(TRANSCRIPTS / "ungoverned-session.jsonl"), "--format", "json",
+                        env={"MEMORY_GOVERNOR_STATE_DIR": str(nowhere)})  # fmt: skip
+    assert data["totals"]["calls"] > 0
+    assert not nowhere.exists()

@@ -126,6 +126,63 @@ def folder(state: str) -> str | None:
     return folder
 
 
+def share(source: str, target: str) -> None:
+    """Give state directory `target` what state directory `source` keeps rebuilt from elsewhere and
+    `target` lacks: the tokenizer tables this installation reads (governor.engine.bpe) and the policies kept by content with
+    their patterns' code. For a process that decides in a scratch state directory (a replay, a policy
+    test: governor.review.player), in both directions: the caller's caches spare it a compile and a
+    table, and what it built joins them. Best effort, and only where it is safe: files of this user's
+    (never a link) named as the caches name theirs, from folders of this user's that no one else can
+    write to, into folders `folder` accepts; linked, or copied across file systems. Nothing is
+    replaced: each file is checked whole by its reader before use (a table's digest, a compiled
+    policy's key, the patterns' checks), and written only as a new file."""
+    import stat
+
+    into = folder(target)
+    if into is None or _foreign(os.path.join(source, "cache")) or _foreign(os.path.join(source, "cache", "policies")):
+        return
+    from governor.engine import bpe
+
+    tables = {bpe.file_name(unit) for unit in bpe.PATTERNS}  # this installation's (bpe.file_name)
+    pairs = [(os.path.join(source, "cache"), os.path.dirname(into), tables.__contains__),
+             (os.path.join(source, "cache", "policies"), into,
+              lambda name: _ours(name, ".json") or _ours(name, ".forms"))]  # fmt: skip
+    for source_folder, target_folder, wanted in pairs:
+        try:
+            names = [name for name in os.listdir(source_folder) if wanted(name)]
+            have = set(os.listdir(target_folder))
+        except OSError:
+            continue
+        for name in names:
+            if name in have:
+                continue
+            origin, copy = os.path.join(source_folder, name), os.path.join(target_folder, name)
+            try:
+                st = os.lstat(origin)
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                    continue
+                try:
+                    os.link(origin, copy)
+                except OSError:  # another file system: a copy of the bytes, never through a link
+                    with os.fdopen(os.open(origin, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)), "rb") as handle:
+                        if stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                            write_atomic(copy, handle.read())
+            except OSError:
+                pass
+    _forget_oldest(into)
+
+
+def _foreign(level: str) -> bool:
+    """Not a folder of this user's that only this user can write to (a link, another's, missing)."""
+    import stat
+
+    try:
+        st = os.lstat(level)
+    except OSError:
+        return True
+    return not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or bool(st.st_mode & 0o022)
+
+
 def _whole(cached: dict[str, Any], key: str) -> bool:
     """An entry as `compile_layers` keeps it (anything else is a miss, compiled again)."""
     from governor import __version__

@@ -55,12 +55,19 @@ class Player:
     hook would find it here."""
 
     def __init__(self, policy: str | None = None, session_id: str = "replay") -> None:
+        from governor.engine.tokens import load_quickly
+        from governor.policy.content import share
+        from governor.state import state_dir
+
         self.scratch = tempfile.mkdtemp(prefix="memory-governor-play-")
-        self.env = {
-            "MEMORY_GOVERNOR_STATE_DIR": os.path.join(self.scratch, "state"),
-            "MEMORY_GOVERNOR_WARM_SERVER": "off",
-            "PATH": os.environ.get("PATH", ""),
-        }
+        state = os.path.join(self.scratch, "state")
+        self.env = {"MEMORY_GOVERNOR_STATE_DIR": state, "MEMORY_GOVERNOR_WARM_SERVER": "off",
+                    "PATH": os.environ.get("PATH", "")}  # fmt: skip
+        # The caller's tokenizer tables and policies compiled by content (a scratch ledger, not a
+        # scratch cache: the same files compile the same way), counted as a hook deciding alone counts.
+        self.home_state = state_dir(os.environ)
+        share(self.home_state, state)
+        load_quickly(os.path.join(state, "cache"))
         if policy:
             self.project = os.path.join(self.scratch, "project")
             os.makedirs(self.project)
@@ -77,6 +84,10 @@ class Player:
         self.now: float | None = None  # set by a replay to the recorded time of the next event
 
     def close(self) -> None:
+        from governor.policy.content import share
+
+        if os.path.isdir(self.home_state):  # what this play built, for the next (never a state directory made for it)
+            share(self.env["MEMORY_GOVERNOR_STATE_DIR"], self.home_state)
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> Player:
