@@ -10,6 +10,10 @@
 set -euo pipefail
 . "$(dirname "$0")/venv.sh" test,dev
 cd "$ROOT"
+# The test processes (pytest's workers, the CLI and scripts they start) import the same modules again
+# and again: they keep their bytecode (in .venv and the checkout's __pycache__, which git ignores)
+# whatever the caller's PYTHONDONTWRITEBYTECODE says. The hooks (`python -I`) keep theirs anyway.
+unset PYTHONDONTWRITEBYTECODE
 apt="apt-get"
 [ "$(id -u)" = 0 ] || apt="sudo -n apt-get"
 install_missing() {  # install_missing COMMAND PACKAGE WHY
