@@ -144,6 +144,7 @@ def share(source: str, target: str) -> None:
     from governor.engine import bpe
 
     tables = {bpe.file_name(unit) for unit in bpe.PATTERNS}  # this installation's (bpe.file_name)
+    _forget_oldest(into)  # before, never after: what is shared is kept (a play looks it up next)
     pairs = [(os.path.join(source, "cache"), os.path.dirname(into), tables.__contains__),
              (os.path.join(source, "cache", "policies"), into,
               lambda name: _ours(name, ".json") or _ours(name, ".forms"))]  # fmt: skip
@@ -169,7 +170,6 @@ def share(source: str, target: str) -> None:
                             write_atomic(copy, handle.read())
             except OSError:
                 pass
-    _forget_oldest(into)
 
 
 def _foreign(level: str) -> bool:

@@ -309,6 +309,29 @@ def test_the_project_install_defers_to_the_users(env: Env) -> None:
     assert user.pre("mem_search", query="cache", limit=10).args == {"query": "cache", "limit": 3}
 
 
+def test_a_project_hook_looks_at_the_users_hooks_file_without_re_unless_it_names_copilot(env: Env) -> None:
+    """To know whether it defers (above), a project hook reads the user's hooks file: `re`, ~5 ms of
+    a cold hook with everything it imports, only for a file that names copilot at all."""
+    from governor.harnesses.copilot import HOOKS_FILE
+
+    env.cli("install", "copilot", check=True)
+    session = Copilot(env)
+    users = env.home / ".copilot" / "hooks" / HOOKS_FILE
+    command = [sys.executable, "-X", "importtime", "-I", "-S", ENTRY, "copilot"]
+    for text in (None, '{"version": 1, "hooks": {"preToolUse": [{"type": "command", "bash": "./lint.sh"}]}}'):
+        if text is not None:
+            users.parent.mkdir(parents=True, exist_ok=True)
+            users.write_text(text)
+        payload = {"sessionId": session.id, "timestamp": 1796118631421, "cwd": str(env.project),
+                   "toolName": "engram-mem_search", "toolArgs": {"query": "cache", "limit": 10}}  # fmt: skip
+        proc = subprocess.run(command, input=json.dumps(payload).encode(), capture_output=True, timeout=60,
+                              env={**env.vars, **session.hook_env}, cwd=str(env.project))  # fmt: skip
+        assert Reply(proc).args == {"query": "cache", "limit": 3}
+        assert not [line for line in Reply(proc).stderr.splitlines() if line.split("|")[-1].strip() == "re"]
+    env.cli("install", "copilot", "--scope", "user", check=True)
+    assert session.pre("mem_search", query="cache", limit=10).silent, "the user's install decides"
+
+
 # -- the governor's own failures follow on_error, never Copilot's deny-on-crash ---------------
 
 
