@@ -346,9 +346,12 @@ def test_a_replay_keeps_what_it_compiled_in_the_callers_state_and_the_next_loads
     policy.write_text(f"# {tmp_path.name}\nlimits:\n  max_search_calls: {{value: 1, enforce: block}}\n")
     transcript = str(TRANSCRIPTS / "ungoverned-session.jsonl")
     command = ["-X", "importtime", "-m", "governor", "replay", transcript, "--policy", str(policy), "--format", "json"]
-    kept = env.state / "cache" / "policies"
+    state = tmp_path / "own-state"  # a state directory of its own, without the caches the other tests share
+    state.mkdir(mode=0o700)
+    kept = state / "cache" / "policies"
     before = set(kept.glob("*.json"))
-    runs = [subprocess.run([sys.executable, *command], capture_output=True, text=True, env=env.vars, cwd=env.project,
+    own = {**env.vars, "MEMORY_GOVERNOR_STATE_DIR": str(state)}
+    runs = [subprocess.run([sys.executable, *command], capture_output=True, text=True, env=own, cwd=env.project,
                            timeout=120, check=True) for _ in range(2)]  # fmt: skip
     imported = [{line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines()} for run in runs]
     assert "pydantic" in imported[0], "the first replay compiles the policy"
