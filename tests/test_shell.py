@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from governor.engine.shell import MAX_FORMS, forms
 
@@ -119,6 +121,23 @@ def test_an_undecided_part_can_be_anything_a_protected_target_is() -> None:
     assert not could_be(f"/p/.cla{GLOB}/agents/x.md", "*/.claude/settings*.json")
     assert not could_be(f"/tmp/{GLOB}.log", "/home/me/.copilot/*")
     assert could_be(f"/tmp/{UNDECIDED}.log", "*/.copilot/*")  # it may hold a `/`
+    # A decided text: the target's pieces in order, both ends anchored.
+    assert could_be("/home/me/p/.claude/settings.local.json", "*/.claude/settings*.json")
+    assert not could_be("/home/me/p/.claude/settings", "*/.claude/settings*.json")
+    assert could_be("memory-governor  policy   accept", "memory-governor*policy*accept*")
+    assert not could_be("memory-governor accept policy", "memory-governor*policy*accept*")
+    assert not could_be("/p/.claude/settings.json.bak", "*/.claude/settings*.json")
+
+
+@given(text=st.text("ab/.*?[", max_size=9), target=st.text("ab/.*?[", max_size=7))
+@settings(max_examples=3000, deadline=None)
+def test_a_decided_command_or_path_matches_a_target_as_fnmatch_would(text: str, target: str) -> None:
+    # A decided text is matched without compiling the target (a cold hook meets every target once).
+    from fnmatch import fnmatchcase
+
+    from governor.engine.words import could_be
+
+    assert could_be(text, target) == fnmatchcase(text, target.replace("[", "[[]")), (text, target)
 
 
 def test_cd_and_a_folder_destination_say_which_file_is_written(home: Path) -> None:

@@ -10,8 +10,8 @@ memory would use, so a decision that quotes one error line still passes.
 
 Bounded: every pattern is linear (no unbounded span inside another, no `\\s` that can run
 across lines at a line start), and a field longer than 2 x WINDOW characters is judged by
-its first and last WINDOW characters (the policy's `save.max_chars` refuses such a field
-before that, by default). These checks run before the ledger's write lock is taken.
+its first and last WINDOW characters (governor.engine.fields; the policy's `save.max_chars`
+refuses such a field before that, by default). These checks run before the ledger's write lock is taken.
 
 Hot path: standard library only (`re` comes with `json`).
 """
@@ -19,15 +19,8 @@ Hot path: standard library only (`re` comes with `json`).
 from __future__ import annotations
 
 import re
-import unicodedata
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from typing import Any
-
-WINDOW = 65_536  # characters judged from each end of a longer field
-MAX_FIELDS = 64  # free-text fields of one save looked at (nested arguments included)
+from governor.engine.fields import judged
 
 _LIST_MARK = r"(?:[#>*+-]{1,6}[ \t]{0,4}){0,3}"  # markdown heading, quote or bullet markers
 _ROLE_JSON = re.compile(
@@ -136,14 +129,6 @@ _REASONING = re.compile(r"\b(because|why|decid|so that|instead|root cause|trade-
 _speaker_patterns: dict[tuple[tuple[str, ...], tuple[str, ...]], re.Pattern[str]] = {}
 
 
-def judged(text: str) -> str:
-    """What the detectors look at: the field, or its two ends; compatibility forms folded
-    (a fullwidth colon or letter is judged as the plain one)."""
-    if len(text) > 2 * WINDOW:
-        text = text[:WINDOW] + "\n" + text[-WINDOW:]
-    return unicodedata.normalize("NFKC", text)
-
-
 def _speakers(human: tuple[str, ...], machine: tuple[str, ...]) -> re.Pattern[str]:
     """A line that starts with a speaker label: `User:`, `**Claude:**`, `### Assistant`, `Me -`."""
     found = _speaker_patterns.get((human, machine))
@@ -221,18 +206,6 @@ def violations(text: str, speakers: dict[str, list[str]]) -> list[str]:
     if step_by_step(seen):
         out.append("step_by_step")
     return out
-
-
-def text_fields(tool_input: Any, depth: int = 0) -> Iterator[str]:
-    """Every free-text value of a save's arguments (nested ones too, a bounded number)."""
-    if isinstance(tool_input, str):
-        yield tool_input
-    elif depth < 4 and isinstance(tool_input, dict):
-        for value in list(tool_input.values())[:MAX_FIELDS]:
-            yield from text_fields(value, depth + 1)
-    elif depth < 4 and isinstance(tool_input, list):
-        for value in tool_input[:MAX_FIELDS]:
-            yield from text_fields(value, depth + 1)
 
 
 def title_digest(title: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from governor.engine import saves
+from governor.engine.fields import judged, text_fields
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,13 +33,15 @@ def save_findings(tool_input: dict[str, Any], save: dict[str, Any], topic: Any, 
                   ) -> list[str]:  # fmt: skip
     """The rules a save breaks, in the order they are reported: oversize, the never-save
     detectors (over every free-text field, the title too), topic_key."""
-    fields = list(saves.text_fields(tool_input))
+    from governor.engine import saves  # the detectors' patterns: compiled for a save only
+
+    texts = list(text_fields(tool_input))
     found: list[str] = []
     limit = save["max_chars"]
-    if limit["enforce"] != "off" and any(len(field) > limit["value"] for field in fields):
+    if limit["enforce"] != "off" and any(len(text) > limit["value"] for text in texts):
         found.append("oversize")
-    for field in fields:
-        for rule in saves.violations(field, save["speakers"]):
+    for text in texts:
+        for rule in saves.violations(text, save["speakers"]):
             if rule not in found:
                 found.append(rule)
     checked = isinstance(topic, str) and topic and save["topic_keys"] != "off"
@@ -62,17 +64,17 @@ def route_taken(tool_input: dict[str, Any], routes: list[dict[str, Any]], state:
 
     readings: dict[str, Any] = {}
 
-    def judged(values: Any) -> tuple[list[str], list[Any]]:
+    def taken(values: Any) -> tuple[list[str], list[Any]]:
         texts, reads = [], []
-        for text in saves.text_fields(values):
-            texts.append(saves.judged(text))
+        for text in text_fields(values):
+            texts.append(judged(text))
             if text not in readings:
                 readings[text] = read(text, cwd=cwd)
             reads.append(readings[text])
             texts.extend(readings[text].forms)
         return texts, reads
 
-    every = judged(tool_input)
+    every = taken(tool_input)
     places = _places(state, cwd)
     for route in routes:
         fields = route.get("fields")
@@ -81,7 +83,7 @@ def route_taken(tool_input: dict[str, Any], routes: list[dict[str, Any]], state:
         else:
             texts, reads = [], []
             for name in fields:
-                more = judged(tool_input.get(name))
+                more = taken(tool_input.get(name))
                 texts += more[0]
                 reads += more[1]
         pattern = re.compile(
@@ -183,7 +185,7 @@ def _address(where: str) -> str:
 
 def raw_observation(text: str) -> bool:
     """Does `text` hold a mem_get_observation body as the server formats it?"""
-    seen = saves.judged(text)
+    seen = judged(text)
     header = _OBS_HEADER.search(seen)
     session = _OBS_SESSION.search(seen, header.end()) if header else None
     return bool(session and _OBS_TRAILER.search(seen, session.end()))

@@ -324,9 +324,7 @@ def could_be(pattern: str, target: str) -> bool:
     """Could a text matching `pattern` (UNDECIDED: any text; GLOB: any text without `/`) be a
     text matching `target` (`*`: any text)? The two are intersected, both ends anchored."""
     if UNDECIDED not in pattern and GLOB not in pattern:
-        from fnmatch import fnmatchcase
-
-        return fnmatchcase(pattern, target.replace("[", "[[]"))
+        return _matches(pattern, target)
     p, t = pattern[:MAX_PATTERN], target
     reached = {(0, 0)}
     todo = [(0, 0)]
@@ -352,3 +350,27 @@ def could_be(pattern: str, target: str) -> bool:
                 reached.add(pair)
                 todo.append(pair)
     return False
+
+
+def _matches(text: str, target: str) -> bool:
+    """Does the decided `text` match `target` (fnmatch's `*` and `?`; `[` is a plain character)?
+    A target with `*` only (every shipped one) is matched by its literal pieces, in order, with no
+    regular expression to compile: a cold hook judges each command against every target once."""
+    if "?" in target:
+        from fnmatch import fnmatchcase
+
+        return fnmatchcase(text, target.replace("[", "[[]"))
+    first, *middle = target.split("*")
+    if not middle:
+        return text == target
+    last = middle.pop()
+    end = len(text) - len(last)
+    if end < len(first) or not text.startswith(first) or not text.endswith(last):
+        return False
+    at = len(first)
+    for piece in middle:  # the leftmost place of each piece leaves the most room for the rest
+        found = text.find(piece, at, end)
+        if found < 0:
+            return False
+        at = found + len(piece)
+    return True

@@ -96,7 +96,7 @@ def _above(text: str, payload: dict[str, Any], whole: bool = True) -> bool:
 def spill_read(tool_input: dict[str, Any], payload: dict[str, Any] | None = None) -> str | None:
     """If a file tool's input names a spilled MCP result: '<server>-<tool>' of it, or a prefix
     of that ('' for any, e.g. the folder, a folder above it or `mcp-*`). None when it names none."""
-    from governor.engine.saves import judged, text_fields
+    from governor.engine.fields import judged, text_fields
     from governor.engine.shell import reads_trees
 
     names: list[str] = []

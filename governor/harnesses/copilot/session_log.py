@@ -51,7 +51,7 @@ def _home_references(env: Mapping[str, str]) -> list[tuple[re.Pattern[str], str]
 def log_read(tool_input: dict[str, Any], env: Mapping[str, str]) -> str | None:
     """'' (any governed server) when a file tool's input names Copilot's session log, its folder,
     or a folder or pattern above it that takes it in; None otherwise."""
-    from governor.engine.saves import judged, text_fields
+    from governor.engine.fields import judged, text_fields
     from governor.engine.shell import reads_trees
 
     homes = _home_references(env)

@@ -1,0 +1,42 @@
+"""The free-text fields of a call's arguments, as every check that reads them sees them.
+
+A save's never-save detectors (governor.engine.saves), the routes (governor.engine.screening)
+and an adapter's look for spilled results in a file tool's arguments read the same text: every
+string in the arguments, nested ones too (a bounded number), each judged by its two ends when
+it is long, with compatibility forms folded. Apart from the detectors, so a hook that only reads
+fields (a Bash or Read call) compiles none of their patterns.
+
+Hot path: standard library only, no `re`.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
+
+WINDOW = 65_536  # characters judged from each end of a longer field
+MAX_FIELDS = 64  # free-text fields of one call looked at (nested arguments included)
+
+
+def judged(text: str) -> str:
+    """What the checks look at: the field, or its two ends; compatibility forms folded
+    (a fullwidth colon or letter is judged as the plain one)."""
+    if len(text) > 2 * WINDOW:
+        text = text[:WINDOW] + "\n" + text[-WINDOW:]
+    return unicodedata.normalize("NFKC", text)
+
+
+def text_fields(tool_input: Any, depth: int = 0) -> Iterator[str]:
+    """Every free-text value of a call's arguments (nested ones too, a bounded number)."""
+    if isinstance(tool_input, str):
+        yield tool_input
+    elif depth < 4 and isinstance(tool_input, dict):
+        for value in list(tool_input.values())[:MAX_FIELDS]:
+            yield from text_fields(value, depth + 1)
+    elif depth < 4 and isinstance(tool_input, list):
+        for value in tool_input[:MAX_FIELDS]:
+            yield from text_fields(value, depth + 1)
