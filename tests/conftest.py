@@ -190,7 +190,67 @@ def env(tmp_path: Path) -> Iterator[Env]:
     share_back(sandbox.state)
 
 
-HOOK = [sys.executable, "-I", "-S", str(ROOT / "governor" / "runtime" / "entry.py"), "claude-code"]
+ENTRY = str(ROOT / "governor" / "runtime" / "entry.py")
+HOOK = [sys.executable, "-I", "-S", ENTRY, "claude-code"]
+HARNESS_NAMES = ("claude-code", "codex", "copilot", "gemini-cli", "opencode", "claude-agent-sdk")
+
+
+def hook_run(
+    command: list[str], data: bytes, env: dict[str, str], cwd: str | Path
+) -> subprocess.CompletedProcess[bytes]:
+    """The hook `command` run on `data` with environment `env` in folder `cwd`, as the harness runs it.
+
+    The plain hook of this checkout (this interpreter, `-I -S`, the entry file, a harness name),
+    asked from a test's main thread, runs the entry's own `run` in this process instead, with the
+    hook process's environment, folder and standard streams: the same code from its first line,
+    without an interpreter start and the imports of each process. Any other command (the one an
+    install wrote, `-X importtime`, a managed hook), a hook asked from a thread (hooks deciding at
+    once) and every hook of a test marked `hook_processes` (its subject is a process's own state: a
+    cold start, what it has loaded) is a process. `MEMORY_GOVERNOR_TEST_HOOK_PROCESSES=1`: every hook."""
+    import threading
+
+    plain = len(command) == 5 and command[:4] == HOOK[:4] and command[4] in HARNESS_NAMES
+    if (not plain or _processes_only or threading.current_thread() is not threading.main_thread()
+            or os.environ.get("MEMORY_GOVERNOR_TEST_HOOK_PROCESSES") == "1"):  # fmt: skip
+        return subprocess.run(command, input=data, capture_output=True, env=env, cwd=str(cwd), timeout=60)
+    return _run_here(command[4], data, env, str(cwd))
+
+
+_processes_only = False  # the running test is marked hook_processes
+
+
+@pytest.fixture(autouse=True)
+def _hook_processes(request: pytest.FixtureRequest) -> Iterator[None]:
+    global _processes_only
+    _processes_only = request.node.get_closest_marker("hook_processes") is not None
+    yield
+    _processes_only = False
+
+
+def _run_here(harness: str, data: bytes, env: dict[str, str], cwd: str) -> subprocess.CompletedProcess[bytes]:
+    import io
+
+    from governor.runtime import entry
+
+    streams = sys.stdin, sys.stdout, sys.stderr
+    saved, folder = dict(os.environ), os.getcwd()
+    out, err = io.BytesIO(), io.BytesIO()
+    sys.stdin = io.TextIOWrapper(io.BytesIO(data))
+    sys.stdout, sys.stderr = io.TextIOWrapper(out, write_through=True), io.TextIOWrapper(err, write_through=True)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        os.chdir(cwd)
+        code = entry.run(harness)
+        printed = subprocess.CompletedProcess([harness], code, out.getvalue(), err.getvalue())
+    finally:  # (a stream's wrapper, once dropped, closes what it wraps: read first)
+        sys.stdin, sys.stdout, sys.stderr = streams
+        os.environ.clear()
+        os.environ.update(saved)
+        os.chdir(folder)
+    return printed
+
+
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
@@ -259,15 +319,7 @@ class Answer:
 def run_hook(sandbox: Env, payload: Any, raw: bytes | None = None, extra_env: dict[str, str] | None = None,
              command: list[str] | None = None) -> Answer:  # fmt: skip
     data = raw if raw is not None else json.dumps(payload).encode()
-    proc = subprocess.run(
-        command or HOOK,
-        input=data,
-        capture_output=True,
-        env={**sandbox.vars, **(extra_env or {})},
-        cwd=str(sandbox.project),
-        timeout=60,
-    )
-    return Answer(proc)
+    return Answer(hook_run(command or HOOK, data, {**sandbox.vars, **(extra_env or {})}, sandbox.project))
 
 
 def build_wheel(out: Path, source: Path | None = None) -> Path:

@@ -105,6 +105,7 @@ def test_a_dispatch_prompt_built_against_the_raw_body_check_is_decided(env: Env,
     assert search.updated_input == {"query": "q", "limit": 3}
 
 
+@pytest.mark.hook_processes  # a process with no table yet: counting builds it, past the deadline
 def test_a_decision_past_its_deadline_follows_on_error_for_that_call_only(env: Env, session: Session) -> None:
     env.write(".memory-governor/policy.yaml", "on_error: closed\nruntime:\n  decision_deadline_ms: 100\n")
     session.prompt("what did we decide about caching?")

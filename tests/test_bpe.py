@@ -17,6 +17,10 @@ import pytest
 from governor.engine import bpe, tokens
 from tests.conftest import Env, Session, fixture_text
 
+# Their subject is what one hook process holds (its tables, its patterns, its warm server): each hook
+# is a process of its own (tests/conftest.py hook_run).
+pytestmark = pytest.mark.hook_processes
+
 UNITS = ("o200k_base", "cl100k_base")
 
 EDGES = [

@@ -17,6 +17,10 @@ from governor.engine import patterns, recall
 from governor.state import blake2b_hex
 from tests.conftest import HOOK, Env, Session
 
+# Their subject is what one hook process holds (its tables, its patterns, its warm server): each hook
+# is a process of its own (tests/conftest.py hook_run).
+pytestmark = pytest.mark.hook_processes
+
 PROMPTS = (
     "where did we leave off with the importer?",  # a pattern decides
     "fix the failing test in tests/test_parser.py and run pytest",  # the model decides

@@ -315,6 +315,7 @@ def test_policy_check_compares_a_local_override_with_the_team_file_it_overrides(
         assert out.returncode == 1 and "max_search_calls.value is loosened (6 -> 10)" in out.stderr, out.stderr
 
 
+@pytest.mark.hook_processes  # "compiled the policy": what one hook process imported
 def test_a_policy_is_compiled_once_for_the_files_it_is_made_of_whichever_project_has_them(env: Env) -> None:
     """A new project whose files say what another project's said, and a file rewritten back to what
     it said before, take the compiled policy kept by content; a file that says something new is

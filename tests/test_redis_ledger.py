@@ -19,7 +19,7 @@ from governor.engine.redis_ledger import LedgerLeaseLost, masked
 from governor.engine.stores import open_ledger
 from governor.harnesses.checks import BAD, OK
 from governor.runtime.runner import respond
-from tests.conftest import HOOK, ROOT, Answer, Env, Session, fixture_text, fresh_process
+from tests.conftest import HOOK, ROOT, Answer, Env, Session, fixture_text, fresh_process, hook_run
 from tests.redis_server import RedisServer, Relay
 from tests.test_ledger import WRITER
 
@@ -58,7 +58,7 @@ def search(host: Host, session: str, prompt_id: str, call: str) -> bytes:
 
 
 def hook(host: Host, data: bytes) -> Answer:
-    proc = subprocess.run(HOOK, input=data, capture_output=True, env=host.vars, cwd=host.project, timeout=60)
+    proc = hook_run(HOOK, data, host.vars, host.project)
     return Answer(proc)
 
 

@@ -16,6 +16,10 @@ import pytest
 
 from tests.conftest import ROOT, Env, run_hook
 
+# Their subject is what one hook process holds (its tables, its patterns, its warm server): each hook
+# is a process of its own (tests/conftest.py hook_run).
+pytestmark = pytest.mark.hook_processes
+
 SEARCH = {
     "hook_event_name": "PreToolUse",
     "tool_name": "mcp__engram__mem_search",

@@ -4,7 +4,6 @@ sends (docs/codex.md), and its installer as a command."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -13,7 +12,7 @@ import pytest
 
 from governor.engine.tokens import counter
 from governor.harnesses.codex import setup
-from tests.conftest import ROOT, Env, fixture_text
+from tests.conftest import ROOT, Env, fixture_text, hook_run
 
 HOOK = [sys.executable, "-I", "-S", str(ROOT / "governor" / "runtime" / "entry.py"), "codex"]
 SEARCH = fixture_text("engram/search_v1.txt")
@@ -49,8 +48,7 @@ class Codex:
 
     def hook(self, payload: dict[str, Any] | None = None, raw: bytes | None = None) -> dict[str, Any] | None:
         data = raw if raw is not None else json.dumps(payload).encode()
-        proc = subprocess.run(HOOK, input=data, capture_output=True, env=self.env.vars, cwd=str(self.env.project),
-                              timeout=60)  # fmt: skip
+        proc = hook_run(HOOK, data, self.env.vars, self.env.project)
         assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr
         text = proc.stdout.decode()
         assert text.count("\n") <= 1, "one JSON object, on one line"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, Env, fixture_text
+from tests.conftest import ROOT, Env, fixture_text, hook_run
 
 SEARCH = fixture_text("engram/search_v1.txt")
 OBSERVATION = fixture_text("engram/observation_v1.txt")
@@ -69,8 +69,7 @@ class Reply:
 def hook(env: Env, payload: Any, harness: str = "copilot", extra_env: dict[str, str] | None = None,
          raw: bytes | None = None) -> Reply:  # fmt: skip
     data = raw if raw is not None else json.dumps(payload).encode()
-    proc = subprocess.run([sys.executable, "-I", "-S", ENTRY, harness], input=data, capture_output=True,
-                          env={**env.vars, **(extra_env or {})}, cwd=str(env.project), timeout=60)  # fmt: skip
+    proc = hook_run([sys.executable, "-I", "-S", ENTRY, harness], data, {**env.vars, **(extra_env or {})}, env.project)
     return Reply(proc)
 
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from governor.engine.stores import open_ledger
 from governor.engine.tokens import counter
 from governor.runtime.runner import respond
-from tests.conftest import ROOT, Env, fixture_text
+from tests.conftest import ROOT, Env, fixture_text, hook_run
 from tests.test_hardening import HOSTILE, JSON, fuzz_env
 
 HOOK = [sys.executable, "-I", "-S", str(ROOT / "governor" / "runtime" / "entry.py"), "gemini-cli"]
@@ -93,8 +93,7 @@ class Answer:
 def run_hook(env: Env, payload: Any, raw: bytes | None = None, hook: list[str] = HOOK,
              extra_env: dict[str, str] | None = None) -> Answer:  # fmt: skip
     data = raw if raw is not None else json.dumps(payload).encode()
-    proc = subprocess.run(hook, input=data, capture_output=True, cwd=str(env.project), timeout=60,
-                          env={**env.vars, "GEMINI_PROJECT_DIR": str(env.project), **(extra_env or {})})  # fmt: skip
+    proc = hook_run(hook, data, {**env.vars, "GEMINI_PROJECT_DIR": str(env.project), **(extra_env or {})}, env.project)
     return Answer(proc)
 
 

@@ -28,7 +28,7 @@ from governor.engine.stores import open_ledger
 from governor.engine.tokens import counter
 from governor.harnesses.opencode import result_text, run_args, tool_name
 from governor.runtime.runner import respond
-from tests.conftest import ROOT, Env, fixture_text
+from tests.conftest import ROOT, Env, fixture_text, hook_run
 from tests.test_hardening import HOSTILE, JSON, fuzz_env
 
 HOOK = [sys.executable, "-I", "-S", str(ROOT / "governor" / "runtime" / "entry.py"), "opencode"]
@@ -91,8 +91,7 @@ class Answer:
 
 def run_hook(env: Env, payload: Any, raw: bytes | None = None, extra_env: dict[str, str] | None = None) -> Answer:
     data = raw if raw is not None else json.dumps(payload).encode()
-    proc = subprocess.run(HOOK, input=data, capture_output=True, cwd=str(env.project), timeout=60,
-                          env={**env.vars, **(extra_env or {})})  # fmt: skip
+    proc = hook_run(HOOK, data, {**env.vars, **(extra_env or {})}, env.project)
     return Answer(proc)
 
 
