@@ -200,20 +200,24 @@ def hook_run(
 ) -> subprocess.CompletedProcess[bytes]:
     """The hook `command` run on `data` with environment `env` in folder `cwd`, as the harness runs it.
 
-    The plain hook of this checkout (this interpreter, `-I -S`, the entry file, a harness name),
-    asked from a test's main thread, runs the entry's own `run` in this process instead, with the
-    hook process's environment, folder and standard streams: the same code from its first line,
-    without an interpreter start and the imports of each process. Any other command (the one an
-    install wrote, `-X importtime`, a managed hook), a hook asked from a thread (hooks deciding at
-    once) and every hook of a test marked `hook_processes` (its subject is a process's own state: a
-    cold start, what it has loaded) is a process. `MEMORY_GOVERNOR_TEST_HOOK_PROCESSES=1`: every hook."""
+    The plain hook of this checkout (this interpreter, `-I -S`, the entry file, a harness name) with
+    the warm server off, asked from a test's main thread, runs the entry's own `run` in this process
+    instead, with the hook process's environment, folder and standard streams: the same code from its
+    first line, without an interpreter start and the imports of each process. What that does not
+    prove is proved by processes: any other command (a project install's launcher, `-X importtime`,
+    a managed hook); a hook that may start the warm server (it forks); hooks asked at once from
+    threads; and every hook of a test marked `hook_processes`, whose subject is what one process holds
+    or does not (its `-I -S` isolation, the tables it counts with, a cold start, its ledger left
+    open at exit, its Redis connections). `MEMORY_GOVERNOR_TEST_HOOK_PROCESSES=1`: every hook."""
     import threading
 
     plain = len(command) == 5 and command[:4] == HOOK[:4] and command[4] in HARNESS_NAMES
-    if (not plain or _processes_only or threading.current_thread() is not threading.main_thread()
-            or os.environ.get("MEMORY_GOVERNOR_TEST_HOOK_PROCESSES") == "1"):  # fmt: skip
+    here = (plain and not _processes_only and env.get("MEMORY_GOVERNOR_WARM_SERVER") == "off"
+            and threading.current_thread() is threading.main_thread()
+            and os.environ.get("MEMORY_GOVERNOR_TEST_HOOK_PROCESSES") != "1")  # fmt: skip
+    if not here:
         return subprocess.run(command, input=data, capture_output=True, env=env, cwd=str(cwd), timeout=60)
-    return _run_here(command[4], data, env, str(cwd))
+    return _run_here(command[4], data, {k: str(v) for k, v in env.items()}, str(cwd))
 
 
 _processes_only = False  # the running test is marked hook_processes
@@ -235,11 +239,11 @@ def _run_here(harness: str, data: bytes, env: dict[str, str], cwd: str) -> subpr
     streams = sys.stdin, sys.stdout, sys.stderr
     saved, folder = dict(os.environ), os.getcwd()
     out, err = io.BytesIO(), io.BytesIO()
-    sys.stdin = io.TextIOWrapper(io.BytesIO(data))
-    sys.stdout, sys.stderr = io.TextIOWrapper(out, write_through=True), io.TextIOWrapper(err, write_through=True)
-    os.environ.clear()
-    os.environ.update(env)
     try:
+        sys.stdin = io.TextIOWrapper(io.BytesIO(data))
+        sys.stdout, sys.stderr = io.TextIOWrapper(out, write_through=True), io.TextIOWrapper(err, write_through=True)
+        os.environ.clear()
+        os.environ.update(env)
         os.chdir(cwd)
         code = entry.run(harness)
         printed = subprocess.CompletedProcess([harness], code, out.getvalue(), err.getvalue())

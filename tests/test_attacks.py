@@ -317,6 +317,7 @@ def test_the_save_checks_pass_real_memories_and_catch_every_disguise() -> None:
 # -- 7. foreign code in the user's project ------------------------------------------------------------
 
 
+@pytest.mark.hook_processes  # what a process started in the project with PYTHONPATH set imports
 def test_packages_planted_in_the_project_and_on_pythonpath_never_run(env: Env) -> None:
     marker = env.tmp / "foreign-code-ran"
     plant = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"

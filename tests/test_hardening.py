@@ -84,6 +84,7 @@ def test_fuzzed_bytes_never_crash(tmp_path: Path, raw: bytes) -> None:
     check_answer(out.stdout())
 
 
+@pytest.mark.hook_processes  # the process itself: reading its input, its exit, its one answer
 @pytest.mark.parametrize(
     "raw",
     [
@@ -223,6 +224,7 @@ def test_an_unusable_state_directory_is_reported_not_crashed_on(env: Env) -> Non
     assert env.state.read_text() == "a file where the state directory should be"
 
 
+@pytest.mark.hook_processes  # hooks that leave the ledger open at exit, its WAL not checkpointed
 def test_a_ledger_corrupted_mid_session_is_moved_aside(env: Env, session: Session) -> None:
     session.prompt("what did we decide?")
     session.pre("mem_search", query="q", limit=3)

@@ -23,6 +23,9 @@ from tests.conftest import HOOK, ROOT, Answer, Env, Session, fixture_text, fresh
 from tests.redis_server import RedisServer, Relay
 from tests.test_ledger import WRITER
 
+# Hosts sharing one Redis: each hook is a process with its own connections (tests/conftest.py hook_run).
+pytestmark = pytest.mark.hook_processes
+
 SEARCH = fixture_text("engram/search_v1.txt")
 DEADLINE = 3.0  # runtime.decision_deadline_ms of the shipped policy, in seconds
 
