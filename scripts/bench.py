@@ -470,7 +470,12 @@ def redis_markdown(result: dict[str, Any], command: str) -> str:
 
 COLD_BEGIN = "<!-- cold section: written by scripts/bench.py --only cold --write FILE -->"
 COLD_END = "<!-- end of cold section -->"
-COLD_CASES = {"UserPromptSubmit": 2, "PreToolUse (memory tool)": 2, "PostToolUse (search result)": 4}  # target × bare
+COLD_CASES = {
+    "UserPromptSubmit": 2,
+    "PreToolUse (memory tool)": 2,
+    "PreToolUse (non-memory tool)": 2,
+    "PostToolUse (search result)": 4,
+}  # target × bare (a shell command's hook: PreToolUse's)
 
 
 def time_cold(runs: int, baseline: Path | None = None) -> dict[str, Any]:
