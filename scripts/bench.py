@@ -641,9 +641,9 @@ COLD_FINDINGS = [
     "command that writes a file was matched against every protected target with fnmatch, one compiled regex "
     "per target (~30 ms for ~70 targets, under cProfile, which inflates both). Now the fields are read by "
     "governor.engine.fields (no `re`), the detectors load for a save only, and a decided path is matched "
-    "against a `*`-only target by its pieces in order (tests/test_shell.py checks it against fnmatch). Beside the commit before (`./scripts/bench.sh "
-    "--only cold --runs 30 --baseline DIR`, load average ~2): CPU per cold `ls` hook 56.4 ms against 68.5 ms "
-    "(3.00× against 3.64× bare), the other rows unchanged.", "",
+    "against a `*`-only target by its pieces in order (tests/test_shell.py checks it against fnmatch). "
+    "Beside the commit before (`./scripts/bench.sh --only cold --runs 30 --baseline DIR`, load average ~2): "
+    "CPU per cold `ls` hook 56.4 ms against 68.5 ms (3.00× against 3.64× bare), the other rows unchanged.", "",
     COLD_BEFORE, "",
     COLD_LEFT, "",
 ]  # fmt: skip

@@ -192,7 +192,6 @@ def env(tmp_path: Path) -> Iterator[Env]:
 
 ENTRY = str(ROOT / "governor" / "runtime" / "entry.py")
 HOOK = [sys.executable, "-I", "-S", ENTRY, "claude-code"]
-HARNESS_NAMES = ("claude-code", "codex", "copilot", "gemini-cli", "opencode", "claude-agent-sdk")
 
 
 def hook_run(
@@ -211,7 +210,9 @@ def hook_run(
     open at exit, its Redis connections). `MEMORY_GOVERNOR_TEST_HOOK_PROCESSES=1`: every hook."""
     import threading
 
-    plain = len(command) == 5 and command[:4] == HOOK[:4] and command[4] in HARNESS_NAMES
+    from governor.harnesses import REGISTRY
+
+    plain = len(command) == 5 and command[:4] == HOOK[:4] and command[4] in REGISTRY
     here = (plain and not _processes_only and env.get("MEMORY_GOVERNOR_WARM_SERVER") == "off"
             and threading.current_thread() is threading.main_thread()
             and os.environ.get("MEMORY_GOVERNOR_TEST_HOOK_PROCESSES") != "1")  # fmt: skip

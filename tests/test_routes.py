@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from governor.engine.tokens import counter
-from tests.conftest import Env, Session, fixture_text
+from tests.conftest import HOOK, Env, Session, fixture_text
 
 SEARCH = fixture_text("engram/search_v1.txt")
 NOTE = "[memory-governor]"
@@ -343,3 +343,36 @@ def test_an_allowed_mem_context_reads_this_projects_memory_only(env: Env) -> Non
     session.prompt("recordar todo lo que tengas guardado")
     own = session.pre("mem_context", project=env.project.name, max_bytes=500)
     assert own.updated_input == {"project": env.project.name, "max_bytes": 500, "compact": True}, own.specific
+
+
+def test_a_shell_command_or_file_tool_hook_loads_no_save_detector_and_no_fnmatch(env: Env) -> None:
+    """A cold hook for Bash or Read reads the call's fields (governor.engine.fields) and matches what a
+    command writes against the protected targets piece by piece: the never-save detectors' patterns and
+    fnmatch's per-target regexes are compiled for a save only, and for a target with `?`."""
+    import json
+    import subprocess
+
+    session = Session(env)
+    session.prompt("tidy the notes")
+    command = [HOOK[0], "-X", "importtime", *HOOK[1:]]
+    for tool, tool_input, denied in [
+        ("Bash", {"command": "echo x > notes/out.txt && cp a.txt /tmp/b.txt"}, False),
+        ("Bash", {"command": "echo {} > .claude/settings.local.json"}, True),  # a protected target, written
+        ("Read", {"file_path": str(env.project / "README.md")}, False),
+    ]:
+        payload = {"session_id": session.id, "transcript_path": str(env.tmp / "transcript.jsonl"),
+                   "cwd": str(env.project), "hook_event_name": "PreToolUse", "permission_mode": "default",
+                   "tool_name": tool, "tool_input": tool_input, "tool_use_id": session.next_id()}  # fmt: skip
+        proc = subprocess.run(command, input=json.dumps(payload).encode(), capture_output=True, timeout=60,
+                              env=env.vars, cwd=str(env.project))  # fmt: skip
+        imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines() if "|" in line}
+        assert "governor.engine.screening" in imported, "the routes were not checked at all"
+        assert not imported & {"governor.engine.saves", "fnmatch"}, (
+            tool_input,
+            imported & {"governor.engine.saves", "fnmatch"},
+        )
+        answer = json.loads(proc.stdout) if proc.stdout.strip() else {}
+        assert (answer.get("hookSpecificOutput", {}).get("permissionDecision") == "deny") == denied, (
+            tool_input,
+            answer,
+        )

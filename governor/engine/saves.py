@@ -11,7 +11,8 @@ memory would use, so a decision that quotes one error line still passes.
 Bounded: every pattern is linear (no unbounded span inside another, no `\\s` that can run
 across lines at a line start), and a field longer than 2 x WINDOW characters is judged by
 its first and last WINDOW characters (governor.engine.fields; the policy's `save.max_chars`
-refuses such a field before that, by default). These checks run before the ledger's write lock is taken.
+refuses such a field before that, by default). These checks run before the ledger's write lock
+is taken.
 
 Hot path: standard library only (`re` comes with `json`).
 """
