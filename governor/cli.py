@@ -12,7 +12,7 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) == 2 and args[0] == "hook" and not args[1].startswith("-"):
-        from governor.runtime.entry import run
+        from governor.runtime.hook import run
 
         return int(run(args[1]))
     if args[:2] == ["hook", "--describe"] and len(args) <= 3:  # as entry.py --describe (a project's launcher)

@@ -235,7 +235,7 @@ def _hook_processes(request: pytest.FixtureRequest) -> Iterator[None]:
 def _run_here(harness: str, data: bytes, env: dict[str, str], cwd: str) -> subprocess.CompletedProcess[bytes]:
     import io
 
-    from governor.runtime import entry
+    from governor.runtime import hook
 
     streams = sys.stdin, sys.stdout, sys.stderr
     saved, folder = dict(os.environ), os.getcwd()
@@ -246,7 +246,7 @@ def _run_here(harness: str, data: bytes, env: dict[str, str], cwd: str) -> subpr
         os.environ.clear()
         os.environ.update(env)
         os.chdir(cwd)
-        code = entry.run(harness)
+        code = hook.run(harness)
         printed = subprocess.CompletedProcess([harness], code, out.getvalue(), err.getvalue())
     finally:  # (a stream's wrapper, once dropped, closes what it wraps: read first)
         sys.stdin, sys.stdout, sys.stderr = streams

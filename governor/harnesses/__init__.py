@@ -45,7 +45,7 @@ REGISTRY = {
 }
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENTRY = os.path.join(_PACKAGE, "runtime", "entry.py")  # the hook process (governor.runtime.entry)
+ENTRY = os.path.join(_PACKAGE, "runtime", "entry.py")  # the hook process (governor.runtime.hook)
 
 
 class UnknownHarness(KeyError):

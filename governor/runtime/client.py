@@ -195,7 +195,7 @@ def _read(path: str) -> bytes:
 
 def _met(folder: str, what: str) -> None:
     """Remember a stranger for the user (once per session, runtime.runner) and for the error log
-    (once per stranger: runtime.entry)."""
+    (once per stranger: runtime.hook)."""
     global stranger, stranger_is_new
     stranger = (
         f"memory-governor: the process listening on the warm server's socket is not the governor's own server "
