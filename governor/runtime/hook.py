@@ -134,9 +134,13 @@ def main(argv: list[str]) -> None:
 
         print(json.dumps(describe(os.environ, argv[1] if len(argv) > 1 else os.getcwd())))
         sys.exit(0)
+    from governor.runtime import bundle
+
+    finder = bundle.install(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if argv[1:2] == ["--managed"] and len(argv) > 2:  # the hook command a managed install writes
         from governor.policy.managed import enter
 
         enter(argv[2])
     code = run(argv[0] if argv else "claude-code", exits=True)
+    bundle.refresh(finder)  # after the answer, and only when a module was imported the usual way
     os._exit(code)

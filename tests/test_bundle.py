@@ -1,0 +1,144 @@
+"""A hook process serves the package's modules from one file in its __pycache__
+(governor.runtime.bundle): the bytecode of each module taken from its valid .pyc, used only while
+its source is what it was, and written again by a hook that had to import a module the usual way.
+
+Each test runs hook processes from a copy of the package, so it can change sources and the file."""
+
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, Env
+
+pytestmark = pytest.mark.hook_processes
+NAME = f"hook-modules.{sys.implementation.cache_tag}.bin"
+MARK = "memory-governor-test: decide came from the file"
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    """A copy of the governor package, with no cached bytecode."""
+    target = tmp_path / "copy" / "governor"
+    shutil.copytree(ROOT / "governor", target, ignore=shutil.ignore_patterns("__pycache__"))
+    for data in ("rules", "schemas"):  # where an install puts the shipped policy and its schemas
+        shutil.copytree(ROOT / data, target / data)
+    return target
+
+
+def _hook(env: Env, package: Path, *flags: str) -> subprocess.CompletedProcess[bytes]:
+    payload = {"session_id": f"bundle-{os.urandom(4).hex()}", "cwd": str(env.project), "hook_event_name": "PreToolUse",
+               "transcript_path": "/dev/null", "tool_name": "mcp__engram__mem_search",
+               "tool_input": {"query": "auth", "limit": 20}, "tool_use_id": f"t-{os.urandom(4).hex()}"}  # fmt: skip
+    command = [sys.executable, *flags, "-I", "-S", str(package / "runtime" / "entry.py"), "claude-code"]
+    return subprocess.run(command, input=json.dumps(payload).encode(), capture_output=True, env=env.vars,
+                          cwd=str(env.project), timeout=60)  # fmt: skip
+
+
+def _clamped(proc: subprocess.CompletedProcess[bytes]) -> bool:
+    """The decision a search asking for 20 gets under the shipped policy: clamped to 3."""
+    answer = json.loads(proc.stdout)
+    return answer["hookSpecificOutput"]["updatedInput"] == {"query": "auth", "limit": 3}
+
+
+def _held(package: Path) -> dict[str, tuple]:  # type: ignore[type-arg]
+    _, root, modules = marshal.loads((package / "__pycache__" / NAME).read_bytes())
+    assert root == str(package)
+    return dict(modules)
+
+
+def _plant(package: Path, name: str) -> None:
+    """Rewrite the file so that `name`'s bytecode also prints MARK: seen only if it is served."""
+    path = package / "__pycache__" / NAME
+    magic, root, modules = marshal.loads(path.read_bytes())
+    origin, is_package, mtime_ns, size, _, cached = modules[name]
+    source = Path(origin).read_text() + f"\nimport sys as _s\n_s.stderr.write({MARK!r} + '\\n')\n"
+    modules[name] = (origin, is_package, mtime_ns, size, marshal.dumps(compile(source, origin, "exec")), cached)
+    path.write_bytes(marshal.dumps((magic, root, modules)))
+
+
+def test_the_second_hook_is_served_from_the_file_until_a_source_changes(env: Env, package: Path) -> None:
+    first = _hook(env, package)
+    assert _clamped(first), first.stderr
+    held = _held(package)
+    assert {"governor.engine.decide", "governor.engine.pre_tool", "governor.runtime.runner"} <= set(held)
+    assert "governor.runtime.hook" not in held  # imported before the finder: never the file's
+
+    _plant(package, "governor.engine.decide")
+    path = package / "__pycache__" / NAME
+    written = path.stat().st_mtime_ns
+    served = _hook(env, package)
+    assert MARK in served.stderr.decode() and _clamped(served), served.stderr  # the file's bytecode ran
+    assert path.stat().st_mtime_ns == written  # every module served: the file is not written again
+
+    source = package / "engine" / "decide.py"
+    stat = source.stat()
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # touched: a newer mtime
+    touched = _hook(env, package)
+    assert MARK not in touched.stderr.decode() and _clamped(touched), touched.stderr
+    assert _held(package)["governor.engine.decide"][2] == source.stat().st_mtime_ns  # taken again
+
+    _plant(package, "governor.engine.decide")
+    mtime = source.stat().st_mtime_ns
+    source.write_text(source.read_text() + "\n# the same mtime, another size\n")
+    os.utime(source, ns=(mtime, mtime))
+    edited = _hook(env, package)
+    assert MARK not in edited.stderr.decode() and _clamped(edited), edited.stderr
+    again = _hook(env, package)
+    assert MARK not in again.stderr.decode() and _clamped(again), again.stderr
+
+
+def test_a_file_that_is_not_the_bundle_is_ignored_and_written_again(env: Env, package: Path) -> None:
+    assert _clamped(_hook(env, package))
+    path = package / "__pycache__" / NAME
+    for junk in (b"", b"\x00not marshal", marshal.dumps(("another magic", str(package), {})),
+                 marshal.dumps((sys.modules["_frozen_importlib_external"].MAGIC_NUMBER, "/elsewhere", {})),
+                 marshal.dumps([1, 2, 3])):  # fmt: skip
+        path.write_bytes(junk)
+        proc = _hook(env, package)
+        assert _clamped(proc) and not proc.stderr, (junk, proc.stderr)
+        assert "governor.engine.decide" in _held(package), junk
+
+
+def test_an_entry_it_did_not_write_is_not_served(env: Env, package: Path) -> None:
+    assert _clamped(_hook(env, package))
+    path = package / "__pycache__" / NAME
+    magic, root, modules = marshal.loads(path.read_bytes())
+    modules["governor.engine.decide"] = ("only", "three", "fields")
+    path.write_bytes(marshal.dumps((magic, root, modules)))
+    proc = _hook(env, package)
+    assert _clamped(proc) and not proc.stderr, proc.stderr
+    assert len(_held(package)["governor.engine.decide"]) == 6
+
+
+def test_no_file_is_written_where_bytecode_is_not(env: Env, package: Path) -> None:
+    proc = _hook(env, package, "-B")  # the interpreter writes no .pyc: nor is the file written
+    assert _clamped(proc), proc.stderr
+    assert not (package / "__pycache__" / NAME).exists()
+
+
+def test_hooks_starting_at_once_leave_one_whole_file(env: Env, package: Path) -> None:
+    assert _clamped(_hook(env, package, "-B"))  # no file yet, and no .pyc: every hook below takes its own
+    payload = {"session_id": "bundle-2", "cwd": str(env.project), "hook_event_name": "PreToolUse",
+               "transcript_path": "/dev/null", "tool_name": "mcp__engram__mem_search",
+               "tool_input": {"query": "auth", "limit": 20}}  # fmt: skip
+    command = [sys.executable, "-I", "-S", str(package / "runtime" / "entry.py"), "claude-code"]
+    procs = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=env.vars, cwd=str(env.project)) for _ in range(6)]  # fmt: skip
+    for n, proc in enumerate(procs):
+        out, err = proc.communicate(
+            json.dumps({**payload, "session_id": f"s-{n}", "tool_use_id": "t"}).encode(), timeout=60
+        )
+        assert json.loads(out)["hookSpecificOutput"]["updatedInput"]["limit"] == 3, err
+    held = _held(package)
+    for name, (origin, _, mtime_ns, size, code, _) in held.items():
+        assert os.stat(origin).st_mtime_ns == mtime_ns and os.stat(origin).st_size == size, name
+        marshal.loads(code)
+    assert not [p for p in (package / "__pycache__").iterdir() if p.name.endswith(".tmp")]
