@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from governor.runtime import bundle
 from tests.conftest import ROOT, Env
 
 pytestmark = pytest.mark.hook_processes
@@ -49,19 +50,19 @@ def _clamped(proc: subprocess.CompletedProcess[bytes]) -> bool:
 
 
 def _held(package: Path) -> dict[str, tuple]:  # type: ignore[type-arg]
-    _, root, modules = marshal.loads((package / "__pycache__" / NAME).read_bytes())
+    root, modules = bundle.read(str(package / "__pycache__" / NAME))
     assert root == str(package)
-    return dict(modules)
+    return modules
 
 
 def _plant(package: Path, name: str) -> None:
     """Rewrite the file so that `name`'s bytecode also prints MARK: seen only if it is served."""
-    path = package / "__pycache__" / NAME
-    magic, root, modules = marshal.loads(path.read_bytes())
+    path = str(package / "__pycache__" / NAME)
+    root, modules = bundle.read(path)
     origin, is_package, mtime_ns, size, _, cached = modules[name]
     source = Path(origin).read_text() + f"\nimport sys as _s\n_s.stderr.write({MARK!r} + '\\n')\n"
     modules[name] = (origin, is_package, mtime_ns, size, marshal.dumps(compile(source, origin, "exec")), cached)
-    path.write_bytes(marshal.dumps((magic, root, modules)))
+    bundle.write(path, root, modules)
 
 
 def test_the_second_hook_is_served_from_the_file_until_a_source_changes(env: Env, package: Path) -> None:
@@ -98,24 +99,39 @@ def test_the_second_hook_is_served_from_the_file_until_a_source_changes(env: Env
 def test_a_file_that_is_not_the_bundle_is_ignored_and_written_again(env: Env, package: Path) -> None:
     assert _clamped(_hook(env, package))
     path = package / "__pycache__" / NAME
-    for junk in (b"", b"\x00not marshal", marshal.dumps(("another magic", str(package), {})),
-                 marshal.dumps((sys.modules["_frozen_importlib_external"].MAGIC_NUMBER, "/elsewhere", {})),
-                 marshal.dumps([1, 2, 3])):  # fmt: skip
+    good = path.read_bytes()
+    magic = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
+    index = marshal.dumps((magic, str(package), {}))
+    for junk in (b"", b"MGHM", b"MGHM\xff\xff\xff\x7f", b"\x00not marshal", good[: len(good) // 2],
+                 b"MGHM" + len(index).to_bytes(4, "little") + index[:-3],
+                 _file(("another magic", str(package), {})), _file((magic, "/elsewhere", {})), _file([1, 2, 3])):  # fmt: skip
         path.write_bytes(junk)
         proc = _hook(env, package)
-        assert _clamped(proc) and not proc.stderr, (junk, proc.stderr)
-        assert "governor.engine.decide" in _held(package), junk
+        assert _clamped(proc) and not proc.stderr, (junk[:40], proc.stderr)
+        assert "governor.engine.decide" in _held(package), junk[:40]
+
+
+def _file(index: object) -> bytes:
+    header = marshal.dumps(index)
+    return b"MGHM" + len(header).to_bytes(4, "little") + header
 
 
 def test_an_entry_it_did_not_write_is_not_served(env: Env, package: Path) -> None:
     assert _clamped(_hook(env, package))
     path = package / "__pycache__" / NAME
-    magic, root, modules = marshal.loads(path.read_bytes())
-    modules["governor.engine.decide"] = ("only", "three", "fields")
-    path.write_bytes(marshal.dumps((magic, root, modules)))
-    proc = _hook(env, package)
-    assert _clamped(proc) and not proc.stderr, proc.stderr
-    assert len(_held(package)["governor.engine.decide"]) == 6
+    root, modules = bundle.read(str(path))
+    origin, is_package, mtime_ns, size, _, cached = modules["governor.engine.decide"]
+    for entry in [("only", "three", "fields"), (origin, is_package, mtime_ns, size, b"\x00junk", cached),
+                  (origin, is_package, mtime_ns, size, marshal.dumps("not code"), cached)]:  # fmt: skip
+        if len(entry) == 6:
+            bundle.write(str(path), root, {**modules, "governor.engine.decide": entry})
+        else:  # one the writer could not lay out: placed in the index by hand
+            header = marshal.dumps((sys.modules["_frozen_importlib_external"].MAGIC_NUMBER, root,
+                                    {"governor.engine.decide": entry}))  # fmt: skip
+            path.write_bytes(b"MGHM" + len(header).to_bytes(4, "little") + header)
+        proc = _hook(env, package)
+        assert _clamped(proc) and not proc.stderr, (entry, proc.stderr)
+        assert marshal.loads(_held(package)["governor.engine.decide"][4]).co_filename == origin
 
 
 def test_no_file_is_written_where_bytecode_is_not(env: Env, package: Path) -> None:

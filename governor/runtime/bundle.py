@@ -34,60 +34,126 @@ if TYPE_CHECKING:
 MAGIC: bytes = _frozen_importlib_external.MAGIC_NUMBER
 NAME = f"hook-modules.{sys.implementation.cache_tag}.bin"
 PACKAGE = "governor"
+HEAD = b"MGHM"  # then the index's length (4 bytes, little-endian), the index, each module's bytecode
+FIRST_READ = 1 << 16  # the index (a few KB) in one read; a module's bytecode is read when it is imported
+_CODE = type(_frozen_importlib.ModuleSpec.__init__.__code__)
 
 
 class Finder:
     """On sys.meta_path, first: the package's modules the file holds, while each is current."""
 
-    def __init__(self, path: str, root: str, modules: dict[str, Any]) -> None:
+    def __init__(self, path: str, root: str, fd: int = -1, index: dict[str, Any] | None = None, base: int = 0) -> None:
         self.path = path  # the file
         self.root = root  # the package's folder
-        self.modules = modules  # name -> (origin, is a package, mtime_ns, size, bytecode, cached)
+        self.fd = fd  # the file as it was when read (a hook writing it anew replaces it whole), or -1
+        self.base = base  # where the bytecode starts in it (after the index)
+        self.index = index or {}  # name -> (origin, is a package, mtime_ns, size, offset, length, cached)
         self.served: set[str] = set()
         self.before = set(sys.modules)  # imported before it was installed: never its to hold
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        entry = self.modules.get(name)
+        entry = self.index.get(name)
         if entry is None:
             return None
         try:
-            origin, package, mtime_ns, size, _, cached = entry
+            origin, package, mtime_ns, size, _, _, cached = entry
             found = os.stat(origin)
-        except (OSError, TypeError, ValueError):
-            return None
-        if found.st_mtime_ns != mtime_ns or found.st_size != size:
-            return None  # changed since: imported as usual, and taken again after the answer
-        spec = _frozen_importlib.ModuleSpec(name, self, origin=origin, is_package=package)  # type: ignore[arg-type]
-        spec.has_location = True
-        spec.cached = cached  # (named, not derived from the origin: no name-building per import)
-        if package:
-            spec.submodule_search_locations = [os.path.dirname(origin)]
+            if found.st_mtime_ns != mtime_ns or found.st_size != size:
+                return None  # changed since: imported as usual, and taken again after the answer
+            code = marshal.loads(self.bytecode(entry))
+            if type(code) is not _CODE:
+                return None
+            spec = _frozen_importlib.ModuleSpec(name, self, origin=origin, is_package=bool(package))  # type: ignore[arg-type]
+            spec.has_location = True
+            spec.cached = cached  # (named, not derived from the origin: no name-building per import)
+            if package:
+                spec.submodule_search_locations = [os.path.dirname(origin)]
+        except Exception:
+            return None  # an entry this module did not write: the usual import
+        spec.loader_state = code
         return spec
+
+    def bytecode(self, entry: Any) -> bytes:
+        offset, length = entry[4], entry[5]
+        data = os.pread(self.fd, length, self.base + offset)
+        if len(data) != length:
+            raise ValueError("the file is shorter than its index")
+        return data
 
     def create_module(self, spec: Any) -> None:
         return None  # the usual module object
 
     def exec_module(self, module: Any) -> None:
-        name = module.__spec__.name
-        code = marshal.loads(self.modules[name][4])
-        self.served.add(name)
-        exec(code, module.__dict__)  # the package's own bytecode, as the .pyc loader runs it
+        self.served.add(module.__spec__.name)
+        exec(module.__spec__.loader_state, module.__dict__)  # the package's own bytecode, as the .pyc loader runs it
 
 
 def install(root: str) -> Finder:
     """Serve the package at `root` (its folder) from its file, where there is a usable one."""
     path = os.path.join(root, "__pycache__", NAME)
-    modules: dict[str, Any] = {}
+    finder = Finder(path, root)
     try:
-        with open(path, "rb") as file:
-            held = marshal.loads(file.read())
-        if isinstance(held, tuple) and len(held) == 3 and held[0] == MAGIC and held[1] == root:
-            modules = held[2] if isinstance(held[2], dict) else {}
+        finder.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        finder.index, finder.base = _index(finder.fd, root)
     except (OSError, ValueError, EOFError, TypeError):
         pass  # none yet, or not one this module wrote: imported as usual, written after the answer
-    finder = Finder(path, root, modules)
     sys.meta_path.insert(0, finder)
     return finder
+
+
+def _index(fd: int, root: str) -> tuple[dict[str, Any], int]:
+    """The file's index (when it is this module's, for `root`) and where its bytecode starts."""
+    head = os.read(fd, FIRST_READ)
+    if head[:4] != HEAD:
+        return {}, 0
+    length = int.from_bytes(head[4:8], "little")
+    if 8 + length > len(head):
+        head += os.pread(fd, 8 + length - len(head), len(head))
+    held = marshal.loads(head[8 : 8 + length])
+    if (
+        isinstance(held, tuple)
+        and len(held) == 3
+        and held[0] == MAGIC
+        and held[1] == root
+        and isinstance(held[2], dict)
+    ):
+        return held[2], 8 + length
+    return {}, 0
+
+
+def write(path: str, root: str, modules: dict[str, tuple[Any, ...]]) -> None:
+    """The file for `root`: `modules` name -> (origin, is a package, mtime_ns, size, bytecode,
+    cached), written whole beside it and moved into place (hooks read it while it is written)."""
+    index, offset = {}, 0
+    for name, (origin, package, mtime_ns, size, code, cached) in modules.items():
+        index[name] = (origin, package, mtime_ns, size, offset, len(code), cached)  # offset: after the index
+        offset += len(code)
+    header = marshal.dumps((MAGIC, root, index))
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "wb") as file:
+            file.write(HEAD + len(header).to_bytes(4, "little") + header + b"".join(m[4] for m in modules.values()))
+        os.replace(temporary, path)  # whole or not at all
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+
+
+def read(path: str) -> tuple[str, dict[str, tuple[Any, ...]]]:
+    """What `write` wrote: (root, name -> (origin, is a package, mtime_ns, size, bytecode, cached))."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        head = os.read(fd, 8)
+        if head[:4] != HEAD:
+            raise ValueError(f"{path} is not a module file")
+        length = int.from_bytes(head[4:8], "little")
+        _, root, index = marshal.loads(os.pread(fd, length, 8))
+        finder = Finder(path, root, fd, index, 8 + length)
+        return root, {name: (*entry[:4], finder.bytecode(entry), entry[6]) for name, entry in index.items()}
+    finally:
+        os.close(fd)
 
 
 def refresh(finder: Finder) -> None:
@@ -103,35 +169,24 @@ def _refresh(finder: Finder) -> None:
     prefix = PACKAGE + "."
     loaded = {name: module for name, module in list(sys.modules.items())
               if name == PACKAGE or name.startswith(prefix)}  # fmt: skip
-    fresh = [
-        name
-        for name, module in loaded.items()
-        if name not in finder.served and name not in finder.before and _cached_source(finder, module)
-    ]
+    fresh = [name for name, module in loaded.items()
+             if name not in finder.served and name not in finder.before and _cached_source(finder, module)]  # fmt: skip
     if not fresh or sys.dont_write_bytecode or not os.access(os.path.dirname(finder.path), os.W_OK):
         return
     modules = {}
-    for name, entry in finder.modules.items():  # what it held, still current (another event's modules)
+    for name, entry in finder.index.items():  # what it held, still current (another event's modules)
         if name not in loaded or name in finder.served:
-            current = _current(entry)
-            if current:
-                modules[name] = entry
+            try:
+                if _current(entry):
+                    modules[name] = (*entry[:4], finder.bytecode(entry), entry[6])
+            except (OSError, ValueError, TypeError, IndexError):
+                continue
     for name in fresh:
         taken = _take(finder, loaded[name])
         if taken is not None:
             modules[name] = taken
-    if not modules:
-        return
-    temporary = f"{finder.path}.{os.getpid()}.tmp"
-    try:
-        with open(temporary, "wb") as file:
-            file.write(marshal.dumps((MAGIC, finder.root, modules)))
-        os.replace(temporary, finder.path)  # whole or not at all, for hooks reading it at once
-    except OSError:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+    if modules:
+        write(finder.path, finder.root, modules)
 
 
 def _cached_source(finder: Finder, module: Any) -> bool:
@@ -144,7 +199,7 @@ def _cached_source(finder: Finder, module: Any) -> bool:
 
 def _current(entry: Any) -> bool:
     try:
-        origin, _, mtime_ns, size, _, _ = entry
+        origin, _, mtime_ns, size = entry[:4]
         found = os.stat(origin)
     except (OSError, TypeError, ValueError):
         return False
