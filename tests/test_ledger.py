@@ -443,3 +443,32 @@ def test_a_hook_process_loads_sqlite_without_functools_and_keeps_the_real_one_fo
         "print(functools.reduce(lambda a, b: a + b, [1, 2, 3]), hasattr(functools, 'partial'))\n"
     )
     assert out.split("\n")[:3] == ["False False", str(sum(i % 300 for i in range(1000))), "6 True"]
+
+
+@pytest.mark.hook_processes
+def test_hooks_deciding_alone_keep_the_wal_short_and_every_decision(env: Env) -> None:
+    """A hook that decides in its own process exits without closing the ledger (no checkpoint in its
+    way), and the next one to open the file alone reads the whole WAL: left so, the WAL grew by
+    every decision and every cold hook's time with it. Past WAL_LIMIT the hook that finds it long
+    checkpoints it after its answer; no decision is lost doing so."""
+    import json
+
+    from governor.engine.sqlite_ledger import WAL_LIMIT
+    from tests.conftest import HOOK
+
+    wal = env.state / "ledger.db-wal"
+    largest = 0
+    for n in range(60):  # ~37 KB of WAL a decision here: past the limit about once every 28
+        payload = {"session_id": f"wal-{n}", "cwd": str(env.project), "hook_event_name": "PreToolUse",
+                   "transcript_path": "/dev/null", "tool_name": "mcp__engram__mem_search",
+                   "tool_input": {"query": "auth", "limit": 20}, "tool_use_id": f"t-{n}"}  # fmt: skip
+        proc = subprocess.run(HOOK, input=json.dumps(payload).encode(), capture_output=True, env=env.vars,
+                              cwd=str(env.project), timeout=60)  # fmt: skip
+        assert json.loads(proc.stdout)["hookSpecificOutput"]["updatedInput"]["limit"] == 3, proc.stderr
+        largest = max(largest, wal.stat().st_size if wal.exists() else 0)
+    assert largest <= WAL_LIMIT + 256 * 1024, largest  # one decision's pages past the limit, at most
+    ledger = open_ledger(str(env.state))
+    try:
+        assert ledger.one("SELECT COUNT(*) FROM calls")[0] == 60
+    finally:
+        ledger.close()

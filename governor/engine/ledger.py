@@ -322,6 +322,10 @@ class Ledger:
     def vacuum(self) -> None:
         """Give the space gc freed back (the SQLite file); nothing to do elsewhere."""
 
+    def tidy(self) -> None:
+        """Before a process that leaves this connection open exits (runner.leave_open): what the
+        next processes need done (the SQLite file: a long WAL checkpointed); nothing elsewhere."""
+
     def q(self, sql: str, *args: Any) -> list[Any]:
         try:
             return self.db.execute(sql, args).fetchall()

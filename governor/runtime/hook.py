@@ -142,5 +142,8 @@ def main(argv: list[str]) -> None:
 
         enter(argv[2])
     code = run(argv[0] if argv else "claude-code", exits=True)
+    runner = sys.modules.get("governor.runtime.runner")  # decided here (not by the warm server)
+    if runner is not None:
+        runner.before_exit()  # after the answer: the ledger tidied for the next hook
     bundle.refresh(finder)  # after the answer, and only when a module was imported the usual way
     os._exit(code)

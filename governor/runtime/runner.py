@@ -42,14 +42,25 @@ def keep_connections() -> None:
 
 
 _closing = True  # leave_open: a process about to exit does not close its ledger
+_left: list[Any] = []  # the ledgers left open so (before_exit)
 
 
 def leave_open() -> None:
     """For a process that exits (os._exit) right after its one decision: the ledger is not closed.
-    SQLite releases it with the process; the WAL is checkpointed by a later commit instead of by
-    this exit (a checkpoint is an fsync, the largest part of a cold decision on a busy disk)."""
+    SQLite releases it with the process; closing it would checkpoint the WAL (an fsync, the
+    largest part of a cold decision on a busy disk): `before_exit` does, once the WAL is long."""
     global _closing
     _closing = False
+
+
+def before_exit() -> None:
+    """After a leave_open process's answer is written: each ledger it left open tidies up for the
+    processes after it (governor.engine.sqlite_ledger: a long WAL is checkpointed). Never raises."""
+    for ledger in _left:
+        try:
+            ledger.tidy()
+        except Exception:
+            pass
 
 
 def warm_up(env: Mapping[str, str], project: str) -> None:
@@ -301,6 +312,8 @@ def _decide(
     finally:
         if kept is None and _closing:
             ledger.close()
+        elif kept is None:
+            _left.append(ledger)
 
 
 def _notify(out: Outcome, event: Event, env: Mapping[str, str], notices: list[str]) -> None:
