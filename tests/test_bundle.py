@@ -20,7 +20,6 @@ from governor.runtime import bundle
 from tests.conftest import ROOT, Env
 
 pytestmark = pytest.mark.hook_processes
-NAME = f"hook-modules.{sys.implementation.cache_tag}.bin"
 MARK = "memory-governor-test: decide came from the file"
 
 
@@ -34,13 +33,18 @@ def package(tmp_path: Path) -> Path:
     return target
 
 
-def _hook(env: Env, package: Path, *flags: str) -> subprocess.CompletedProcess[bytes]:
+def _hook(env: Env, package: Path, *flags: str, umask: int | None = None) -> subprocess.CompletedProcess[bytes]:
     payload = {"session_id": f"bundle-{os.urandom(4).hex()}", "cwd": str(env.project), "hook_event_name": "PreToolUse",
                "transcript_path": "/dev/null", "tool_name": "mcp__engram__mem_search",
                "tool_input": {"query": "auth", "limit": 20}, "tool_use_id": f"t-{os.urandom(4).hex()}"}  # fmt: skip
     command = [sys.executable, *flags, "-I", "-S", str(package / "runtime" / "entry.py"), "claude-code"]
     return subprocess.run(command, input=json.dumps(payload).encode(), capture_output=True, env=env.vars,
-                          cwd=str(env.project), timeout=60)  # fmt: skip
+                          cwd=str(env.project), timeout=60,
+                          preexec_fn=None if umask is None else lambda: os.umask(umask) and None)  # fmt: skip
+
+
+def _path(package: Path) -> str:
+    return str(package / "__pycache__" / bundle.file_name(str(package)))
 
 
 def _clamped(proc: subprocess.CompletedProcess[bytes]) -> bool:
@@ -50,14 +54,14 @@ def _clamped(proc: subprocess.CompletedProcess[bytes]) -> bool:
 
 
 def _held(package: Path) -> dict[str, tuple]:  # type: ignore[type-arg]
-    root, modules = bundle.read(str(package / "__pycache__" / NAME))
+    root, modules = bundle.read(_path(package))
     assert root == str(package)
     return modules
 
 
 def _plant(package: Path, name: str) -> None:
     """Rewrite the file so that `name`'s bytecode also prints MARK: seen only if it is served."""
-    path = str(package / "__pycache__" / NAME)
+    path = _path(package)
     root, modules = bundle.read(path)
     origin, is_package, mtime_ns, size, _, cached = modules[name]
     source = Path(origin).read_text() + f"\nimport sys as _s\n_s.stderr.write({MARK!r} + '\\n')\n"
@@ -73,7 +77,7 @@ def test_the_second_hook_is_served_from_the_file_until_a_source_changes(env: Env
     assert "governor.runtime.hook" not in held  # imported before the finder: never the file's
 
     _plant(package, "governor.engine.decide")
-    path = package / "__pycache__" / NAME
+    path = Path(_path(package))
     written = path.stat().st_mtime_ns
     served = _hook(env, package)
     assert MARK in served.stderr.decode() and _clamped(served), served.stderr  # the file's bytecode ran
@@ -98,7 +102,7 @@ def test_the_second_hook_is_served_from_the_file_until_a_source_changes(env: Env
 
 def test_a_file_that_is_not_the_bundle_is_ignored_and_written_again(env: Env, package: Path) -> None:
     assert _clamped(_hook(env, package))
-    path = package / "__pycache__" / NAME
+    path = Path(_path(package))
     good = path.read_bytes()
     magic = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
     index = marshal.dumps((magic, str(package), {}))
@@ -118,7 +122,7 @@ def _file(index: object) -> bytes:
 
 def test_an_entry_it_did_not_write_is_not_served(env: Env, package: Path) -> None:
     assert _clamped(_hook(env, package))
-    path = package / "__pycache__" / NAME
+    path = Path(_path(package))
     root, modules = bundle.read(str(path))
     origin, is_package, mtime_ns, size, _, cached = modules["governor.engine.decide"]
     for entry in [("only", "three", "fields"), (origin, is_package, mtime_ns, size, b"\x00junk", cached),
@@ -135,9 +139,72 @@ def test_an_entry_it_did_not_write_is_not_served(env: Env, package: Path) -> Non
 
 
 def test_no_file_is_written_where_bytecode_is_not(env: Env, package: Path) -> None:
-    proc = _hook(env, package, "-B")  # the interpreter writes no .pyc: nor is the file written
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)  # .pyc files to take
+    proc = _hook(env, package, "-B")  # the interpreter writes no bytecode: nor is the file written
     assert _clamped(proc), proc.stderr
-    assert not (package / "__pycache__" / NAME).exists()
+    assert not Path(_path(package)).exists()
+
+
+def test_what_another_copy_or_interpreter_wrote_is_not_served(env: Env, package: Path) -> None:
+    """A file naming another folder, or another interpreter's bytecode (its magic number), holds
+    real entries here: none of them runs."""
+    assert _clamped(_hook(env, package))
+    _plant(package, "governor.engine.decide")
+    path = Path(_path(package))
+    planted = path.read_bytes()
+    length = int.from_bytes(planted[4:8], "little")
+    magic, root, index = marshal.loads(planted[8 : 8 + length])
+    for header in [(magic, str(package.parent / "other" / "governor"), index), (b"\x00\x00\r\n", root, index)]:
+        rewritten = marshal.dumps(header)
+        path.write_bytes(b"MGHM" + len(rewritten).to_bytes(4, "little") + rewritten + planted[8 + length :])
+        proc = _hook(env, package)
+        assert MARK not in proc.stderr.decode() and _clamped(proc), (header[:2], proc.stderr)
+    path.write_bytes(planted)
+    assert MARK in _hook(env, package).stderr.decode()  # the same file, as written: served (the check bites)
+    root, modules = bundle.read(str(path))  # a name outside the package, whatever the file says: never served
+    origin, _, mtime_ns, size, code, cached = modules["governor.engine.decide"]
+    bundle.write(str(path), root, {**modules, "_sqlite3": (origin, False, mtime_ns, size, code, cached)})
+    proc = _hook(env, package)
+    assert proc.stderr.decode().count(MARK) == 1 and _clamped(proc), proc.stderr  # decide's, not _sqlite3's
+
+
+def test_served_code_names_its_own_file_and_the_file_is_as_private_as_the_bytecode(env: Env, package: Path) -> None:
+    """Bytecode taken in one place names its source there: the finder points it at this copy's file,
+    as the .pyc loader does. The file gets the mode of the package's source (as each .pyc does),
+    whatever the umask of the hook that wrote it."""
+    (package / "__init__.py").chmod(0o644)
+    proc = _hook(env, package, umask=0)
+    assert proc.returncode == 0 and _clamped(proc), proc.stderr
+    assert Path(_path(package)).stat().st_mode & 0o777 == 0o644
+    path = _path(package)
+    root, modules = bundle.read(path)
+    origin, is_package, mtime_ns, size, _, cached = modules["governor.engine.decide"]
+    source = (
+        Path(origin).read_text()
+        + "\nimport sys as _s\n_s.stderr.write('ran as ' + _s._getframe().f_code.co_filename + '\\n')\n"
+    )
+    code = marshal.dumps(compile(source, "/somewhere/else/decide.py", "exec"))
+    bundle.write(path, root, {**modules, "governor.engine.decide": (origin, is_package, mtime_ns, size, code, cached)})
+    served = _hook(env, package)
+    assert f"ran as {origin}" in served.stderr.decode(), served.stderr
+
+
+def test_a_pyc_older_than_its_source_is_not_taken(env: Env, package: Path) -> None:
+    """An edit in the same second as the .pyc, of the same size, passes Python's own check of the
+    .pyc (its source's mtime in seconds and size): the file does not take that bytecode."""
+    assert _clamped(_hook(env, package))
+    path = Path(_path(package))
+    source = package / "engine" / "decide.py"
+    cached = Path(_held(package)["governor.engine.decide"][5])
+    path.unlink()
+    second = (source.stat().st_mtime_ns // 1_000_000_000) * 1_000_000_000
+    os.utime(cached, ns=(second + 200_000_000, second + 200_000_000))  # the .pyc: written at .2 s
+    text = source.read_text()
+    source.write_text(text.replace("one entry", "One entry", 1) if "one entry" in text else text[:-1] + " ")
+    os.utime(source, ns=(second + 900_000_000, second + 900_000_000))  # then the source, at .9 s, same size
+    assert _clamped(_hook(env, package))
+    assert "governor.engine.decide" not in _held(package)
+    assert "governor.engine.pre_tool" in _held(package)
 
 
 def test_hooks_starting_at_once_leave_one_whole_file(env: Env, package: Path) -> None:

@@ -1,28 +1,33 @@
-"""A hook process's modules from one file, read once: `governor/__pycache__/hook-modules.<tag>.bin`.
+"""A hook process's modules from one file, read as needed: `governor/__pycache__/hook-modules.*.bin`.
 
 A hook deciding alone imports ~35 of the package's modules (a warm one ~6), and each import
 through the path finder costs ~0.1 ms of Python-level work (the folder's listing, the cached
 file's name, open, read, the .pyc's header against its source) before the module's code runs.
-This finder serves them from one file instead: for each module, the bytecode Python cached for
-it (its .pyc, taken only while valid for its source, as Python itself checks it), kept in the
-package's own __pycache__ beside those .pyc files, so it is exactly as trusted as they are and
-never in a folder the state directory or the user's project names.
+This finder serves them from one file instead: an index, then for each module the bytecode
+Python cached for it (its .pyc, taken only while valid for its source as Python itself checks it,
+and not written before the source last changed), read when the module is imported. The file is
+kept in the package's own __pycache__ beside those .pyc files, with the mode each of them gets
+(the source's), so it is exactly as trusted as they are; one per interpreter, optimisation level
+and path to the package, as the .pyc files are named; never in a folder the state directory, the
+environment or the user's project names.
 
-A module is served only while its source has the size and the modification time (in ns) it
-had when its bytecode was taken, so an upgrade, an edit or a moved file is imported as usual;
-a name the file does not hold, a file that cannot be read, one from another interpreter or any
-entry that is not what this module wrote: the same. The hook that imported a module the usual
-way writes the file again after its answer (`refresh`), once; a package folder the process
-cannot write to (a managed install) is never written, and its hooks import as usual.
+A module is served only while its source has the size and the modification time (in ns) it had
+when its bytecode was taken, so an upgrade, an edit or a moved file is imported as usual; a name
+the file does not hold or outside the package, a file that cannot be read, one from another
+interpreter or for another folder, or any entry that is not what this module wrote: the same. The
+hook that imported a module the usual way writes the file again after its answer (`refresh`);
+a package folder the process cannot write to (a managed install), or an interpreter that writes
+no bytecode, is never written, and its hooks import as usual.
 
 Standard library only, and only what the interpreter has loaded at start (`marshal`, `os`, `sys`,
-the frozen import machinery).
+`_imp`, the frozen import machinery).
 """
 
 from __future__ import annotations
 
 import _frozen_importlib  # importlib's bootstrap, loaded at every start
 import _frozen_importlib_external
+import _imp
 import marshal
 import os
 import sys
@@ -32,11 +37,20 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAGIC: bytes = _frozen_importlib_external.MAGIC_NUMBER
-NAME = f"hook-modules.{sys.implementation.cache_tag}.bin"
+_KEY: int = _frozen_importlib_external._RAW_MAGIC_NUMBER  # type: ignore[attr-defined]  # source_hash's key
 PACKAGE = "governor"
 HEAD = b"MGHM"  # then the index's length (4 bytes, little-endian), the index, each module's bytecode
 FIRST_READ = 1 << 16  # the index (a few KB) in one read; a module's bytecode is read when it is imported
 _CODE = type(_frozen_importlib.ModuleSpec.__init__.__code__)
+
+
+def file_name(root: str) -> str:
+    """The file for the package at `root`, for this interpreter: its cache tag and optimisation
+    level, as its .pyc files are named, and the folder's own path (a package reached by two paths,
+    a symlink, gets a file for each instead of each rewriting the other's)."""
+    optimize = f".opt-{sys.flags.optimize}" if sys.flags.optimize else ""
+    where = _imp.source_hash(_KEY, root.encode("utf-8", "surrogateescape"))
+    return f"hook-modules.{sys.implementation.cache_tag}{optimize}.{where.hex()}.bin"
 
 
 class Finder:
@@ -57,6 +71,8 @@ class Finder:
             return None
         try:
             origin, package, mtime_ns, size, _, _, cached = entry
+            if not (name == PACKAGE or name.startswith(PACKAGE + ".")) or not origin.startswith(self.root + os.sep):
+                return None  # never a name or a file outside the package, whatever the file says
             found = os.stat(origin)
             if found.st_mtime_ns != mtime_ns or found.st_size != size:
                 return None  # changed since: imported as usual, and taken again after the answer
@@ -84,19 +100,20 @@ class Finder:
         return None  # the usual module object
 
     def exec_module(self, module: Any) -> None:
-        self.served.add(module.__spec__.name)
-        exec(module.__spec__.loader_state, module.__dict__)  # the package's own bytecode, as the .pyc loader runs it
+        spec = module.__spec__
+        self.served.add(spec.name)
+        _imp._fix_co_filename(spec.loader_state, spec.origin)  # type: ignore[attr-defined]  # as the .pyc loader does
+        exec(spec.loader_state, module.__dict__)  # the package's own bytecode, as the .pyc loader runs it
 
 
 def install(root: str) -> Finder:
     """Serve the package at `root` (its folder) from its file, where there is a usable one."""
-    path = os.path.join(root, "__pycache__", NAME)
-    finder = Finder(path, root)
+    finder = Finder(os.path.join(root, "__pycache__", file_name(root)), root)
     try:
-        finder.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        finder.fd = os.open(finder.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         finder.index, finder.base = _index(finder.fd, root)
-    except (OSError, ValueError, EOFError, TypeError):
-        pass  # none yet, or not one this module wrote: imported as usual, written after the answer
+    except Exception:  # none yet, or not one this module wrote (marshal raises what it likes on junk)
+        finder.index = {}  # imported as usual, and written after the answer
     sys.meta_path.insert(0, finder)
     return finder
 
@@ -129,16 +146,25 @@ def write(path: str, root: str, modules: dict[str, tuple[Any, ...]]) -> None:
         index[name] = (origin, package, mtime_ns, size, offset, len(code), cached)  # offset: after the index
         offset += len(code)
     header = marshal.dumps((MAGIC, root, index))
-    temporary = f"{path}.{os.getpid()}.tmp"
+    try:  # the mode of the package's source, as CPython gives each .pyc its source's
+        mode = os.stat(os.path.join(root, "__init__.py")).st_mode & 0o666
+    except OSError:
+        return
+    temporary = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     try:
-        with open(temporary, "wb") as file:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError:
+        return
+    try:
+        with open(fd, "wb") as file:
             file.write(HEAD + len(header).to_bytes(4, "little") + header + b"".join(m[4] for m in modules.values()))
         os.replace(temporary, path)  # whole or not at all
-    except OSError:
+    except BaseException:
         try:
             os.unlink(temporary)
         except OSError:
             pass
+        raise
 
 
 def read(path: str) -> tuple[str, dict[str, tuple[Any, ...]]]:
@@ -161,7 +187,7 @@ def refresh(finder: Finder) -> None:
     write the file again with every module it holds now (never fails the hook)."""
     try:
         _refresh(finder)
-    except Exception:
+    except BaseException:  # the answer is out: nothing here may change the exit
         pass
 
 
@@ -181,11 +207,13 @@ def _refresh(finder: Finder) -> None:
                     modules[name] = (*entry[:4], finder.bytecode(entry), entry[6])
             except (OSError, ValueError, TypeError, IndexError):
                 continue
+    taken = 0
     for name in fresh:
-        taken = _take(finder, loaded[name])
-        if taken is not None:
-            modules[name] = taken
-    if modules:
+        entry = _take(finder, loaded[name])
+        if entry is not None:
+            modules[name] = entry
+            taken += 1
+    if taken or set(modules) != set(finder.index):  # else the same file again: not written
         write(finder.path, finder.root, modules)
 
 
@@ -208,17 +236,33 @@ def _current(entry: Any) -> bool:
 
 def _take(finder: Finder, module: Any) -> tuple[Any, ...] | None:
     """(origin, is a package, mtime_ns, size, bytecode, cached) from the module's .pyc, if that is
-    valid for its source as Python checks it (a timestamp .pyc: the source's mtime and size)."""
+    valid for its source as Python checks it (a timestamp .pyc: the source's mtime in seconds and
+    its size; a hash-based one: the source's hash) and was not written before the source last
+    changed (an edit in the same second as the .pyc, of the same size, passes Python's check)."""
     spec = module.__spec__
     origin, cached = spec.origin, spec.cached
     try:
         found = os.stat(origin)
+        written = os.stat(cached).st_mtime_ns
         with open(cached, "rb") as file:
             data = file.read()
     except OSError:
         return None
-    if (len(data) < 16 or data[:4] != MAGIC or data[4:8] != b"\0\0\0\0"
-            or int.from_bytes(data[8:12], "little") != int(found.st_mtime) & 0xFFFFFFFF
-            or int.from_bytes(data[12:16], "little") != found.st_size & 0xFFFFFFFF):  # fmt: skip
+    if len(data) < 16 or data[:4] != MAGIC or written < found.st_mtime_ns:
+        return None
+    flags = int.from_bytes(data[4:8], "little")
+    if flags == 0:
+        if (int.from_bytes(data[8:12], "little") != int(found.st_mtime) & 0xFFFFFFFF
+                or int.from_bytes(data[12:16], "little") != found.st_size & 0xFFFFFFFF):  # fmt: skip
+            return None
+    elif flags in (1, 3):  # hash-based (pip writes them when SOURCE_DATE_EPOCH is set)
+        try:
+            with open(origin, "rb") as file:
+                source = file.read()
+        except OSError:
+            return None
+        if _imp.source_hash(_KEY, source) != data[8:16]:
+            return None
+    else:
         return None
     return origin, spec.submodule_search_locations is not None, found.st_mtime_ns, found.st_size, data[16:], cached

@@ -141,9 +141,12 @@ def main(argv: list[str]) -> None:
         from governor.policy.managed import enter
 
         enter(argv[2])
-    code = run(argv[0] if argv else "claude-code", exits=True)
-    runner = sys.modules.get("governor.runtime.runner")  # decided here (not by the warm server)
-    if runner is not None:
-        runner.before_exit()  # after the answer: the ledger tidied for the next hook
-    bundle.refresh(finder)  # after the answer, and only when a module was imported the usual way
-    os._exit(code)
+    code = 0
+    try:
+        code = run(argv[0] if argv else "claude-code", exits=True)
+        runner = sys.modules.get("governor.runtime.runner")  # decided here (not by the warm server)
+        if runner is not None:
+            runner.before_exit()  # after the answer: the ledger tidied for the next hook
+        bundle.refresh(finder)  # after the answer, and only when a module was imported the usual way
+    finally:
+        os._exit(code)  # whatever happened after the answer, the exit its harness expects
