@@ -1397,10 +1397,11 @@ HARNESS_FINDINGS = [
     "(with enum, functools and collections, ~5 ms of a cold process; `python -X importtime`: 76 modules "
     "against Claude Code's 60) even when there was no file. Now `re` only for a file that names copilot at "
     "all, and no hook imports importlib (nor warnings with it) to find its adapter: 58 and 59 modules. The "
-    "cold rows of prompts and memory tools are a ~45 ms process against a ~20 ms bare one, and their ratio "
-    "moves with the run: the same code in one quiet hour of 2026-12-06 (load average under 1) gave 1.35 to 2.11× "
-    "with 7 runs a row (40 of 42 targets met) and 2.13 to 2.52× with 15 (27 of 42). The ≤ 2× target sits "
-    "inside that spread; the cold section's CPU time, steadier than the wall clock, is the figure to watch.",
+    "same code gave 1.35 to 2.11× with 7 runs a row (40 of 42 targets met) and 2.13 to 2.52× with 15 (27 of "
+    "42) in one quiet hour of 2026-12-06: the longer the run, the slower its cold rows, because every hook of "
+    "this loop shares one state directory and nothing checkpointed the ledger's WAL after a hook deciding "
+    "alone, so each read a longer WAL (the cold section's findings: fixed). With that, and the imports served "
+    "from one file, every cold row of prompts and memory tools is 1.5 to 1.9× (2026-12-06, 15 runs a row, twice).",
     "",
 ]
 
