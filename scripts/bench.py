@@ -558,13 +558,15 @@ def cold_markdown(result: dict[str, Any], command: str) -> str:
 # reworked (issue 27), kept with the table it explains.
 COLD_BEFORE = "Before (main at 855a983, the same command on 2026-12-02, load average 2.7): UserPromptSubmit 5.31× bare (CPU 3.54×), PreToolUse (memory tool) 5.40× (CPU 2.93×), PostToolUse (search result) 53.6× (CPU 43.5×)."
 COLD_LEFT = (
-    "A shell command's PreToolUse is still ~2.8× bare: its hook imports `re` (with `enum`, `functools` and "
-    "`collections`, ~7 ms of a cold process) and `shlex`, which imports `re` itself, for the shell reader, and "
-    "compiles the reader's and the policy's route patterns (~20 compiles for `ls`). The lexer is the standard "
-    "library's, on purpose: one written here would be a second lexer to trust. What would take it to 2× is "
-    "building those patterns from the `_sre` code the forms file keeps for the memory-need patterns, and a "
-    "lexer that needs no `re`; neither is done. UserPromptSubmit, 2.04–2.10× before the imports below, is "
-    "under 2× now; its ratio, like every row's, moves with the bare interpreter's time on the day."
+    "A shell command's PreToolUse is still ~2.7× bare: its hook imports `shlex` for the shell reader, and "
+    "`re` for the reader's, the spill check's and the policy's route patterns (~20 compiles for `ls`). Those "
+    "two imports are most of the gap: in a `python -I -S` process here, `import re` costs +12.0 ms of CPU "
+    "(`enum` +8.5 ms and `functools` +6.3 ms of it, nested: enum classes and a namedtuple built at import) "
+    "and `import shlex` +13.7 ms (it imports `re` for `quote`), against a 30 ms hook for a memory tool "
+    "(2026-12-06, 25 runs each). The lexer is the standard library's, on purpose: one written here would be a "
+    "second lexer to trust. What would take the row to 2× is a shell path with no `re` at all: its patterns "
+    "built from the `_sre` code the forms file keeps for the memory-need patterns, and the lexer without the "
+    "module that imports `re`; not done. UserPromptSubmit, 2.04–2.10× before the imports below, is 1.8× now."
 )
 COLD_FINDINGS = [
     "Where a cold decision's time went (2026-12-02, before this table's code: `python -X importtime` and a "
