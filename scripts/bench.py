@@ -651,7 +651,7 @@ COLD_FINDINGS = [
     "the .pyc's name, open, read, its header checked against the source). Now entry.py is a few lines that "
     "start governor.runtime.hook from its .pyc, and a hook serves the package's modules from one file in "
     "governor/__pycache__ (governor.runtime.bundle: each module's valid .pyc bytecode behind an index, read "
-    "when the module is imported, used only while its source keeps its mtime and size; written again after "
+    "when the module is imported, used only while its source is the file it was and the bytecode has its digest; written again after "
     "the answer by a hook that imported one the usual way; tests/test_bundle.py). Beside the commit before "
     "both (`./scripts/bench.sh --only cold --runs 20 --baseline DIR`, load average ~2, bare 17.7 ms): CPU per "
     "cold UserPromptSubmit 32.5 ms against 36.2 ms (1.84× against 2.05× bare), PreToolUse (memory tool) 29.3 "

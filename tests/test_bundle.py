@@ -63,9 +63,9 @@ def _plant(package: Path, name: str) -> None:
     """Rewrite the file so that `name`'s bytecode also prints MARK: seen only if it is served."""
     path = _path(package)
     root, modules = bundle.read(path)
-    origin, is_package, mtime_ns, size, _, cached = modules[name]
+    origin, is_package, held, _, cached = modules[name]
     source = Path(origin).read_text() + f"\nimport sys as _s\n_s.stderr.write({MARK!r} + '\\n')\n"
-    modules[name] = (origin, is_package, mtime_ns, size, marshal.dumps(compile(source, origin, "exec")), cached)
+    modules[name] = (origin, is_package, held, marshal.dumps(compile(source, origin, "exec")), cached)
     bundle.write(path, root, modules)
 
 
@@ -88,7 +88,7 @@ def test_the_second_hook_is_served_from_the_file_until_a_source_changes(env: Env
     os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # touched: a newer mtime
     touched = _hook(env, package)
     assert MARK not in touched.stderr.decode() and _clamped(touched), touched.stderr
-    assert _held(package)["governor.engine.decide"][2] == source.stat().st_mtime_ns  # taken again
+    assert _held(package)["governor.engine.decide"][2] == bundle.stamp(source.stat())  # taken again
 
     _plant(package, "governor.engine.decide")
     mtime = source.stat().st_mtime_ns
@@ -124,10 +124,10 @@ def test_an_entry_it_did_not_write_is_not_served(env: Env, package: Path) -> Non
     assert _clamped(_hook(env, package))
     path = Path(_path(package))
     root, modules = bundle.read(str(path))
-    origin, is_package, mtime_ns, size, _, cached = modules["governor.engine.decide"]
-    for entry in [("only", "three", "fields"), (origin, is_package, mtime_ns, size, b"\x00junk", cached),
-                  (origin, is_package, mtime_ns, size, marshal.dumps("not code"), cached)]:  # fmt: skip
-        if len(entry) == 6:
+    origin, is_package, held, _, cached = modules["governor.engine.decide"]
+    for entry in [("only", "three", "fields"), (origin, is_package, held, b"\x00junk", cached),
+                  (origin, is_package, held, marshal.dumps("not code"), cached)]:  # fmt: skip
+        if len(entry) == 5:
             bundle.write(str(path), root, {**modules, "governor.engine.decide": entry})
         else:  # one the writer could not lay out: placed in the index by hand
             header = marshal.dumps((sys.modules["_frozen_importlib_external"].MAGIC_NUMBER, root,
@@ -135,7 +135,7 @@ def test_an_entry_it_did_not_write_is_not_served(env: Env, package: Path) -> Non
             path.write_bytes(b"MGHM" + len(header).to_bytes(4, "little") + header)
         proc = _hook(env, package)
         assert _clamped(proc) and not proc.stderr, (entry, proc.stderr)
-        assert marshal.loads(_held(package)["governor.engine.decide"][4]).co_filename == origin
+        assert marshal.loads(_held(package)["governor.engine.decide"][3]).co_filename == origin
 
 
 def test_no_file_is_written_where_bytecode_is_not(env: Env, package: Path) -> None:
@@ -162,8 +162,8 @@ def test_what_another_copy_or_interpreter_wrote_is_not_served(env: Env, package:
     path.write_bytes(planted)
     assert MARK in _hook(env, package).stderr.decode()  # the same file, as written: served (the check bites)
     root, modules = bundle.read(str(path))  # a name outside the package, whatever the file says: never served
-    origin, _, mtime_ns, size, code, cached = modules["governor.engine.decide"]
-    bundle.write(str(path), root, {**modules, "_sqlite3": (origin, False, mtime_ns, size, code, cached)})
+    origin, _, held, code, cached = modules["governor.engine.decide"]
+    bundle.write(str(path), root, {**modules, "_sqlite3": (origin, False, held, code, cached)})
     proc = _hook(env, package)
     assert proc.stderr.decode().count(MARK) == 1 and _clamped(proc), proc.stderr  # decide's, not _sqlite3's
 
@@ -178,13 +178,13 @@ def test_served_code_names_its_own_file_and_the_file_is_as_private_as_the_byteco
     assert Path(_path(package)).stat().st_mode & 0o777 == 0o644
     path = _path(package)
     root, modules = bundle.read(path)
-    origin, is_package, mtime_ns, size, _, cached = modules["governor.engine.decide"]
+    origin, is_package, held, _, cached = modules["governor.engine.decide"]
     source = (
         Path(origin).read_text()
         + "\nimport sys as _s\n_s.stderr.write('ran as ' + _s._getframe().f_code.co_filename + '\\n')\n"
     )
     code = marshal.dumps(compile(source, "/somewhere/else/decide.py", "exec"))
-    bundle.write(path, root, {**modules, "governor.engine.decide": (origin, is_package, mtime_ns, size, code, cached)})
+    bundle.write(path, root, {**modules, "governor.engine.decide": (origin, is_package, held, code, cached)})
     served = _hook(env, package)
     assert f"ran as {origin}" in served.stderr.decode(), served.stderr
 
@@ -195,7 +195,7 @@ def test_a_pyc_older_than_its_source_is_not_taken(env: Env, package: Path) -> No
     assert _clamped(_hook(env, package))
     path = Path(_path(package))
     source = package / "engine" / "decide.py"
-    cached = Path(_held(package)["governor.engine.decide"][5])
+    cached = Path(_held(package)["governor.engine.decide"][4])
     path.unlink()
     second = (source.stat().st_mtime_ns // 1_000_000_000) * 1_000_000_000
     os.utime(cached, ns=(second + 200_000_000, second + 200_000_000))  # the .pyc: written at .2 s
@@ -221,7 +221,74 @@ def test_hooks_starting_at_once_leave_one_whole_file(env: Env, package: Path) ->
         )
         assert json.loads(out)["hookSpecificOutput"]["updatedInput"]["limit"] == 3, err
     held = _held(package)
-    for name, (origin, _, mtime_ns, size, code, _) in held.items():
-        assert os.stat(origin).st_mtime_ns == mtime_ns and os.stat(origin).st_size == size, name
+    for name, (origin, _, stamp, code, _) in held.items():
+        assert bundle.stamp(os.stat(origin)) == stamp, name
         marshal.loads(code)
     assert not [p for p in (package / "__pycache__").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_each_optimisation_level_and_each_path_to_the_package_has_its_own_file(
+    env: Env, package: Path, tmp_path: Path
+) -> None:
+    """-O bytecode (no asserts) is never served to a plain hook, nor the other way round; a package
+    reached through a symlink too gets its own file, and none of them is written again and again."""
+    link = tmp_path / "link"
+    link.symlink_to(package.parent)
+    linked = link / "governor"
+    runs = [(package, ()), (package, ("-O",)), (linked, ()), (linked, ("-O",))]
+    for where, flags in runs:
+        assert _clamped(_hook(env, where, *flags))
+    files = sorted(p.name for p in (package / "__pycache__").glob("hook-modules.*.bin"))
+    assert len(files) == 4 and sum(".opt-1." in name for name in files) == 2, files
+    written = {p.name: p.stat().st_mtime_ns for p in (package / "__pycache__").glob("hook-modules.*.bin")}
+    for where, flags in runs:
+        assert _clamped(_hook(env, where, *flags))
+    assert {p.name: p.stat().st_mtime_ns for p in (package / "__pycache__").glob("hook-modules.*.bin")} == written
+
+
+def test_a_hash_checked_pyc_is_taken_and_a_same_size_edit_with_its_mtime_put_back_is_not_served(
+    env: Env, package: Path
+) -> None:
+    """Builds that pin file times write hash-checked .pyc files: those are taken, each checked against
+    its source's hash; an edit that keeps the size and puts the mtime back still changes the source's
+    change time, so the bytecode taken before is not served."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "--invalidation-mode", "checked-hash", str(package)],
+                   check=True)  # fmt: skip
+    assert _clamped(_hook(env, package))
+    assert "governor.engine.decide" in _held(package)
+    _plant(package, "governor.engine.decide")
+    assert MARK in _hook(env, package).stderr.decode()
+    source = package / "engine" / "decide.py"
+    before = source.stat()
+    text = source.read_text()
+    source.write_text(text.replace("is the one entry", "is the One entry", 1))
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert source.stat().st_size == before.st_size and source.stat().st_mtime_ns == before.st_mtime_ns
+    proc = _hook(env, package)
+    assert MARK not in proc.stderr.decode() and _clamped(proc), proc.stderr
+
+
+def test_an_entry_whose_file_is_outside_the_package_or_whose_bytecode_is_damaged_is_not_served(
+    env: Env, package: Path, tmp_path: Path
+) -> None:
+    assert _clamped(_hook(env, package))
+    _plant(package, "governor.engine.decide")
+    path = _path(package)
+    root, modules = bundle.read(path)
+    origin, is_package, _, code, cached = modules["governor.engine.decide"]
+    outside = tmp_path / "elsewhere" / "decide.py"
+    outside.parent.mkdir()
+    outside.write_text(Path(origin).read_text())
+    moved = (str(outside), is_package, bundle.stamp(outside.stat()), code, cached)
+    bundle.write(path, root, {**modules, "governor.engine.decide": moved})
+    proc = _hook(env, package)
+    assert MARK not in proc.stderr.decode() and _clamped(proc), proc.stderr
+
+    _plant(package, "governor.engine.decide")
+    data = bytearray(Path(path).read_bytes())
+    at = data.index(MARK.encode())  # one bit of the planted bytecode flipped: it still loads, and differs
+    data[at] ^= 0x20
+    Path(path).write_bytes(bytes(data))
+    proc = _hook(env, package)
+    assert proc.returncode == 0 and _clamped(proc), proc.stderr
+    assert "emory-governor-test" not in proc.stderr.decode(), proc.stderr  # the damaged copy did not run

@@ -472,3 +472,40 @@ def test_hooks_deciding_alone_keep_the_wal_short_and_every_decision(env: Env) ->
         assert ledger.one("SELECT COUNT(*) FROM calls")[0] == 60
     finally:
         ledger.close()
+
+
+@pytest.mark.hook_processes
+def test_a_reader_holding_the_wal_costs_the_hooks_no_wait_and_no_decision(env: Env) -> None:
+    """Another process holding a read snapshot (a database browser, a backup) keeps the checkpoint
+    from truncating the WAL: the hook gives up at once, never waits on it, and loses nothing."""
+    import json
+
+    from governor.engine.sqlite_ledger import WAL_LIMIT
+    from tests.conftest import HOOK
+
+    def hook(n: int) -> float:
+        payload = {"session_id": f"reader-{n}", "cwd": str(env.project), "hook_event_name": "PreToolUse",
+                   "transcript_path": "/dev/null", "tool_name": "mcp__engram__mem_search",
+                   "tool_input": {"query": "auth", "limit": 20}, "tool_use_id": f"t-{n}"}  # fmt: skip
+        started = time.monotonic()
+        proc = subprocess.run(HOOK, input=json.dumps(payload).encode(), capture_output=True, env=env.vars,
+                              cwd=str(env.project), timeout=60)  # fmt: skip
+        assert json.loads(proc.stdout)["hookSpecificOutput"]["updatedInput"]["limit"] == 3, proc.stderr
+        return time.monotonic() - started
+
+    hook(0)
+    reader = sqlite3.connect(str(env.state / "ledger.db"), isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM calls").fetchall()  # a snapshot held open
+        slowest = max(hook(n) for n in range(1, 40))  # ~37 KB of WAL each: past the limit from ~28 on
+        assert (env.state / "ledger.db-wal").stat().st_size > WAL_LIMIT  # it could not be truncated
+    finally:
+        reader.close()
+    assert slowest < 1.5, slowest  # the ledger's own busy timeout is 2 s: no hook waited on the reader
+    ledger = open_ledger(str(env.state))
+    try:
+        assert ledger.one("SELECT COUNT(*) FROM calls")[0] == 40
+        assert ledger.one("PRAGMA integrity_check")[0] == "ok"
+    finally:
+        ledger.close()

@@ -26,7 +26,6 @@ from governor.engine.ledger import (
 )
 
 WAL_LIMIT = 1 << 20  # bytes of WAL a hook deciding alone leaves for the next one to read at most (tidy)
-TIDY_WAIT_MS = 50  # how long that checkpoint waits for a decision in progress elsewhere
 
 
 class SQLiteLedger(Ledger):
@@ -124,12 +123,13 @@ class SQLiteLedger(Ledger):
         """A process that exits without closing its connection (a hook deciding alone) never
         checkpoints the WAL, and the next one to open the file alone reads the whole WAL to rebuild
         its index: left so, the WAL grows by every decision and so does every cold hook's time
-        (~1 ms a MB here). Past WAL_LIMIT, checkpoint it and truncate it, after the answer; with
-        a short wait, since a process deciding now will do it next time (never raises)."""
+        (~1 ms a MB here). Past WAL_LIMIT, checkpoint it and truncate it, after the answer, without
+        waiting: while another process reads or writes, the checkpoint gives up at once and a later
+        hook does it (never raises)."""
         try:
             if os.path.getsize(self.path + "-wal") <= WAL_LIMIT:
                 return
-            self.db.execute(f"PRAGMA busy_timeout={TIDY_WAIT_MS}")
+            self.db.execute("PRAGMA busy_timeout=0")
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except (OSError, sqlite3.Error):
             pass

@@ -11,8 +11,9 @@ kept in the package's own __pycache__ beside those .pyc files, with the mode eac
 and path to the package, as the .pyc files are named; never in a folder the state directory, the
 environment or the user's project names.
 
-A module is served only while its source has the size and the modification time (in ns) it had
-when its bytecode was taken, so an upgrade, an edit or a moved file is imported as usual; a name
+A module is served only while its source is the file it was when its bytecode was taken (its
+size, modification and change times in ns and inode: any write, an upgrade or a moved file changes
+one) and its bytecode has the digest the index gives it, so an edit is imported as usual; a name
 the file does not hold or outside the package, a file that cannot be read, one from another
 interpreter or for another folder, or any entry that is not what this module wrote: the same. The
 hook that imported a module the usual way writes the file again after its answer (`refresh`);
@@ -53,6 +54,12 @@ def file_name(root: str) -> str:
     return f"hook-modules.{sys.implementation.cache_tag}{optimize}.{where.hex()}.bin"
 
 
+def stamp(found: os.stat_result) -> tuple[int, int, int, int]:
+    """What identifies a source file as the one its bytecode was taken from: any write changes its
+    change time (which no one can set back), a replacement its inode."""
+    return found.st_mtime_ns, found.st_size, found.st_ctime_ns, found.st_ino
+
+
 class Finder:
     """On sys.meta_path, first: the package's modules the file holds, while each is current."""
 
@@ -61,7 +68,7 @@ class Finder:
         self.root = root  # the package's folder
         self.fd = fd  # the file as it was when read (a hook writing it anew replaces it whole), or -1
         self.base = base  # where the bytecode starts in it (after the index)
-        self.index = index or {}  # name -> (origin, is a package, mtime_ns, size, offset, length, cached)
+        self.index = index or {}  # name -> (origin, is a package, stamp, offset, length, digest, cached)
         self.served: set[str] = set()
         self.before = set(sys.modules)  # imported before it was installed: never its to hold
 
@@ -70,11 +77,10 @@ class Finder:
         if entry is None:
             return None
         try:
-            origin, package, mtime_ns, size, _, _, cached = entry
+            origin, package, held, _, _, _, cached = entry
             if not (name == PACKAGE or name.startswith(PACKAGE + ".")) or not origin.startswith(self.root + os.sep):
                 return None  # never a name or a file outside the package, whatever the file says
-            found = os.stat(origin)
-            if found.st_mtime_ns != mtime_ns or found.st_size != size:
+            if stamp(os.stat(origin)) != held:
                 return None  # changed since: imported as usual, and taken again after the answer
             code = marshal.loads(self.bytecode(entry))
             if type(code) is not _CODE:
@@ -90,10 +96,11 @@ class Finder:
         return spec
 
     def bytecode(self, entry: Any) -> bytes:
-        offset, length = entry[4], entry[5]
+        """An entry's bytecode, read from the file and checked against its digest (ValueError)."""
+        offset, length, digest = entry[3], entry[4], entry[5]
         data = os.pread(self.fd, length, self.base + offset)
-        if len(data) != length:
-            raise ValueError("the file is shorter than its index")
+        if len(data) != length or _imp.source_hash(_KEY, data) != digest:
+            raise ValueError("the bytecode is not what the index says")  # (marshal may crash on damaged code)
         return data
 
     def create_module(self, spec: Any) -> None:
@@ -139,14 +146,15 @@ def _index(fd: int, root: str) -> tuple[dict[str, Any], int]:
 
 
 def write(path: str, root: str, modules: dict[str, tuple[Any, ...]]) -> None:
-    """The file for `root`: `modules` name -> (origin, is a package, mtime_ns, size, bytecode,
-    cached), written whole beside it and moved into place (hooks read it while it is written)."""
+    """The file for `root`: `modules` name -> (origin, is a package, stamp, bytecode, cached),
+    written whole beside it with the mode of the package's source (as each .pyc gets its source's)
+    and moved into place (hooks read it while it is written)."""
     index, offset = {}, 0
-    for name, (origin, package, mtime_ns, size, code, cached) in modules.items():
-        index[name] = (origin, package, mtime_ns, size, offset, len(code), cached)  # offset: after the index
-        offset += len(code)
+    for name, (origin, package, held, code, cached) in modules.items():
+        index[name] = (origin, package, held, offset, len(code), _imp.source_hash(_KEY, code), cached)
+        offset += len(code)  # (offsets count from the end of the index)
     header = marshal.dumps((MAGIC, root, index))
-    try:  # the mode of the package's source, as CPython gives each .pyc its source's
+    try:
         mode = os.stat(os.path.join(root, "__init__.py")).st_mode & 0o666
     except OSError:
         return
@@ -157,7 +165,7 @@ def write(path: str, root: str, modules: dict[str, tuple[Any, ...]]) -> None:
         return
     try:
         with open(fd, "wb") as file:
-            file.write(HEAD + len(header).to_bytes(4, "little") + header + b"".join(m[4] for m in modules.values()))
+            file.write(HEAD + len(header).to_bytes(4, "little") + header + b"".join(m[3] for m in modules.values()))
         os.replace(temporary, path)  # whole or not at all
     except BaseException:
         try:
@@ -168,7 +176,7 @@ def write(path: str, root: str, modules: dict[str, tuple[Any, ...]]) -> None:
 
 
 def read(path: str) -> tuple[str, dict[str, tuple[Any, ...]]]:
-    """What `write` wrote: (root, name -> (origin, is a package, mtime_ns, size, bytecode, cached))."""
+    """What `write` wrote: (root, name -> (origin, is a package, stamp, bytecode, cached))."""
     fd = os.open(path, os.O_RDONLY)
     try:
         head = os.read(fd, 8)
@@ -177,7 +185,7 @@ def read(path: str) -> tuple[str, dict[str, tuple[Any, ...]]]:
         length = int.from_bytes(head[4:8], "little")
         _, root, index = marshal.loads(os.pread(fd, length, 8))
         finder = Finder(path, root, fd, index, 8 + length)
-        return root, {name: (*entry[:4], finder.bytecode(entry), entry[6]) for name, entry in index.items()}
+        return root, {name: (*entry[:3], finder.bytecode(entry), entry[6]) for name, entry in index.items()}
     finally:
         os.close(fd)
 
@@ -203,9 +211,9 @@ def _refresh(finder: Finder) -> None:
     for name, entry in finder.index.items():  # what it held, still current (another event's modules)
         if name not in loaded or name in finder.served:
             try:
-                if _current(entry):
-                    modules[name] = (*entry[:4], finder.bytecode(entry), entry[6])
-            except (OSError, ValueError, TypeError, IndexError):
+                if stamp(os.stat(entry[0])) == entry[2]:
+                    modules[name] = (*entry[:3], finder.bytecode(entry), entry[6])
+            except Exception:  # gone, or not what the index says: dropped
                 continue
     taken = 0
     for name in fresh:
@@ -225,20 +233,11 @@ def _cached_source(finder: Finder, module: Any) -> bool:
             and isinstance(getattr(spec, "cached", None), str))  # fmt: skip
 
 
-def _current(entry: Any) -> bool:
-    try:
-        origin, _, mtime_ns, size = entry[:4]
-        found = os.stat(origin)
-    except (OSError, TypeError, ValueError):
-        return False
-    return bool(found.st_mtime_ns == mtime_ns and found.st_size == size)
-
-
 def _take(finder: Finder, module: Any) -> tuple[Any, ...] | None:
-    """(origin, is a package, mtime_ns, size, bytecode, cached) from the module's .pyc, if that is
-    valid for its source as Python checks it (a timestamp .pyc: the source's mtime in seconds and
-    its size; a hash-based one: the source's hash) and was not written before the source last
-    changed (an edit in the same second as the .pyc, of the same size, passes Python's check)."""
+    """(origin, is a package, stamp, bytecode, cached) from the module's .pyc, if that is valid for
+    its source as Python checks it (a timestamp .pyc: the source's mtime in seconds and its size; a
+    hash-based one: the source's hash) and was not written before the source last changed (an edit
+    in the same second as the .pyc, of the same size, passes Python's check)."""
     spec = module.__spec__
     origin, cached = spec.origin, spec.cached
     try:
@@ -261,8 +260,8 @@ def _take(finder: Finder, module: Any) -> tuple[Any, ...] | None:
                 source = file.read()
         except OSError:
             return None
-        if _imp.source_hash(_KEY, source) != data[8:16]:
+        if _imp.source_hash(_KEY, source) != data[8:16] or stamp(os.stat(origin)) != stamp(found):
             return None
     else:
         return None
-    return origin, spec.submodule_search_locations is not None, found.st_mtime_ns, found.st_size, data[16:], cached
+    return origin, spec.submodule_search_locations is not None, stamp(found), data[16:], cached

@@ -144,6 +144,9 @@ def main(argv: list[str]) -> None:
     code = 0
     try:
         code = run(argv[0] if argv else "claude-code", exits=True)
+        quiet = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(quiet, 1)  # the answer is written: a harness reading to the end of it need not wait
+        os.dup2(quiet, 2)  # for what follows
         runner = sys.modules.get("governor.runtime.runner")  # decided here (not by the warm server)
         if runner is not None:
             runner.before_exit()  # after the answer: the ledger tidied for the next hook
