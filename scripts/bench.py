@@ -1891,6 +1891,9 @@ def main() -> int:
         ("hooks on a Redis ledger on loopback ≤ 1.5× bare (PreToolUse, PostToolUse)",
          f"{max(r['ratio'] for r in result['redis']['rows'] if r['store'] == 'Redis'):.2f}×",
          max(r["ratio"] for r in result["redis"]["rows"] if r["store"] == "Redis") <= 1.5),
+        ("cold path (no warm server), CPU: PreToolUse and UserPromptSubmit ≤ 2× bare, PostToolUse ≤ 4× (the cold section)",
+         "; ".join(f"{r['event']} {r['cpu_ratio']:.2f}×" for r in result["cold"]["rows"]),
+         all(r["cpu_ratio"] <= r["target"] for r in result["cold"]["rows"])),
         ("every harness's path within Claude Code's targets, warm and cold (the harness section)",
          f"{sum(r[p]['met'] for r in result['harnesses']['rows'] for p in ('warm', 'cold'))} of "
          f"{2 * len(result['harnesses']['rows'])}",
