@@ -103,8 +103,9 @@ class Sandbox:
         return json.dumps({**base, **fields}).encode()
 
     def start_server(self) -> None:
-        subprocess.Popen([PY, "-m", "governor", "serve", "--idle-exit", "600"], env={**self.env, **self.path}, cwd="/",
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        self.server = subprocess.Popen([PY, "-m", "governor", "serve", "--idle-exit", "600"], env={**self.env, **self.path},
+                                       cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                       start_new_session=True)  # fmt: skip
         sock = self.dir / "state" / "run" / "governor.sock"
         for _ in range(200):
             if sock.exists():
@@ -124,6 +125,14 @@ class Sandbox:
     def stop_server(self) -> None:
         subprocess.run([PY, "-m", "governor", "serve", "--stop"], env={**self.env, **self.path}, cwd="/",
                        capture_output=True)  # fmt: skip
+        server = getattr(self, "server", None)
+        if server is not None:  # waited for here: a server reaped later, inside another section's timing,
+            try:  # adds its CPU to what that section reads from getrusage(RUSAGE_CHILDREN)
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            self.server = None
 
     def copilot(self, event: str, hand_off: bool = False, **fields: Any) -> tuple[str, bytes, dict[str, str]]:
         """A Copilot CLI payload: its own dialect, or the Claude-style one it sends to the hooks of
@@ -801,6 +810,7 @@ def time_transports(runs: int) -> list[dict[str, Any]]:
             {"transport": name, "median_ms": statistics.median(values) * 1000, "p95_ms": pct(values, 0.95) * 1000}
         )
     mcp.terminate()
+    mcp.wait(10)  # reaped here, not inside a later section's getrusage window
     web.shutdown()
     box.stop_server()
     return rows
