@@ -107,7 +107,7 @@ def test_a_file_that_is_not_the_bundle_is_ignored_and_written_again(env: Env, pa
     magic = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
     index = marshal.dumps((magic, str(package), {}))
     for junk in (b"", b"MGHM", b"MGHM\xff\xff\xff\x7f", b"\x00not marshal", good[: len(good) // 2],
-                 b"MGHM" + len(index).to_bytes(4, "little") + index[:-3],
+                 bundle.frame(index)[:-3], bundle.frame(index)[:8] + bytes(8) + index,
                  _file(("another magic", str(package), {})), _file((magic, "/elsewhere", {})), _file([1, 2, 3])):  # fmt: skip
         path.write_bytes(junk)
         proc = _hook(env, package)
@@ -117,7 +117,7 @@ def test_a_file_that_is_not_the_bundle_is_ignored_and_written_again(env: Env, pa
 
 def _file(index: object) -> bytes:
     header = marshal.dumps(index)
-    return b"MGHM" + len(header).to_bytes(4, "little") + header
+    return bundle.frame(header)
 
 
 def test_an_entry_it_did_not_write_is_not_served(env: Env, package: Path) -> None:
@@ -132,7 +132,7 @@ def test_an_entry_it_did_not_write_is_not_served(env: Env, package: Path) -> Non
         else:  # one the writer could not lay out: placed in the index by hand
             header = marshal.dumps((sys.modules["_frozen_importlib_external"].MAGIC_NUMBER, root,
                                     {"governor.engine.decide": entry}))  # fmt: skip
-            path.write_bytes(b"MGHM" + len(header).to_bytes(4, "little") + header)
+            path.write_bytes(bundle.frame(header))
         proc = _hook(env, package)
         assert _clamped(proc) and not proc.stderr, (entry, proc.stderr)
         assert marshal.loads(_held(package)["governor.engine.decide"][3]).co_filename == origin
@@ -153,12 +153,15 @@ def test_what_another_copy_or_interpreter_wrote_is_not_served(env: Env, package:
     path = Path(_path(package))
     planted = path.read_bytes()
     length = int.from_bytes(planted[4:8], "little")
-    magic, root, index = marshal.loads(planted[8 : 8 + length])
+    magic, root, index = marshal.loads(planted[16 : 16 + length])
     for header in [(magic, str(package.parent / "other" / "governor"), index), (b"\x00\x00\r\n", root, index)]:
         rewritten = marshal.dumps(header)
-        path.write_bytes(b"MGHM" + len(rewritten).to_bytes(4, "little") + rewritten + planted[8 + length :])
+        path.write_bytes(bundle.frame(rewritten) + planted[16 + length :])  # (a digest that matches: read on)
         proc = _hook(env, package)
         assert MARK not in proc.stderr.decode() and _clamped(proc), (header[:2], proc.stderr)
+    path.write_bytes(planted[:8] + bytes(8) + planted[16:])  # its index's digest not the index's: none of it
+    proc = _hook(env, package)
+    assert MARK not in proc.stderr.decode() and _clamped(proc), proc.stderr
     path.write_bytes(planted)
     assert MARK in _hook(env, package).stderr.decode()  # the same file, as written: served (the check bites)
     root, modules = bundle.read(str(path))  # a name outside the package, whatever the file says: never served

@@ -13,7 +13,7 @@ environment or the user's project names.
 
 A module is served only while its source is the file it was when its bytecode was taken (its
 size, modification and change times in ns and inode: any write, an upgrade or a moved file changes
-one) and its bytecode has the digest the index gives it, so an edit is imported as usual; a name
+one) and its bytecode has the digest the index gives it (the index has its own), so an edit is imported as usual; a name
 the file does not hold or outside the package, a file that cannot be read, one from another
 interpreter or for another folder, or any entry that is not what this module wrote: the same. The
 hook that imported a module the usual way writes the file again after its answer (`refresh`);
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 MAGIC: bytes = _frozen_importlib_external.MAGIC_NUMBER
 _KEY: int = _frozen_importlib_external._RAW_MAGIC_NUMBER  # type: ignore[attr-defined]  # source_hash's key
 PACKAGE = "governor"
-HEAD = b"MGHM"  # then the index's length (4 bytes, little-endian), the index, each module's bytecode
+HEAD = b"MGHM"  # then the index's length (4 bytes, little-endian), its digest (8), the index, each module's bytecode
 FIRST_READ = 1 << 16  # the index (a few KB) in one read; a module's bytecode is read when it is imported
 _CODE = type(_frozen_importlib.ModuleSpec.__init__.__code__)
 
@@ -125,15 +125,23 @@ def install(root: str) -> Finder:
     return finder
 
 
+def frame(index: bytes) -> bytes:
+    """What precedes the bytecode: the marker, the marshalled index's length and digest, the index."""
+    return HEAD + len(index).to_bytes(4, "little") + _imp.source_hash(_KEY, index) + index
+
+
 def _index(fd: int, root: str) -> tuple[dict[str, Any], int]:
     """The file's index (when it is this module's, for `root`) and where its bytecode starts."""
     head = os.read(fd, FIRST_READ)
     if head[:4] != HEAD:
         return {}, 0
     length = int.from_bytes(head[4:8], "little")
-    if 8 + length > len(head):
-        head += os.pread(fd, 8 + length - len(head), len(head))
-    held = marshal.loads(head[8 : 8 + length])
+    if 16 + length > len(head):
+        head += os.pread(fd, 16 + length - len(head), len(head))
+    index = head[16 : 16 + length]
+    if len(index) != length or _imp.source_hash(_KEY, index) != head[8:16]:
+        return {}, 0  # damaged, or not this module's (unmarshalled only once it is what was written)
+    held = marshal.loads(index)
     if (
         isinstance(held, tuple)
         and len(held) == 3
@@ -141,7 +149,7 @@ def _index(fd: int, root: str) -> tuple[dict[str, Any], int]:
         and held[1] == root
         and isinstance(held[2], dict)
     ):
-        return held[2], 8 + length
+        return held[2], 16 + length
     return {}, 0
 
 
@@ -165,7 +173,7 @@ def write(path: str, root: str, modules: dict[str, tuple[Any, ...]]) -> None:
         return
     try:
         with open(fd, "wb") as file:
-            file.write(HEAD + len(header).to_bytes(4, "little") + header + b"".join(m[3] for m in modules.values()))
+            file.write(frame(header) + b"".join(m[3] for m in modules.values()))
         os.replace(temporary, path)  # whole or not at all
     except BaseException:
         try:
@@ -179,12 +187,12 @@ def read(path: str) -> tuple[str, dict[str, tuple[Any, ...]]]:
     """What `write` wrote: (root, name -> (origin, is a package, stamp, bytecode, cached))."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        head = os.read(fd, 8)
+        head = os.read(fd, 16)
         if head[:4] != HEAD:
             raise ValueError(f"{path} is not a module file")
         length = int.from_bytes(head[4:8], "little")
-        _, root, index = marshal.loads(os.pread(fd, length, 8))
-        finder = Finder(path, root, fd, index, 8 + length)
+        _, root, index = marshal.loads(os.pread(fd, length, 16))
+        finder = Finder(path, root, fd, index, 16 + length)
         return root, {name: (*entry[:3], finder.bytecode(entry), entry[6]) for name, entry in index.items()}
     finally:
         os.close(fd)
