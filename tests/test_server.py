@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, Env, run_hook
+from tests.conftest import HOOK, ROOT, Env, hook_run, run_hook
 
 # Their subject is what one hook process holds (its tables, its patterns, its warm server): each hook
 # is a process of its own (tests/conftest.py hook_run).
@@ -354,3 +354,26 @@ def test_serve_runs_the_server_hooks_trust(warm: Env) -> None:
     finally:
         warm.cli("serve", "--stop")
         server.wait(30)
+
+
+def test_a_relative_cwd_is_the_hooks_folder_wherever_the_server_started(warm: Env, tmp_path: Path) -> None:
+    """The README's examples send `"cwd": "."`: a server started from another project of the same
+    user decides for the folder the hook runs in, as `report` and `policy explain` there say."""
+    other = tmp_path / "other"
+    other.mkdir()
+    hook_run(HOOK, json.dumps({**SEARCH, "session_id": "elsewhere", "cwd": ".", "tool_use_id": "o"}).encode(),
+             warm.vars, other)  # fmt: skip
+    _wait_running(warm)
+    warm.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls:\n    value: 3\n")
+    denied = []
+    for n in range(4):
+        answer = run_hook(warm, {**SEARCH, "session_id": "here", "prompt_id": "p", "cwd": ".", "tool_use_id": f"h{n}"})
+        assert "could not decide" not in answer.message, answer.message
+        denied.append(answer.denied)
+    assert denied == [False, False, False, True], "three searches, the team's limit, then a refusal"
+    report = warm.cli_json("report", "--format", "json")
+    assert report["limits"]["max_search_calls"] == 3
+    (turn,) = [turn for turn in report["turns"] if turn["session"] == "s:here"]
+    assert turn["limits"]["max_search_calls"] == 3, turn
+    digest = warm.cli_json("policy", "explain", "--format", "json")["digest"]
+    assert digest.startswith(turn["policy"]), "the hooks decided under the policy explain shows"

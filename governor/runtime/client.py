@@ -16,8 +16,9 @@ with. Anything else, the same interpreter running `-c` code or another file that
 governor included, is a stranger: the hook decides in-process, and the user is told.
 
 Wire format (one request per connection):
-  request  "MG1 <harness> <fingerprint> <env-bytes> <body-bytes>\\n" env body
-           env = NUL-separated KEY=VALUE, the hook's environment
+  request  "MG1 <harness> <fingerprint> <env-bytes> <body-bytes> [<cwd-bytes>]\\n" env body cwd
+           env = NUL-separated KEY=VALUE, the hook's environment; cwd = the hook's working
+           directory, which a relative folder in the event (`"cwd": "."`) is relative to
   response "OK <stdout-bytes> <stderr-bytes>\\n" stdout stderr  |  "RETRY <reason>\\n"
 """
 
@@ -93,8 +94,9 @@ def ask(harness: str, raw: bytes, env: Mapping[str, str]) -> tuple[bytes, bytes]
         # The hook's whole environment: a decision reads it as the hook process would (the
         # harness's own variables included); the socket is the owner's alone.
         blob = b"\0".join(f"{k}={v}".encode("utf-8", "surrogateescape") for k, v in env.items() if "\0" not in v)
-        head = b"%s %s %s %d %d\n" % (PROTOCOL, harness.encode(), fingerprint(), len(blob), len(raw))
-        conn.sendall(head + blob + raw)
+        here = os.fsencode(os.getcwd())  # the server runs elsewhere: "." in the event is this folder
+        head = b"%s %s %s %d %d %d\n" % (PROTOCOL, harness.encode(), fingerprint(), len(blob), len(raw), len(here))
+        conn.sendall(head + blob + raw + here)
         conn.shutdown(_socket.SHUT_WR)
         chunks = []
         while True:

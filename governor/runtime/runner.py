@@ -111,7 +111,8 @@ _UNREAD: Any = object()  # respond: the payload is still to be parsed from the r
 
 
 def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None = None,
-            payload: Any = _UNREAD, told: tuple[str, ...] = (), loaded: Loaded | None = None) -> Outcome:  # fmt: skip
+            payload: Any = _UNREAD, told: tuple[str, ...] = (), loaded: Loaded | None = None,
+            cwd: str | None = None) -> Outcome:  # fmt: skip
     """Decide one hook event. Never raises. `now` replaces the clock (replay plays recorded time).
 
     A long-lived caller that has parsed the event already (the MCP proxy) passes `payload`
@@ -119,7 +120,9 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
     notices the caller has for the user (a stranger on the warm server's socket), given as
     policy notices are, on stderr always and to the user once per session. `loaded`: the policy
     the caller looked up for this event a moment ago (`load_policy`), used when it was looked up
-    for the event's own folder, state directory and session, else looked up again."""
+    for the event's own folder, state directory and session, else looked up again. `cwd`: the
+    folder of the hook that sent the event (the warm server's callers), which a relative folder in
+    the event is relative to; else this process's own."""
     out = Outcome()
     try:
         adapter = harnesses.adapter(harness)
@@ -156,6 +159,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
         if event is None:
             return out  # an event this adapter does not govern
         event.harness = event.harness or adapter.NAME
+        _anchor(event, cwd)
         policy, notices = _policy(env, event, loaded)
         notices = [*told, *notices]
         if event.kind == ev.SESSION_START:
@@ -169,6 +173,15 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
     except BaseException as err:  # the governor's own failure (an encoder's panic too): on_error decides, visibly
         _on_error(out, adapter, name, event, policy, env, err)
     return out
+
+
+def _anchor(event: Event, cwd: str | None) -> None:
+    """The event's folders made absolute against the hook's own folder: the policy, the project
+    and a shell command's paths are those of the folder the hook ran in, wherever this decides."""
+    for name in ("cwd", "project"):
+        folder = getattr(event, name)
+        if folder and not os.path.isabs(folder):
+            setattr(event, name, os.path.normpath(os.path.join(cwd or os.getcwd(), folder)))
 
 
 def _unsupported(out: Outcome, env: Mapping[str, str], payload: Any, harness: str, sender: str) -> None:

@@ -119,24 +119,27 @@ class Server:
             conn.settimeout(30)
             head, rest = _read_request(conn)
             parts = head.split()
-            if len(parts) != 5 or parts[0] != PROTOCOL or not parts[3].isdigit() or not parts[4].isdigit():
+            if len(parts) not in (5, 6) or parts[0] != PROTOCOL or not all(part.isdigit() for part in parts[3:]):
                 conn.sendall(b"RETRY protocol\n")
                 return
-            _, harness, their_print, env_len, body_len = parts
+            harness, their_print = parts[1], parts[2]
+            env_len, body_len, cwd_len = (int(part) for part in (*parts[3:], b"0")[:3])
             if their_print != self.fingerprint:
                 conn.sendall(b"RETRY code-changed\n")
                 self.stopping.set()  # retire; the next hook starts a server with the new code
                 return
-            rest += _read_exactly(conn, int(env_len) + int(body_len) - len(rest))
-            env_blob, body = rest[: int(env_len)], rest[int(env_len) :]
-            if len(body) != int(body_len):
+            rest += _read_exactly(conn, env_len + body_len + cwd_len - len(rest))
+            env_blob, body, cwd = rest[:env_len], rest[env_len : env_len + body_len], rest[env_len + body_len :]
+            if len(body) != body_len or len(cwd) != cwd_len:
                 conn.sendall(b"RETRY short-request\n")
                 return
             env: dict[str, str] = {}  # exactly the hook's own environment
             for item in env_blob.split(b"\0") if env_blob else []:
                 name, _, value = item.decode("utf-8", "surrogateescape").partition("=")
                 env[name] = value
-            outcome = respond(harness.decode(), body, env)
+            # A folder the event names relatively is the hook's, not this server's (the client sends
+            # its own; OpenCode's plugin names absolute ones and sends none).
+            outcome = respond(harness.decode(), body, env, cwd=os.fsdecode(cwd) if os.path.isabs(cwd) else None)
             out, err = outcome.stdout(), outcome.stderr()
             conn.sendall(b"OK %d %d\n" % (len(out), len(err)) + out + err)
             if not self.telemetry_asked:
