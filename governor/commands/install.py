@@ -121,9 +121,12 @@ def uninstall(harness: str, scope: str | None, client: str | None, project: str 
     if scope == "managed":
         return _uninstall_managed(harness, root, dry_run)
     setup, scope, options = _setup(harness, scope, client)
+    root = _project(project)
     try:
-        for change in setup.plan_uninstall(scope, _project(project), **options):
+        for change in setup.plan_uninstall(scope, root, **options):
             apply(change, dry_run, click.echo)
+        if not dry_run and not options:
+            installs.forget([state_dir(os.environ), default_state_dir(os.environ)], harness, root, scope)
     except (SettingsError, OSError) as err:
         raise click.ClickException(str(err)) from err
     return 0

@@ -5,7 +5,7 @@ MEMORY_GOVERNOR_STATE_DIR moves it), each file it wrote with a digest of what th
 on: in a JSON settings file its `hooks`, the switches that turn them off (`disableAllHooks`,
 `hooksConfig`) and the `env` the hooks run with; in Codex's config.toml its `[hooks…]` tables (the
 hooks' trust) and `[features]`; any other file (OpenCode's plugin) whole. At SessionStart the hook compares; a file changed since, or gone, is named to the
-user, who re-runs `install` if the change was theirs. A hook that was switched off runs no
+user, who re-runs `install` if the change was theirs; `uninstall` removes the record. A hook that was switched off runs no
 SessionStart, so this tells of the changes that leave some hook running (another scope's,
 another event's); the harness-settings route refuses the model's writes to these files.
 
@@ -88,6 +88,15 @@ def record(states: list[str], harness: str, project: str, scope: str, files: lis
         except OSError:
             if state == states[0]:
                 raise
+
+
+def forget(states: list[str], harness: str, project: str, scope: str) -> None:
+    """After `uninstall`: nothing of that install is left to compare with."""
+    for state in dict.fromkeys(states):
+        try:
+            os.unlink(_path(state, harness, project, scope))
+        except FileNotFoundError:
+            pass
 
 
 def changed(states: list[str], harness: str, project: str | None) -> list[str]:

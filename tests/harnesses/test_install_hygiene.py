@@ -32,6 +32,17 @@ def test_uninstall_leaves_an_empty_project_as_it_found_it(env: Env, harness: str
     assert {p for p in tree(env.home) if not (p == ".local" or p.startswith(state))} == set()
 
 
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_after_an_uninstall_nothing_warns_that_the_hooks_changed(env: Env, harness: str) -> None:
+    env.cli("install", harness, check=True)
+    env.cli("uninstall", harness, check=True)
+    doctor = env.cli("doctor")
+    assert "changed since install" not in doctor.stdout, doctor.stdout
+    start = {"session_id": "after", "hook_event_name": "SessionStart", "source": "startup", "cwd": str(env.project)}
+    told = env.cli("hook", "claude-code", input=json.dumps(start))  # a hook another install still runs
+    assert "changed since install" not in told.stdout + told.stderr
+
+
 @pytest.mark.parametrize(("harness", "relative"), [("claude-code", ".claude/settings.json"),
                                                    ("gemini-cli", ".gemini/settings.json")])  # fmt: skip
 def test_a_settings_file_keeps_its_mode_and_every_backup(env: Env, harness: str, relative: str) -> None:
