@@ -145,6 +145,46 @@ def test_team_policy_in_the_project_layers_over_the_default(env: Env) -> None:
     assert rules["limits.max_full_fetches"]["layer"] == "default"
 
 
+def test_a_limit_written_as_a_number_is_its_value_and_keeps_the_action(env: Env) -> None:
+    from tests.conftest import run_hook
+
+    env.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: 3\n  max_memory_tokens_injected: 800\n")
+    assert env.cli("policy", "check", ".memory-governor/policy.yaml").returncode == 0
+    rules = _explain(env)
+    assert "at most 3 L1 searches" in rules["limits.max_search_calls"]["statement"]
+    assert rules["limits.max_search_calls"]["source"].endswith(".memory-governor/policy.yaml:2")
+    diff = env.cli("policy", "diff", "--shipped", ".memory-governor/policy.yaml")
+    assert "limits.max_search_calls.value: 2 -> 3" in diff.stdout and "enforce" not in diff.stdout
+    search = {"hook_event_name": "PreToolUse", "session_id": "s", "prompt_id": "p", "cwd": str(env.project),
+              "tool_name": "mcp__engram__mem_search", "tool_input": {"query": "q"}}  # fmt: skip
+    denied = [run_hook(env, {**search, "tool_use_id": f"t{n}"}).denied for n in range(4)]
+    assert denied == [False, False, False, True], "three searches, then refused: the action is still block"
+
+
+@pytest.mark.parametrize("written", ["true", "'3'", "[3]"])
+def test_a_limit_of_the_wrong_type_says_both_forms_to_write(env: Env, written: str) -> None:
+    env.write(".memory-governor/policy.yaml", f"limits:\n  max_search_calls: {written}\n")
+    out = env.cli("policy", "check", ".memory-governor/policy.yaml")
+    assert out.returncode == 1
+    assert (
+        ":2:21: wrong type: expected a number (max_search_calls: 3) or the value and its action "
+        "(max_search_calls: {value: 3, enforce: block})" in out.stderr
+    ), out.stderr
+
+
+def test_the_schema_takes_a_team_file_that_lists_only_what_it_changes() -> None:
+    import jsonschema
+    import yaml
+
+    schema = json.loads((ROOT / "schemas" / "policy.schema.json").read_text())
+    for text in ("limits:\n  max_search_calls: 3\n", "limits:\n  max_search_calls: {value: 3}\n",
+                 "limits:\n  max_full_fetches: {enforce: warn}\n", "briefing:\n  max_tokens: 600\n"):  # fmt: skip
+        jsonschema.validate(yaml.safe_load(text), schema)
+    for wrong in ("limits:\n  max_search_calls: 'x'\n", "tools:\n  - servers: [engram]\n"):
+        with pytest.raises(jsonschema.ValidationError):  # a list entry is whole: its own keys are required
+            jsonschema.validate(yaml.safe_load(wrong), schema)
+
+
 def test_discovery_order_env_then_project_then_user(env: Env) -> None:
     env.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: {value: 1, enforce: block}\n")
     user = env.home / ".config" / "memory-governor" / "policy.yaml"

@@ -310,9 +310,41 @@ def schema_text() -> str:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://memory-governor.dev/schemas/policy.schema.json"
     schema["title"] = "memory-governor policy"
-    # A team file lists only what it changes: nothing is required at the top level.
+    # A team file lists only what it changes: mappings merge key by key, so nothing in one is
+    # required, except in an entry of a list (a list replaces the one below it whole).
+    whole = _under_lists(schema)
     schema.pop("required", None)
+    for name, definition in schema["$defs"].items():
+        if name not in whole:
+            definition.pop("required", None)
+        if set(definition.get("properties", ())) == {"value", "enforce"}:  # a limit: its value alone too
+            number = {k: v for k, v in definition["properties"]["value"].items() if k != "title"}
+            schema["$defs"][name] = {"anyOf": [number, definition], "title": definition.get("title", name)}
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def _under_lists(schema: dict[str, Any]) -> set[str]:
+    """The definitions an entry of a list is made of (each, and every one it refers to)."""
+
+    def refs(node: Any) -> set[str]:
+        if isinstance(node, dict):
+            found = {node["$ref"].rsplit("/", 1)[1]} if isinstance(node.get("$ref"), str) else set()
+            return found.union(*(refs(value) for value in node.values()))
+        return set().union(*(refs(value) for value in node)) if isinstance(node, list) else set()
+
+    def items(node: Any) -> list[Any]:
+        if isinstance(node, dict):
+            return ([node["items"]] if "items" in node else []) + [i for v in node.values() for i in items(v)]
+        return [i for v in node for i in items(v)] if isinstance(node, list) else []
+
+    found: set[str] = set()
+    todo = refs(items(schema))
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo |= refs(schema["$defs"][name])
+    return found
 
 
 # An agent's process, by its program's name or the package its script is in: a command run by the

@@ -3,7 +3,7 @@
 Cold path (yaml + pydantic). Layers: the shipped default, then a team policy (any change),
 then a local override (tighten only, except keys the team lists in loosen_allowed).
 Mappings merge key by key (`key: null` removes an inherited mapping); a list replaces the
-list below it.
+list below it; a number over a limit (`max_search_calls: 3`) is its value, the action kept.
 """
 
 from __future__ import annotations
@@ -70,6 +70,8 @@ class Effective:
 
 
 def _merge(base: Any, over: Any, path: Path, kind: str, doc: Document, origins: dict[Path, Origin]) -> Any:
+    if _is_limit(base) and isinstance(over, int) and not isinstance(over, bool):
+        over = {"value": over}  # `max_search_calls: 3`: the value; the action stays the one below
     if isinstance(base, dict) and isinstance(over, dict):
         out = dict(base)
         for key, value in over.items():
@@ -86,6 +88,11 @@ def _merge(base: Any, over: Any, path: Path, kind: str, doc: Document, origins: 
     _record(over, path, kind, doc, origins)
     origins[path] = Origin(kind, doc.file, line, col)
     return over
+
+
+def _is_limit(value: Any) -> bool:
+    """A limit's mapping ({value, enforce}), which a layer may also write as its value alone."""
+    return isinstance(value, dict) and set(value) == {"value", "enforce"}
 
 
 def _record(value: Any, path: Path, kind: str, doc: Document, origins: dict[Path, Origin]) -> None:
@@ -200,6 +207,9 @@ def _describe(error: Any) -> tuple[tuple[Any, ...], bool, str]:
         return loc, False, f"{value!r} is out of range: {error['msg'].lower()}"
     if kind == "value_error":
         return loc, False, str(error.get("ctx", {}).get("error", error["msg"]))
+    if kind == "model_type" and {"value", "enforce"} <= set(getattr(_model_at(loc), "model_fields", ())):
+        return loc, False, (f"wrong type: expected a number ({loc[-1]}: 3) or the value and its action "
+                            f"({loc[-1]}: {{value: 3, enforce: block}}), got {type(value).__name__} {value!r}")  # fmt: skip
     expected = error["msg"].replace("Input should be ", "expected ")
     return loc, False, f"wrong type: {expected}, got {type(value).__name__} {value!r}"
 
