@@ -29,10 +29,11 @@ def test_a_policy_written_mid_session_that_loosens_a_limit_is_held_back(env: Env
     session.start()
     assert _searches(session, 3) == [False, False, True]  # the shipped cap: 2
     env.write(".memory-governor/policy.yaml", LOOSER)
-    session.prompt("and the queue?")
-    answer = session.pre("mem_search", query="queue", limit=3)
-    notice = answer.message + answer.stderr
+    told = session.prompt("and the queue?")
+    notice = told.message + told.stderr
     assert "held back" in notice and "max_search_calls" in notice and "policy accept" in notice, notice
+    answer = session.pre("mem_search", query="queue", limit=3)
+    assert "held back" not in answer.message + answer.stderr, "told once per session"
     assert [answer.denied, *(session.pre("mem_search", query=f"q{i}", limit=3).denied for i in range(2))] == [
         False,
         False,
@@ -147,3 +148,29 @@ def test_doctor_tells_a_committed_change_from_one_only_in_the_working_tree(env: 
     committed = env.cli("doctor").stdout
     assert "held back" in committed and "as committed (git HEAD)" in committed, committed
     assert "if you made them" not in committed
+
+
+def test_a_teammate_is_told_once_that_the_team_committed_a_loosening_and_commands_stay_quiet(env: Env) -> None:
+    from tests.test_trust import _git
+
+    env.write(".memory-governor/policy.yaml", TIGHTER.replace("1", "2"))
+    _git(env, "init", "-q")
+    _git(env, "add", ".memory-governor/policy.yaml")
+    _git(env, "commit", "-qm", "team policy")
+    Session(env, "before-the-pull").start()  # the clone's first session: the committed policy, accepted
+    env.write(".memory-governor/policy.yaml", LOOSER)
+    _git(env, "commit", "-qam", "lead: six searches")  # the lead's change, as the clone pulls it
+    session = Session(env, "after-the-pull")
+    told = session.start()
+    notice = told.message + told.stderr
+    assert "the team committed a policy change" in notice and "git log -p .memory-governor/" in notice, notice
+    assert "If you made it" not in notice and "git checkout" not in notice, "not the teammate's change"
+    session.prompt("what did we decide about the cache")
+    later = [session.pre("mem_search", query=f"cache {i}", limit=1) for i in range(3)]
+    assert [answer.denied for answer in later] == [False, False, True], "the accepted 2 hold"
+    assert all("held back" not in answer.message + answer.stderr for answer in later), "told once per session"
+    env.write("notes.md", "some text\n")
+    for command in (["report"], ["status"], ["classify", "what did we decide?"], ["count", "notes.md"]):
+        out = env.cli(*command)
+        assert out.returncode == 0 and "held back" not in out.stderr, (command, out.stderr)
+    assert "a change the team committed" in env.cli("doctor").stdout

@@ -113,13 +113,14 @@ def test_a_policy_changed_since_the_last_commit_is_held_against_the_committed_on
     _git(env, "add", ".memory-governor/policy.yaml")
     _git(env, "commit", "-qm", "team policy")
     env.write(".memory-governor/policy.yaml", LOOSER)  # in the working tree only, before the first session
-    session.start()
+    started = session.start()
     session.prompt("what did we decide")
     first = session.pre("mem_search", query="a", limit=1)
     second = session.pre("mem_search", query="b", limit=1)
     assert [first.denied, second.denied] == [False, True]  # the committed 1, not the working tree's 6
-    told = first.message + first.stderr
-    assert "held back" in told and "max_search_calls" in told, told
+    told = started.message + started.stderr
+    assert "held back" in told and "max_search_calls" in told and "not committed" in told, told
+    assert "git checkout -- .memory-governor/" in told, "nobody's change yet: maybe an agent's"
     env.accept()
     assert _searches(session, 7) == [False] * 6 + [True]
 
@@ -427,12 +428,12 @@ def test_a_state_directory_pointed_somewhere_new_does_not_start_from_first_seen(
     env.write(".memory-governor/policy.yaml", LOOSER)
     fresh = {"MEMORY_GOVERNOR_STATE_DIR": str(env.tmp / "fresh-state")}
     later = Session(env, "sess-2", extra_env=fresh)
-    later.start()
+    started = later.start()
     later.prompt("what did we decide about the cache")
     first = later.pre("mem_search", query="cache", limit=1)
     rest = [later.pre("mem_search", query=f"cache {i}", limit=1).denied for i in range(2)]
     assert [first.denied, *rest] == [False, False, True], first.raw
-    assert "held back" in first.message + first.stderr
+    assert "held back" in started.message + started.stderr
 
 
 def _settings_edit(path: Path, **keys: Any) -> None:

@@ -244,18 +244,15 @@ def _held(report: Report, sources: Sources, policy: CompiledPolicy) -> None:
 def _held_fix(sources: Sources, digest: str) -> str:
     """What to do about a held-back change: a committed one is the team's (a lead's change reaching
     this clone); one only in the working tree is nobody's yet, and may be an agent's."""
-    from governor import with_site_packages
+    from governor.policy import acceptance
 
-    with_site_packages()
-    from governor.policy.files import compile_committed
-
-    committed = compile_committed(sources)
-    if committed is not None and committed["digest"] == digest:
+    found = acceptance.whose(sources, state_dir(os.environ), digest)
+    if found == acceptance.COMMITTED:
         return (
             "the files are as committed (git HEAD): a change the team committed. Review it (git log -p "
             ".memory-governor/), then accept it in your own terminal: memory-governor policy accept"
         )
-    if committed is not None:
+    if found == acceptance.UNCOMMITTED:
         return (
             "the change is in the working tree, not committed: if you made it, memory-governor policy accept "
             "in your terminal; if not (an agent can write files), git checkout -- .memory-governor/"

@@ -91,7 +91,9 @@ def install(harness: str, scope: str | None, client: str | None, project: str | 
     # The hooks cover the tools the policy files name now, held back or not: coverage only widens.
     sources = Sources(os.environ, root)
     policy, notices = compiled.from_files(sources, state_dir(os.environ))
-    _, notices = acceptance.enforced(policy, notices, sources, state_dir(os.environ))
+    enforcing, notices = acceptance.enforced(policy, notices, sources, state_dir(os.environ))
+    if enforcing.held is not None:
+        notices.append(acceptance.held_notice(sources, state_dir(os.environ), enforcing.held))
     for notice in notices:
         click.echo(notice, err=True)
     try:

@@ -45,6 +45,9 @@ class CompiledPolicy:
         self.ladder: dict[str, dict[str, Any]] = self.data["ladder"]
         # When a person last accepted the policy (governor.policy.acceptance); None: not known.
         self.accepted_at: float | None = None
+        # A loosening in the files held back (governor.policy.acceptance): the changes named, and
+        # the digest of the files that make them; None: nothing is held back.
+        self.held: tuple[str, str] | None = None
         # The project root it governs (governor.policy.projects); None: not loaded for one.
         self.project: str | None = None
         # Where its patterns' `_sre` code is kept, without the ending (governor.engine.patterns);

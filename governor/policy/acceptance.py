@@ -223,20 +223,50 @@ def enforced(policy: CompiledPolicy, notices: list[str], sources: Sources, state
     enforcing.accepted_at = accepted_at
     named = "; ".join(str(c).split("  (")[0].strip() for c in held[:SHOWN])
     more = f" and {len(held) - SHOWN} more" if len(held) > SHOWN else ""
-    if _tampered(shipped):
-        notice = (
-            f"memory-governor: the shipped default policy {sources.shipped} is not the file memory-governor "
-            f"{shipped['version']} was built with (its sha256 differs), so it is no upgrade: what it loosens "
-            f"({named}{more}) is held back and the accepted policy stays in force. Reinstall memory-governor to "
-            f"restore the file; a policy of your own goes in .memory-governor/policy.yaml."
-        )
-    else:
-        notice = (
-            f"memory-governor: the policy files changed in a way that loosens the accepted policy ({named}{more}); "
-            f"the change is held back and the accepted policy stays in force. If you made it, run `memory-governor "
-            f"policy accept` in {sources.project}."
-        )
+    if not _tampered(shipped):
+        enforcing.held = (named + more, policy.digest)  # told once per session (held_notice), whose it is
+        return enforcing, notices
+    notice = (
+        f"memory-governor: the shipped default policy {sources.shipped} is not the file memory-governor "
+        f"{shipped['version']} was built with (its sha256 differs), so it is no upgrade: what it loosens "
+        f"({named}{more}) is held back and the accepted policy stays in force. Reinstall memory-governor to "
+        f"restore the file; a policy of your own goes in .memory-governor/policy.yaml."
+    )
     return enforcing, [*notices, notice]
+
+
+COMMITTED, UNCOMMITTED = "committed", "uncommitted"
+
+
+def whose(sources: Sources, state: str, digest: str) -> str | None:
+    """Whose change the policy files with `digest` are: COMMITTED (as at git HEAD: the team's, a
+    lead's change reaching this clone), UNCOMMITTED (only in the working tree: nobody's yet, maybe
+    an agent's), or None outside git. Runs git: cold path."""
+    from governor.policy.content import compile_committed
+
+    committed = compile_committed(state, sources)
+    if committed is None:
+        return None
+    return COMMITTED if committed["digest"] == digest else UNCOMMITTED
+
+
+def held_notice(sources: Sources, state: str, held: tuple[str, str]) -> str:
+    """What the person is told of a loosening held back (CompiledPolicy.held), and what to do."""
+    named, digest = held
+    found = whose(sources, state, digest)
+    if found == COMMITTED:
+        return (
+            f"memory-governor: the team committed a policy change that loosens the policy accepted here ({named}); "
+            f"until you accept it, it is held back and the accepted policy stays in force. Review it (git log -p "
+            f".memory-governor/), then run `memory-governor policy accept` in your own terminal in {sources.project}."
+        )
+    where = "in the working tree (not committed)" if found == UNCOMMITTED else ""
+    undo = " If not (an agent can write files), restore them: git checkout -- .memory-governor/" if where else ""
+    return (
+        f"memory-governor: the policy files changed {where}{' ' if where else ''}in a way that loosens the accepted "
+        f"policy ({named}); the change is held back and the accepted policy stays in force. If you made it, run "
+        f"`memory-governor policy accept` in your own terminal in {sources.project}.{undo}"
+    )
 
 
 def _first_record(policy: CompiledPolicy, sources: Sources, state: str, first: bool) -> dict[str, Any] | None:

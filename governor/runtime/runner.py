@@ -161,7 +161,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
         event.harness = event.harness or adapter.NAME
         _anchor(event, cwd)
         policy, notices = _policy(env, event, loaded)
-        notices = [*told, *notices]
+        notices = [*told, *notices, *_held(env, event, policy)]
         if event.kind == ev.SESSION_START:
             notices = notices + _installed_changes(env, event.harness, policy.project)
         _sync_warm_server_switch(env, policy)
@@ -205,6 +205,18 @@ def _policy(env: Mapping[str, str], event: Event, loaded: Loaded | None = None) 
     if loaded is not None and loaded[0] == where:
         return loaded[1]
     return compiled.load(env, *where)
+
+
+def _held(env: Mapping[str, str], event: Event, policy: CompiledPolicy) -> list[str]:
+    """A loosening held back: told once per session, on stderr too (an orchestrator's stderr is its
+    author's terminal); saying whose change it is looks at git."""
+    if policy.held is None or not _first_time(env, event.session_id, f"held:{policy.held}"):
+        return []
+    from governor.policy.acceptance import held_notice
+    from governor.policy.sources import Sources
+    from governor.state import state_dir
+
+    return [held_notice(Sources(env, harness_folder(env, event), policy.project), state_dir(env), policy.held)]
 
 
 def load_policy(env: Mapping[str, str], project: str | None, session: object) -> Loaded:

@@ -68,6 +68,30 @@ def test_four_parallel_callbacks_two_clamped_two_refused(env: Env) -> None:
     assert _usage(env)["search"] == 2
 
 
+def test_a_held_back_change_reaches_the_programs_stderr_once_per_session(env: Env,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    from tests.test_trust import _git
+
+    _git(env, "init", "-q")
+    env.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: 2\n")
+    _git(env, "add", ".")
+    _git(env, "commit", "-qm", "team policy")
+    callback = _callback(env)
+    asyncio.run(callback(_payload(env, "SessionStart", session_id="sdk-0", source="startup"), None, None))
+    env.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: 5\n")
+    _git(env, "commit", "-qam", "five searches")
+    capsys.readouterr()
+
+    async def run() -> None:
+        await callback(_payload(env, "SessionStart", source="startup"), None, None)
+        await callback(_payload(env, "UserPromptSubmit", prompt="what did we decide about auth?"), None, None)
+        for i in range(4):
+            await callback(_search(env, f"toolu_{i}"), f"toolu_{i}", None)
+
+    asyncio.run(run())
+    assert capsys.readouterr().err.count("held back") == 1
+
+
 def test_a_call_both_observers_see_is_decided_and_counted_once(env: Env) -> None:
     callback = _callback(env)
     # The prompt: the callback first; the hook process's look adds no second turn, advice or count.
