@@ -420,6 +420,8 @@ def test_doctor_checks_the_install_and_on_error(env: Env) -> None:
 
 def test_doctor_says_the_claude_code_install_leaves_copilots_memory_calls_ungoverned(env: Env) -> None:
     env.cli("install", "claude-code", check=True)
+    quiet = env.cli("doctor")
+    assert quiet.returncode == 0 and "copilot" not in quiet.stdout, "no Copilot CLI here: nothing to say of it"
     (env.home / ".copilot").mkdir()  # this user runs Copilot CLI
     out = env.cli("doctor")
     assert "warn  copilot" in out.stdout and "not governed" in out.stdout

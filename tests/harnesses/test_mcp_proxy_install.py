@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from governor.harnesses.mcp_proxy.setup import CLIENTS
+from governor.harnesses.mcp_proxy.setup import CLIENTS, PORTABLE
 from tests.conftest import ROOT, Env
 
 ENGRAM = {"command": "uvx", "args": ["engram", "mcp", "--tools=agent"], "env": {"ENGRAM_DATA_DIR": "/data"}}
@@ -61,8 +61,13 @@ def test_install_puts_the_proxy_in_front_and_uninstall_restores_the_entry(env: E
     key = keys[-1]
     entry = servers_of(read(path), keys[:-1])[key]["engram"]
     assert entry["args"][-5:] == ["engram", "--", "uvx", "engram", "mcp", "--tools=agent"][-5:]
-    assert entry["args"][:3] == ["-I", "-S", str(ROOT / "governor" / "runtime" / "proxy.py")]
-    assert entry["command"] == sys.executable and entry["env"] == ENGRAM["env"]
+    if scope == "project":  # committed: no machine's path, the governor the launcher's rule finds
+        assert entry["command"] == "sh" and entry["args"][:2] == ["-c", PORTABLE], entry
+        assert str(ROOT) not in json.dumps(entry) and sys.executable not in json.dumps(entry)
+    else:
+        assert entry["args"][:3] == ["-I", "-S", str(ROOT / "governor" / "runtime" / "proxy.py")]
+        assert entry["command"] == sys.executable
+    assert entry["env"] == ENGRAM["env"]
     assert servers_of(read(path), keys)["other"] == OTHER and servers_of(read(path), keys[:-1])["theme"] == "dark"
     again = cli(env, "install", "mcp-proxy", "--client", client, "--scope", scope)
     assert "already in front of engram, nothing changed" in again.stdout
@@ -85,7 +90,7 @@ def test_dry_run_changes_nothing(env: Env) -> None:
     write(path, {"mcpServers": {"engram": ENGRAM}})
     before = Path(path).read_text()
     out = cli(env, "install", "mcp-proxy", "--client", "cursor", "--dry-run")
-    assert out.returncode == 0 and "would become" in out.stdout and "proxy.py" in out.stdout
+    assert out.returncode == 0 and "would become" in out.stdout and "memory-governor" in out.stdout
     assert Path(path).read_text() == before
 
 
@@ -143,6 +148,9 @@ def test_doctor_reports_the_proxy_install(env: Env) -> None:
     cli(env, "install", "mcp-proxy", "--client", "cursor")
     out = env.cli("doctor")
     assert "mcp-proxy cursor" in out.stdout and "engram behind the proxy" in out.stdout, out.stdout
+    # A teammate's clone with no governor on PATH: the committed entry cannot start the server.
+    bare = env.cli("doctor", env={"PATH": "/usr/bin:/bin"})
+    assert "fail  mcp-proxy cursor" in bare.stdout.lower() and "no memory-governor on PATH" in bare.stdout
 
 
 def test_client_and_scope_are_checked(env: Env) -> None:

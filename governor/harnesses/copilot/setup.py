@@ -273,8 +273,11 @@ def _claude_code_hooks(project: str, installed: bool) -> list[Check]:
     if installed:
         return [Check(INFO, "copilot", f"Copilot CLI also runs the Claude Code hooks in {found[0]}; under Copilot "
                       "they answer nothing while this install decides")]  # fmt: skip
-    status = WARN if os.path.isdir(os.path.dirname(user_hooks_dir(os.environ))) else INFO
-    return [Check(status, "copilot", f"Copilot CLI runs the Claude Code hooks in {found[0]}: its prompts reach the "
+    import shutil
+
+    if not os.path.isdir(os.path.dirname(user_hooks_dir(os.environ))) and shutil.which("copilot") is None:
+        return []  # no Copilot CLI on this machine: nothing to say in a Claude Code project
+    return [Check(WARN, "copilot", f"Copilot CLI runs the Claude Code hooks in {found[0]}: its prompts reach the "
                   "governor, but those matchers name Claude Code's tools (mcp__engram__…), not Copilot's "
                   "(engram-mem_search, …), so its memory calls are not governed", "memory-governor install copilot")]  # fmt: skip
 

@@ -8,6 +8,11 @@ so that the client starts the proxy, which starts the original command behind it
  -> "engram": {"command": "<python>", "args": ["-I", "-S", "<...>/governor/runtime/proxy.py",
               "--name", "engram", "--", "uvx", "engram", "mcp"], "env": {...}}
 
+A project's file is committed, so at project scope the entry names no machine's path: it runs
+this machine's governor as the hook launcher finds it (`$MEMORY_GOVERNOR`, else `memory-governor`
+on PATH), `sh -c 'exec "${MEMORY_GOVERNOR:-memory-governor}" proxy "$@"' memory-governor --name
+engram -- uvx engram mcp`. Where there is none, the memory server does not start at all.
+
 Everything else in the entry and the file is kept. The original command is the tail of the new
 one, so `uninstall` restores it exactly, and a second install changes nothing; the file is
 written atomically, with a backup, by governor.harnesses.settings. An entry with a `url`
@@ -44,6 +49,7 @@ from governor.harnesses.settings import Change, SettingsError, json_text, read_j
 NAME = "mcp-proxy"
 PROXY = os.path.join(os.path.dirname(ENTRY), "proxy.py")  # governor.runtime.proxy, run as a file
 OURS = re.compile(r"governor[/\\]runtime[/\\]proxy\.py$")
+PORTABLE = 'exec "${MEMORY_GOVERNOR:-memory-governor}" proxy "$@"'  # a committed entry's sh script
 
 
 def _home(*parts: str) -> str:
@@ -119,7 +125,9 @@ def governed_servers(policy: dict[str, Any]) -> list[str]:
 
 def is_ours(entry: Any) -> bool:
     args = entry.get("args") if isinstance(entry, dict) else None
-    return isinstance(args, list) and "--" in args and any(isinstance(a, str) and OURS.search(a) for a in args)
+    if not isinstance(args, list) or "--" not in args:
+        return False
+    return args[:2] == ["-c", PORTABLE] or any(isinstance(a, str) and OURS.search(a) for a in args)
 
 
 def unwrapped(entry: dict[str, Any]) -> dict[str, Any]:
@@ -133,13 +141,16 @@ def unwrapped(entry: dict[str, Any]) -> dict[str, Any]:
     return {**entry, "command": tail[0], "args": tail[1:]}  # keys stay where they were
 
 
-def wrapped(entry: dict[str, Any], server: str, python: str | None = None) -> dict[str, Any]:
-    """The entry with the proxy in front of its command."""
+def wrapped(entry: dict[str, Any], server: str, scope: str = "user") -> dict[str, Any]:
+    """The entry with the proxy in front of its command: at project scope (committed) the
+    governor the launcher's rule finds on each machine, elsewhere this one's interpreter."""
     original = unwrapped(entry)
     args = original.get("args") or []
     command = [str(original["command"]), *(str(a) for a in args)]
-    return {**original, "command": python or sys.executable,
-            "args": ["-I", "-S", PROXY, "--name", server, "--", *command]}  # fmt: skip
+    if scope == "project":
+        return {**original, "command": "sh", "args": ["-c", PORTABLE, "memory-governor", "--name", server, "--",
+                                                       *command]}  # fmt: skip
+    return {**original, "command": sys.executable, "args": ["-I", "-S", PROXY, "--name", server, "--", *command]}
 
 
 def _servers(data: dict[str, Any], path: str, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -174,7 +185,7 @@ def plan_install(policy: dict[str, Any], scope: str, project: str, client: str |
         if not isinstance(entry, dict) or "command" not in unwrapped(entry):
             raise SettingsError(f"{path}: `{name}` is not a local command (a remote `url` server cannot run behind "
                                 "the stdio proxy); nothing was changed")  # fmt: skip
-        into[name] = wrapped(entry, name)
+        into[name] = wrapped(entry, name, scope)
         done.append(name)
     return [Change(path, before, after, f"{target.title} starts {', '.join(done)} behind the governing proxy",
                    "the proxy is already in front of " + ", ".join(done), json_text)]  # fmt: skip
@@ -210,13 +221,23 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
             ours = {key: entry for key, entry in servers.items() if is_ours(entry)}
             if not ours:
                 continue
-            broken = [key for key, entry in ours.items()
-                      if not os.path.exists(str(entry.get("command"))) or not any(os.path.exists(a) for a in entry["args"]
-                                                                                  if OURS.search(str(a)))]  # fmt: skip
+            broken = [key for key, entry in ours.items() if not _runs(entry)]
             if broken:
                 checks.append(Check(BAD, f"mcp-proxy {name}", f"{path}: {', '.join(broken)} runs a proxy that is not "
-                                    "there (moved or uninstalled)",
+                                    "there (moved or uninstalled; a committed entry: no memory-governor on PATH and "
+                                    "MEMORY_GOVERNOR not set)",
                                     f"memory-governor install mcp-proxy --client {name} --scope {scope}"))  # fmt: skip
             else:
                 checks.append(Check(OK, f"mcp-proxy {name}", f"{path}: {', '.join(ours)} behind the proxy"))
     return checks
+
+
+def _runs(entry: dict[str, Any]) -> bool:
+    """Is the governor the entry starts there on this machine?"""
+    import shutil
+
+    if entry["args"][:2] == ["-c", PORTABLE]:
+        program = os.environ.get("MEMORY_GOVERNOR") or "memory-governor"
+        return shutil.which(program) is not None
+    return os.path.exists(str(entry.get("command"))) and any(os.path.exists(a) for a in entry["args"]
+                                                             if OURS.search(str(a)))  # fmt: skip
