@@ -82,8 +82,37 @@ def test_a_pathological_save_holds_up_no_other_call(env: Env, session: Session) 
     assert save.denied and "raw transcript" in save.reason
     assert fetch.denied and "was not surfaced" in fetch.reason
     assert context.denied and "whole-memory dump" in context.reason
-    assert search.updated_input == {"query": "q", "limit": 3}
-    assert result.output is not None and O200K(result.output) <= 1200
+    _fit_together(search, result)
+
+
+L1_EXPECTED = 100  # the shipped policy's expected tokens per search result
+
+
+def _fit_together(search: Answer, result: Answer) -> None:
+    """What holds whichever of the two the ledger decides first: the search is clamped to the
+    ladder's 3 (lowered to fit when the result was counted first), and the result is trimmed so
+    that it and what the search may still bring stay within the turn's 1200 tokens."""
+    limit = (search.updated_input or {}).get("limit")
+    assert search.updated_input == {"query": "q", "limit": limit} and 1 <= limit <= 3, search.raw
+    assert result.output is not None and O200K(result.output) + limit * L1_EXPECTED <= 1200
+
+
+@pytest.mark.parametrize("first", ["search", "result"])
+def test_a_search_and_a_large_result_fit_the_budget_together_in_either_order(env: Env, session: Session,
+                                                                             first: str) -> None:  # fmt: skip
+    session.prompt("what did we decide about caching?")
+    session.pre("mem_search", "toolu_big", query="cache", limit=3)
+    search = _payload(session, "PreToolUse", "toolu_l1", tool_name="mcp__engram__mem_search",
+                      tool_input={"query": "q", "limit": 50})  # fmt: skip
+    result = _payload(session, "PostToolUse", "toolu_big", tool_name="mcp__engram__mem_search",
+                      tool_input={"query": "cache", "limit": 3}, tool_response=big_search(10, body_words=200))  # fmt: skip
+    if first == "search":
+        searched, posted = run_hook(env, search), run_hook(env, result)
+    else:
+        posted, searched = run_hook(env, result), run_hook(env, search)
+    _fit_together(searched, posted)
+    limit = (searched.updated_input or {}).get("limit")
+    assert limit == 3 if first == "search" else limit < 3, "the result counted first leaves room for fewer"
 
 
 def test_a_dispatch_prompt_built_against_the_raw_body_check_is_decided(env: Env, session: Session) -> None:
