@@ -40,7 +40,9 @@ REGISTRY = {
     "codex": "governor.harnesses.codex",
     "copilot": "governor.harnesses.copilot",
     "gemini-cli": "governor.harnesses.gemini_cli",
+    "langchain": "governor.harnesses.langchain",
     "mcp-proxy": "governor.harnesses.mcp_proxy",
+    "openai-agents": "governor.harnesses.openai_agents",
     "opencode": "governor.harnesses.opencode",
 }
 
