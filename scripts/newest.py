@@ -23,7 +23,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 E2E = ROOT / "tests" / "e2e"
 # The modules that declare the pins (through npm.pin).
-PIN_MODULES = ("conftest", "codex_env", "copilot_env", "gemini_env", "opencode_env", "claude_agent_sdk_env")
+PIN_MODULES = (
+    "conftest",
+    "codex_env",
+    "copilot_env",
+    "gemini_env",
+    "opencode_env",
+    "claude_agent_sdk_env",
+    "orchestrators_env",
+)
 
 
 def pins() -> dict[str, tuple[str, str]]:

@@ -31,19 +31,20 @@ imports little beyond the adapter a callback decides with (no `dataclasses`, `ty
 from __future__ import annotations
 
 import os
-import sys
 
 from governor.harnesses.claude_agent_sdk import EVENTS, NAME
+from governor.sdk import in_process
+from governor.sdk.in_process import warm_up
+
+__all__ = ["callback_for", "decide", "govern", "warm_up"]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
-    from threading import Thread
     from typing import Any
 
     Callback = Callable[[dict[str, Any], "str | None", Any], Awaitable[dict[str, Any]]]
 _MARK = "_memory_governor"  # set on our callbacks, so a second govern() adds none
-_warmed: set[tuple[str, str]] = set()  # (state directory, project) warm_up has been started for
 
 
 def govern(options: Any, env: Mapping[str, str] | None = None) -> Any:
@@ -68,34 +69,9 @@ def govern(options: Any, env: Mapping[str, str] | None = None) -> Any:
     return dataclasses.replace(options, hooks=hooks)
 
 
-def warm_up(env: Mapping[str, str], project: str) -> Thread | None:
-    """Start loading, on a daemon thread, what the warm server loads at its start (tiktoken for the
-    policy's unit, the memory-need model), once per state directory and project in this process;
-    the thread, or None when it was started already. Callbacks decide meanwhile, counting with
-    the cached table (exactly; none waits for it)."""
-    from governor.state import state_dir
-
-    key = (state_dir(env), project)
-    if key in _warmed:
-        return None
-    _warmed.add(key)
-    import threading
-
-    from governor.runtime.runner import warm_up as load
-
-    thread = threading.Thread(target=load, args=(dict(env), project), name="memory-governor warm-up", daemon=True)
-    thread.start()
-    return thread
-
-
 def decide(input_data: Any, env: Mapping[str, str]) -> dict[str, Any]:
     """One event, decided in this thread: the object a callback returns ({} for no objection)."""
-    from governor.runtime import runner
-
-    out = runner.respond(NAME, b"", env, payload=input_data)
-    for line in out.errors:
-        sys.stderr.write(line + "\n")
-    return out.answer or {}
+    return in_process.decide(NAME, input_data, env)
 
 
 def callback_for(env: Mapping[str, str], resumed: bool = False) -> Callback:

@@ -4,7 +4,8 @@ Codex is pointed at it by a model provider in a throwaway CODEX_HOME's config.to
 (``base_url = "<url>/v1"``, ``wire_api = "responses"``); Codex appends ``/responses``. It
 answers
 
-- ``POST .../responses`` with a streamed SSE reply: ``response.created``, one
+- ``POST .../responses`` with one Response object when the request does not ask for ``stream``
+  (the OpenAI Agents SDK's ``Runner.run``), else with a streamed SSE reply: ``response.created``, one
   ``response.output_item.done`` per output item (an assistant ``message`` with ``output_text``,
   or a ``function_call``), then ``response.completed`` with the usage;
 - anything else (a model list, a compaction endpoint) with 404, recorded in ``other``.
@@ -194,6 +195,8 @@ class FakeResponses(ScriptedModel):
             request.reply = reply
         else:
             reply = self.next_reply(request)
+        if not request.body.get("stream"):  # the OpenAI Agents SDK's Runner.run asks for one object
+            return Response.json(_response(reply, self.total_tokens, request.namespaces, request.body))
         return Response.sse(_sse(reply, self.total_tokens, request.namespaces))
 
 
@@ -220,6 +223,23 @@ def _items(reply: Reply, namespaces: list[str]) -> list[dict[str, Any]]:
         items.append({"type": "message", "role": "assistant", "id": f"msg_{uuid.uuid4().hex[:16]}",
                       "content": [{"type": "output_text", "text": "Done."}]})  # fmt: skip
     return items
+
+
+def _usage(total_tokens: int) -> dict[str, Any]:
+    return {"input_tokens": total_tokens - 5, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": total_tokens}  # fmt: skip
+
+
+def _response(reply: Reply, total_tokens: int, namespaces: list[str], body: dict[str, Any]) -> dict[str, Any]:
+    """The whole reply as one Response object (a request without ``stream``)."""
+    output = _items(reply, namespaces)
+    for item in output:  # the fields the SDK's typed Response requires of each item
+        item["status"] = "completed"
+        for part in item.get("content", []):
+            part.setdefault("annotations", [])
+    return {"id": f"resp_{uuid.uuid4().hex[:16]}", "object": "response", "created_at": 0, "status": "completed",
+            "model": str(body.get("model") or "gpt-4.1"), "output": output,
+            "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "usage": _usage(total_tokens)}  # fmt: skip
 
 
 def _sse(reply: Reply, total_tokens: int, namespaces: list[str]) -> list[str]:
