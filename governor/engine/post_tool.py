@@ -235,8 +235,8 @@ def tool_failed(case: Case) -> Decision:
     call_id = case.known_call_id()
     if case.event.twin and call_id:
         prior = case.ledger.call(case.session, call_id)
-        if prior is not None and prior[0] == "released":
-            return Decision(code="repeat")  # the other observer of this failure released it
+        if prior is not None and prior[0] != "pending":
+            return Decision(code="repeat")  # the other observer decided this call's end (a result, a release)
     if call_id:
         case.ledger.release(case.session, call_id, case.world.now)
     decision = Decision(code="released")

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
     Callback = Callable[[dict[str, Any], "str | None", Any], Awaitable[dict[str, Any]]]
 _MARK = "_memory_governor"  # set on our callbacks, so a second govern() adds none
+BATCH = "PostToolBatch"  # after a batch of calls: one the SDK's permission check refused never reported back
 
 
 def govern(options: Any, env: Mapping[str, str] | None = None) -> Any:
@@ -62,7 +63,7 @@ def govern(options: Any, env: Mapping[str, str] | None = None) -> Any:
     callback = callback_for(decide_env, resumed=bool(options.resume or options.continue_conversation))
     warm_up(decide_env, project)
     hooks: dict[str, list[Any]] = {event: list(matchers) for event, matchers in (options.hooks or {}).items()}
-    for event in EVENTS:
+    for event in (*EVENTS, BATCH):
         matchers = hooks.setdefault(event, [])
         if not any(getattr(hook, _MARK, False) for matcher in matchers for hook in matcher.hooks):
             matchers.append(HookMatcher(matcher=None, hooks=[callback]))
@@ -103,6 +104,8 @@ def callback_for(env: Mapping[str, str], resumed: bool = False) -> Callback:
             if first and input_data.get("hook_event_name") != "SessionStart":
                 fields = {k: input_data[k] for k in ("session_id", "transcript_path", "cwd") if k in input_data}
                 opening = decide({**fields, "hook_event_name": "SessionStart", "source": "resume"}, env)
+        if isinstance(input_data, dict) and input_data.get("hook_event_name") == BATCH:
+            return unreported(input_data)
         answer = decide(input_data, env)
         context = opening.get("hookSpecificOutput", {}).get("additionalContext")
         if context and isinstance(input_data, dict) and input_data.get("hook_event_name") == "UserPromptSubmit":
@@ -111,6 +114,18 @@ def callback_for(env: Mapping[str, str], resumed: bool = False) -> Callback:
                 f"{context}\n{own['additionalContext']}" if own.get("additionalContext") else context
             )
         return answer
+
+    def unreported(batch: dict[str, Any]) -> dict[str, Any]:
+        """A batch's end: each call in it reported as failed, so that one the SDK's permission check
+        refused after its PreToolUse (no PostToolUse or PostToolUseFailure follows it) gives its
+        reservation back. A call whose end the ledger knows already is left as it is (`twin`)."""
+        fields = {k: v for k, v in batch.items() if k not in ("hook_event_name", "tool_calls")}
+        for made in batch.get("tool_calls") or []:
+            if isinstance(made, dict) and isinstance(made.get("tool_use_id"), str):
+                decide({**fields, "hook_event_name": "PostToolUseFailure", "tool_name": made.get("tool_name"),
+                        "tool_input": made.get("tool_input") or {}, "tool_use_id": made["tool_use_id"],
+                        "error": str(made.get("tool_response") or "")[:2000]}, env)  # fmt: skip
+        return {}
 
     async def memory_governor(input_data: dict[str, Any], tool_use_id: str | None, context: Any) -> dict[str, Any]:
         try:

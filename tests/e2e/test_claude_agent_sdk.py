@@ -12,7 +12,10 @@ Run: .venv/bin/python -m pytest tests/e2e/test_claude_agent_sdk.py -x -q
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
+from conftest import HERE, PYTHON, ROOT, RUN_TIMEOUT
 from fake_model import dispatch, engram, text, tool_uses
 from test_claude_code import _assert_two_of_four, _four_searches, denied, hit_ids, o200k
 
@@ -254,3 +257,48 @@ def test_typescript_sdk_isolation_mode_token_ceiling_and_refusals_hold(orchestra
     assert [c["arguments"] for c in orchestrator.calls("mem_get_observation")] == [{"id": 62}]
     assert orchestrator.calls("mem_context") == []
     assert {row["harness"] for row in orchestrator.decisions("post_tool")} == {"claude-agent-sdk"}
+
+
+# -- the README's example, and a call the SDK refuses after govern() allowed it ------------
+
+
+def readme_example() -> str:
+    """The Python program in README.md's Orchestrators section, as a user copies it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Orchestrators") :]
+    return section[
+        section.index("```python\n") + len("```python\n") : section.index("\n```", section.index("```python"))
+    ]
+
+
+def test_the_readme_example_runs_as_written_and_its_memory_calls_are_governed(orchestrator):
+    # `engram` on PATH is the Engram stand-in; the example itself is run byte for byte.
+    program = orchestrator.project / "example.py"
+    program.write_text(readme_example() + "\n")
+    bin_dir = orchestrator.tmp / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "engram"
+    shim.write_text(f'#!/bin/sh\nexec "{PYTHON}" "{HERE / "engram_mcp.py"}"\n')
+    shim.chmod(0o755)
+    orchestrator.model.script([_four_searches_at_10(), text("We moved to JWT.")])
+    env = {**orchestrator.env, **orchestrator.engram_server_env(), "PATH": f"{bin_dir}:{orchestrator.env['PATH']}",
+           "PYTHONPATH": f"{orchestrator.sdk}:{ROOT}"}  # fmt: skip
+    proc = subprocess.run([PYTHON, str(program)], cwd=orchestrator.project, env=env, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert proc.returncode == 0 and "We moved to JWT." in proc.stdout, proc.stderr[-3000:]
+    assert [c["arguments"]["limit"] for c in orchestrator.calls("mem_search")] == [3, 3]
+    assert {row["harness"] for row in orchestrator.decisions("pre_tool")} == {"claude-agent-sdk"}
+
+
+def test_a_call_the_permission_check_refuses_after_govern_allowed_it_gives_its_reservation_back(orchestrator):
+    # mem_search is not in allowed_tools: govern() reserves each search at PreToolUse, then the SDK
+    # refuses both (no PostToolUse or PostToolUseFailure follows); the batch's end releases them.
+    run = orchestrator.run_sdk("What did we decide about auth?", setting_sources=ISOLATION,
+                               main=[tool_uses(engram("mem_search", query="jwt auth", limit=3),
+                                               engram("mem_search", query="sqlite", limit=3)), text("OK.")],
+                               extra={"allowed_tools": ["Agent", "Task"]})  # fmt: skip
+    results = run.results_of("mem_search")
+    assert len(results) == 2 and all(r.is_error and "permission" in r.text for r in results), run.describe()
+    assert orchestrator.calls() == []
+    assert orchestrator.ledger_calls() == [("search", "released"), ("search", "released")]
+    assert [r["code"] for r in orchestrator.decisions("tool_failed")] == ["released", "released"]
