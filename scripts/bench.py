@@ -1021,6 +1021,7 @@ def time_sdk(runs: int) -> list[dict[str, Any]]:
         for path, values in (("in-process decision", direct), ("in-process callback", asyncio.run(through_callback()))):
             rows.append({"event": name, "path": path, "samples": len(values), "median_ms": statistics.median(values) * 1000,
                          "p99_ms": pct(values, 0.99) * 1000})  # fmt: skip
+    rows += time_in_process_frameworks(env, in_process)
     for warm in (True, False):
         hooked = Sandbox("o200k_base", warm, "claude-code")
         if warm:
@@ -1033,6 +1034,32 @@ def time_sdk(runs: int) -> list[dict[str, Any]]:
                          "p99_ms": pct(values, 0.99) * 1000})  # fmt: skip
         if warm:
             hooked.stop_server()
+    return rows
+
+
+def time_in_process_frameworks(env: dict[str, str], calls: int) -> list[dict[str, Any]]:
+    """The OpenAI Agents SDK's and LangChain's governors (governor.sdk.in_process.Governor): the
+    decision before a memory call (each the first search of its own turn: a clamp) and after it
+    (Engram's search result the Claude rows count), each in this thread, as a worker thread runs it."""
+    from governor.sdk.in_process import Governor
+
+    rows: list[dict[str, Any]] = []
+    for harness in ("openai-agents", "langchain"):
+        governor = Governor(harness, env, env["CLAUDE_PROJECT_DIR"], f"bench-{harness}-{time.time_ns():x}")
+        before: list[float] = []
+        after: list[float] = []
+        for i in range(calls + 1):
+            ids = {"server": "engram", "tool": "mem_search", "call_id": f"call-{i}", "turn_id": f"turn-{i}"}
+            started = time.perf_counter()
+            governor.before(ids, {"query": "jwt auth", "limit": 10})
+            middle = time.perf_counter()
+            governor.decide({"event": "result", "result": SEARCH, **ids})
+            if i:  # the first of each: the policy cache and the counter, warming up
+                before.append(middle - started)
+                after.append(time.perf_counter() - middle)
+        for event, values in (("call (memory tool)", before), ("result (search result)", after)):
+            rows.append({"event": event, "path": f"{harness} in-process decision", "samples": len(values),
+                         "median_ms": statistics.median(values) * 1000, "p99_ms": pct(values, 0.99) * 1000})  # fmt: skip
     return rows
 
 
@@ -1846,7 +1873,7 @@ def main() -> int:
     if args.only == "sdk":
         load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
         for row in time_sdk(runs):
-            print(f"{row['path']:26} {row['event']:30} median {row['median_ms']:7.3f} ms  p99 {row['p99_ms']:7.3f} ms"
+            print(f"{row['path']:38} {row['event']:30} median {row['median_ms']:7.3f} ms  p99 {row['p99_ms']:7.3f} ms"
                   f"  ({row['samples']} calls)")  # fmt: skip
         print(f"load average {load} -> " + " / ".join(f"{x:.1f}" for x in os.getloadavg()))
         return 0
