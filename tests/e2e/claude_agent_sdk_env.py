@@ -33,8 +33,8 @@ from fake_model import FakeModel, Step
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 # The pin: change it here only (and in pyproject.toml's [sdk] extra).
-SDK_VERSION = npm.pin("claude-agent-sdk", "0.2.189", "pypi")
-BUNDLED_CLAUDE_CODE = "2.1.332"  # what that wheel's _cli_version.py says
+SDK_VERSION = npm.pin("claude-agent-sdk", "0.2.190", "pypi")
+BUNDLED_CLAUDE_CODE = "2.1.337"  # what that wheel's _cli_version.py says (0.2.189: 2.1.332)
 MISSING_DEPENDENCIES = ("sniffio",)  # of the SDK's, not brought by the test extra
 
 
@@ -63,7 +63,7 @@ def sdk_folder() -> Path:
 
 
 # @anthropic-ai/claude-agent-sdk on npm (its platform package carries the binary).
-TS_SDK_VERSION = npm.pin("@anthropic-ai/claude-agent-sdk", "0.3.334")
+TS_SDK_VERSION = npm.pin("@anthropic-ai/claude-agent-sdk", "0.3.337")  # runs Claude Code 2.1.337 (0.3.334: 2.1.334)
 
 
 def ts_sdk_folder() -> Path:

@@ -6,7 +6,7 @@ own process; `governor.sdk.claude_agent.govern` adds memory-governor's. A callba
 `input_data` is the JSON object a Claude Code command hook reads on stdin, and its return value
 is the object such a hook prints, so this adapter reads and answers through Claude Code's
 (governor.harnesses.claude_code: the one place those payloads are spelled) and keeps only what
-differs. Facts it relies on (seen with claude-agent-sdk 0.2.189, bundled Claude Code 2.1.332;
+differs. Facts it relies on (seen with claude-agent-sdk 0.2.189 and 0.2.190, bundling Claude Code 2.1.332 and 2.1.337;
 docs/claude-agent-sdk.md):
 
 - input_data carries session_id, cwd, prompt_id (on every event after the first prompt, and
@@ -19,7 +19,7 @@ docs/claude-agent-sdk.md):
   decides a SessionStart resume itself for a resumed session).
 - The project is `options.cwd`: govern() passes it as CLAUDE_PROJECT_DIR, as the binary does
   for its command hooks.
-- The TypeScript SDK (`@anthropic-ai/claude-agent-sdk` 0.3.334) hands its callbacks the same
+- The TypeScript SDK (`@anthropic-ai/claude-agent-sdk` 0.3.334, 0.3.337) hands its callbacks the same
   input; the module `install claude-agent-sdk` writes (govern.mjs) forwards it here through the
   warm server or the hook process (`entry.py claude-agent-sdk`).
 - With the project's settings also loaded (`setting_sources` None or naming them), memory-
