@@ -9,10 +9,9 @@
 // systemMessage (for the user). A governed memory call never goes through silently: when no governor
 // answers, the policy's on_error decides here (closed when the policy could never be read), visibly.
 // No dependencies: node's built-ins only (a plugin with dependencies makes OpenCode install packages).
-import { spawn } from "node:child_process"
-import { appendFileSync, readFileSync, realpathSync } from "node:fs"
-import net from "node:net"
+import { realpathSync } from "node:fs"
 import { fileURLToPath } from "node:url"
+// memory-governor: the shared client (client.js) is written here by the install
 
 const CONFIG = {} // memory-governor: the install writes this line
 // The hook command: a project install's is the project's committed launcher, found beside this file
@@ -23,10 +22,7 @@ const COMMAND = CONFIG.launcher
   ? ["sh", fileURLToPath(new URL(`../../${CONFIG.launcher}`, import.meta.url)), CONFIG.harness]
   : CONFIG.command
 
-const MAX_SOCKET_PATH = 107 // sun_path; a longer path is reached through the hook process instead
 const ID_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-const UNREACHABLE = "memory-governor could not check this memory call (the governor could not be reached), and " +
-  "policy on_error=closed refuses memory calls until it can. Continue without memory; the user has been told."
 
 export const MemoryGovernor = async ({ client, directory, worktree }) => {
   // Installed in both scopes, OpenCode loads two copies: the first to load decides, the other stands aside.
@@ -35,7 +31,6 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
   const claim = {}
   claims.set(directory, claim)
   const started = Date.now()
-  const trace = !!process.env.MEMORY_GOVERNOR_TRACE
   const headless = ["run", "serve", "acp"].includes(process.argv[2])
   const sessions = new Map() // session id -> Promise of {parentID, agent, created}, or of null
   const opened = new Set() // sessions this process has announced (session.start)
@@ -46,8 +41,7 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
   const reported = new Set() // calls whose failure was reported
   const carried = new Map() // call id -> context a before-answer gave, added to the call's result
   const waiting = new Map() // session id -> context for the session's next message
-  const told = new Set() // sessions told that the governor could not be reached
-  let described = null // Promise of what `entry.py --describe` said, or of null
+  const gov = governorClient({ config: CONFIG, command: COMMAND, env: process.env, project: directory })
   let counter = 0
   let argsPrompt = process.argv[2] === "run" // the next user message is `opencode run`'s arguments, joined
 
@@ -73,117 +67,15 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
     else client.tui?.showToast?.({ body: { message: text, variant: "warning" } })?.catch?.(() => {})
   }
 
-  function describe() {
-    if (!described) {
-      described = run([...COMMAND.slice(0, -1), "--describe", directory], null, CONFIG.processTimeoutMs)
-        .then((r) => { try { return JSON.parse(r.out) } catch { return null } })
-      described.then((d) => { if (!d) described = null }) // not learnt: ask again next time
-    }
-    return described
-  }
-
-  // A child process, bounded in time; resolves {code, out, err}, or null if it could not run.
-  function run(argv, input, timeoutMs) {
-    return new Promise((resolve) => {
-      let done = false
-      const finish = (value) => { if (!done) { done = true; clearTimeout(timer); resolve(value) } }
-      let child
-      try {
-        child = spawn(argv[0], argv.slice(1), { env: process.env, stdio: ["pipe", "pipe", "pipe"] })
-      } catch { return finish(null) }
-      const out = [], err = []
-      const timer = setTimeout(() => { child.kill("SIGKILL"); finish(null) }, timeoutMs)
-      child.stdout.on("data", (c) => out.push(c))
-      child.stderr.on("data", (c) => err.push(c))
-      child.on("error", () => finish(null))
-      child.on("close", (code) => finish(code === 0 ? { code, out: Buffer.concat(out).toString(), err: Buffer.concat(err).toString() } : null))
-      child.stdin.on("error", () => {})
-      child.stdin.end(input ?? "")
-    })
-  }
-
-  // The warm server's answer: {out, err}, {retry: reason}, or null (no server there).
-  function viaSocket(info, body) {
-    if (process.env.MEMORY_GOVERNOR_WARM_SERVER === "off" || !info.socket || Buffer.byteLength(info.socket) > MAX_SOCKET_PATH) {
-      return Promise.resolve(null)
-    }
-    return new Promise((resolve) => {
-      const chunks = []
-      let done = false
-      const finish = (value) => { if (!done) { done = true; conn.destroy(); resolve(value) } }
-      const conn = net.createConnection(info.socket)
-      conn.setTimeout(CONFIG.socketTimeoutMs, () => finish(null))
-      conn.on("error", () => finish(null))
-      conn.on("connect", () => {
-        const env = Buffer.from(Object.entries(process.env).filter(([k, v]) => !`${k}${v}`.includes("\0"))
-          .map(([k, v]) => `${k}=${v}`).join("\0"))
-        // Not ended: the first line's lengths frame the request (Bun closes both sides of an ended socket).
-        conn.write(Buffer.concat([Buffer.from(`MG1 ${CONFIG.harness} ${info.fingerprint} ${env.length} ${body.length}\n`), env, body]))
-      })
-      conn.on("data", (c) => chunks.push(c))
-      const replied = () => {
-        const reply = Buffer.concat(chunks)
-        const nl = reply.indexOf(10)
-        const head = reply.subarray(0, nl < 0 ? reply.length : nl).toString().split(" ")
-        if (head[0] === "RETRY") return finish({ retry: head[1] || "" })
-        const rest = reply.subarray(nl + 1)
-        const outLen = Number(head[1]), errLen = Number(head[2])
-        if (head[0] !== "OK" || head.length !== 3 || rest.length !== outLen + errLen) return finish(null)
-        finish({ out: rest.subarray(0, outLen).toString(), err: rest.subarray(outLen).toString() })
-      }
-      conn.on("end", replied)
-      conn.on("close", replied)
-    })
-  }
-
-  // The governor's answer to one message: the warm server's, else a hook process's; null if neither answered.
-  async function ask(payload) {
-    const body = Buffer.from(JSON.stringify(payload))
-    const info = await describe()
-    if (info) {
-      const reply = await viaSocket(info, body)
-      if (reply && !reply.retry) return ["the warm server", reply]
-      if (reply && reply.retry === "code-changed") described = null // the governor was upgraded: learn it again
-    }
-    const reply = await run(COMMAND, body, CONFIG.processTimeoutMs)
-    return reply ? ["a hook process", reply] : [null, null]
-  }
-
-  // What the policy says when no governor answers: its compiled copy, else what describe said, else closed.
-  function onError(info) {
-    try { return JSON.parse(readFileSync(info.policy, "utf8")).policy.on_error === "open" ? "open" : "closed" } catch {}
-    return info?.on_error === "open" ? "open" : "closed"
-  }
-
-  async function unreachable(payload, governed) {
-    const info = await (described ?? null)
-    const mode = onError(info)
-    const closed = mode === "closed" && governed
-    const message = `memory-governor could not be reached (neither its warm server nor its hook process ` +
-      `${COMMAND.slice(0, -1).join(" ")} answered); memory calls are ` +
-      (mode === "closed" ? "denied, their results withheld (on_error: closed)." : "let through (on_error: open).")
-    if (!told.has(payload.sessionID)) {
-      told.add(payload.sessionID)
-      say(message)
-      if (info?.state) {
-        try { appendFileSync(`${info.state}/errors.log`, `${new Date().toISOString().slice(0, 19)}Z ${message}\n`) } catch {}
-      }
-    }
-    if (!closed) return {}
-    if (payload.hook === "tool.execute.before") return { deny: UNREACHABLE }
-    if (payload.hook === "tool.execute.after") return { content: [{ type: "text", text: `[${UNREACHABLE}]` }] }
-    return {}
-  }
-
-  // Ask, and make the answer an object: the governor's, or on_error's when none came.
+  // The governor's answer to a message, or on_error's when none came.
   async function decide(payload, governed) {
-    const [path, reply] = await ask(payload)
-    let answer = null
-    if (reply) {
-      try { answer = reply.out.trim() ? JSON.parse(reply.out) : {} } catch { answer = null }
+    const answer = await gov.answer(payload, `${payload.hook} ${payload.tool ?? ""}`)
+    if (!answer) {
+      const closed = (await gov.unreachable(payload.sessionID, say)) === "closed" && governed
+      if (closed && payload.hook === "tool.execute.before") return { deny: gov.refusal }
+      if (closed && payload.hook === "tool.execute.after") return { content: [{ type: "text", text: `[${gov.refusal}]` }] }
+      return {}
     }
-    if (trace) process.stderr.write(`memory-governor: ${payload.hook} ${payload.tool ?? ""} answered by ${answer ? path : "nobody"}\n`)
-    if (!answer || typeof answer !== "object") return unreachable(payload, governed)
     if (typeof answer.systemMessage === "string" && answer.systemMessage) say(answer.systemMessage)
     return answer
   }
@@ -240,7 +132,7 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
     return other ? { server: other[1], tool: other[2] } : null
   }
 
-  describe() // learn the governor while OpenCode starts
+  gov.describe() // learn the governor while OpenCode starts
 
   return {
     event: async ({ event }) => {

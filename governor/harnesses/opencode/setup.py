@@ -28,14 +28,11 @@ from typing import Any
 from governor.harnesses import hook_command, launcher
 from governor.harnesses.checks import BAD, INFO, MEMORY_LIKE, OK, WARN, Check, isolation
 from governor.harnesses.opencode import NAME, PLUGIN_FILE, tool_name
+from governor.harnesses.scripts import Script, timeouts
 from governor.harnesses.settings import Change, SettingsError, read_text, route_tools
 
 SCOPES = ("project", "user")
-TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plugin.js")
-CONFIG_LINE = "const CONFIG = {} // memory-governor: the install writes this line"
-MARK = "// memory-governor for OpenCode:"  # the first line of every plugin file this installer writes
-SOCKET_TIMEOUT_MS = 5_000  # the thin client's own (governor.runtime.client.TIMEOUT)
-PROCESS_TIMEOUT_MS = 10_000  # what the other installers give a hook process
+SCRIPT = Script(__file__, "plugin.js", "// memory-governor for OpenCode:")  # the plugin's template, its first line
 
 
 def config_dir() -> str:
@@ -75,8 +72,7 @@ LAUNCHER = launcher.RELATIVE.replace(os.sep, "/")  # what a project install's pl
 def plugin_config(policy: dict[str, Any], scope: str) -> dict[str, Any]:
     governed = governed_tools(policy)
     run: dict[str, Any] = {"launcher": LAUNCHER} if scope == "project" else {"command": shlex.split(hook_command(NAME))}
-    return {"harness": NAME, **run, "tools": governed, "forward": forwarded_tools(policy, governed),
-            "socketTimeoutMs": SOCKET_TIMEOUT_MS, "processTimeoutMs": PROCESS_TIMEOUT_MS}  # fmt: skip
+    return {"harness": NAME, **run, "tools": governed, "forward": forwarded_tools(policy, governed), **timeouts()}
 
 
 def config_command(config: dict[str, Any], path: str) -> list[str]:
@@ -89,41 +85,16 @@ def config_command(config: dict[str, Any], path: str) -> list[str]:
 
 
 def plugin_text(policy: dict[str, Any], scope: str) -> str:
-    with open(TEMPLATE, encoding="utf-8") as handle:
-        template = handle.read()
-    assert template.startswith(MARK) and template.count(CONFIG_LINE) == 1, "plugin.js lost its marks"
-    config = json.dumps(plugin_config(policy, scope), ensure_ascii=False, sort_keys=True)
-    return template.replace(CONFIG_LINE, CONFIG_LINE.replace("{}", config, 1))
+    return SCRIPT.text(plugin_config(policy, scope))
 
 
-def installed_config(text: str) -> dict[str, Any] | None:
-    """The CONFIG an installed plugin file carries, or None if it is not one of ours or is damaged."""
-    if not text.startswith(MARK):
-        return None
-    head, tail = CONFIG_LINE.split("{}")
-    for line in text.splitlines():
-        if line.startswith(head) and line.endswith(tail):
-            try:
-                value = json.loads(line[len(head) : -len(tail)])
-            except ValueError:
-                return None
-            return value if isinstance(value, dict) else None
-    return None
-
-
-def _text(value: Any) -> str:
-    return str(value)
+installed_config = SCRIPT.config
 
 
 def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Change]:
-    path = plugin_path(scope, project)
-    before = read_text(path)
-    if before is not None and not before.startswith(MARK):
-        raise SettingsError(f"{path}: a plugin of that name that is not memory-governor's is there; move it aside "
-                            "(nothing was changed)")  # fmt: skip
-    after = plugin_text(policy, scope)
     done = f"installed the plugin for {len(governed_tools(policy))} memory tools"
-    return launcher.with_install(scope, project, Change(path, before, after, done, "already installed", _text))
+    change = SCRIPT.install(plugin_path(scope, project), plugin_config(policy, scope), done)
+    return launcher.with_install(scope, project, change)
 
 
 def project_files(project: str) -> list[str]:
@@ -132,11 +103,9 @@ def project_files(project: str) -> list[str]:
 
 
 def plan_uninstall(scope: str, project: str) -> list[Change]:
-    path = plugin_path(scope, project)
-    before = read_text(path)
-    after = None if before is not None and before.startswith(MARK) else before
-    return launcher.with_uninstall(scope, project, NAME, Change(path, before, after, "plugin removed", "not installed",
-                                                                _text))  # fmt: skip
+    return launcher.with_uninstall(
+        scope, project, NAME, SCRIPT.uninstall(plugin_path(scope, project), "plugin removed")
+    )
 
 
 def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
@@ -156,7 +125,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         config = installed_config(text)
         fix = f"memory-governor install opencode --scope {scope}"
         if config is None:
-            if text.startswith(MARK):
+            if SCRIPT.ours(text):
                 checks.append(Check(BAD, f"opencode ({scope})", f"{path}: memory-governor's plugin, damaged", fix))
             continue
         installed.append((scope, config_command(config, path)))
