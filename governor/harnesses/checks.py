@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 OK, BAD, WARN, INFO = "ok", "FAIL", "warn", "info"
@@ -79,3 +80,46 @@ def run_hook_command(command: str, payload: dict[str, Any], harness_env: dict[st
         except ValueError:
             answer = None
         return HookRun(proc.returncode, answer, proc.stderr.decode("utf-8", "replace"), millis)
+
+
+def coverage(harness: str, scope: str, path: str, events: dict[str, Any], missing: list[str], uncovered: list[str],
+             tools: int) -> Check:  # fmt: skip
+    """An install's hooks file, judged: every event it needs and every tool the policy governs
+    matched (OK), or what is missing (FAIL, with the install that writes it whole)."""
+    if missing or uncovered:
+        detail = (f"missing events: {', '.join(missing)}; " if missing else "") + (
+            f"tools not matched: {', '.join(uncovered[:4])}" if uncovered else ""
+        )
+        return Check(BAD, f"{harness} ({scope})", f"{path}: {detail.strip('; ')}",
+                     f"memory-governor install {harness} --scope {scope}")  # fmt: skip
+    return Check(OK, f"{harness} ({scope})", f"{path}: {len(events)} hook events, {tools} memory tools")
+
+
+def unmapped_memory_servers(policy: dict[str, Any], servers: list[tuple[str, str, str]]) -> list[Check]:
+    """A memory server the policy does not map is a memory no limit counts: say so. `servers`:
+    (the file that names it, its name, its command or URL as words)."""
+    mapped = {server for mapping in policy["tools"] for server in mapping["servers"]}
+    return [Check(WARN, "memory server", f"{path}: MCP server '{name}' looks like a memory server the policy does "
+                  "not map: its tools are not governed", f"map it in the policy: tools: [{{servers: [{name}], ...}}]")
+            for path, name, words in servers if name not in mapped and MEMORY_LIKE.search(f"{name} {words}")]  # fmt: skip
+
+
+def server_entries(path: str, section: Any) -> list[tuple[str, str, dict[str, Any]]]:
+    """(path, name, entry) of each MCP server in a config file's server section (an object of entries)."""
+    items = section.items() if isinstance(section, dict) else ()
+    return [(path, str(name), entry if isinstance(entry, dict) else {}) for name, entry in items]
+
+
+def installs(harness: str, paths: Iterable[tuple[str, str]], read: Callable[[str], Any],
+             checks: list[Check]) -> list[tuple[str, str, Any]]:  # fmt: skip
+    """(scope, path, what `read` made of it) of each (scope, path) whose file is there; a file
+    it cannot read (ValueError) is a FAIL added to `checks`, and left out."""
+    found = []
+    for scope, path in paths:
+        if not os.path.exists(path):
+            continue
+        try:
+            found.append((scope, path, read(path)))
+        except ValueError as err:
+            checks.append(Check(BAD, f"{harness} ({scope})", str(err), "fix the file by hand"))
+    return found

@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from governor.harnesses.checks import BAD, OK, WARN, Check
-from governor.harnesses.settings import Change
+from governor.harnesses.settings import Change, json_text, read_json, removal, without_hooks
 
 RELATIVE = os.path.join(".memory-governor", "hook")
 
@@ -140,6 +141,24 @@ def with_install(scope: str, project: str, settings: Change) -> list[Change]:
 def with_uninstall(scope: str, project: str, harness: str, settings: Change) -> list[Change]:
     """A project-scope uninstall removes the launcher with the last settings that run it."""
     return [settings, plan(project, used_elsewhere(project, harness))] if scope == "project" else [settings]
+
+
+def hooks_installed(scope: str, project: str, path: str, before: Any, after: Any, done: str) -> list[Change]:
+    """A JSON hooks file's install (and the launcher a project-scope one runs)."""
+    return with_install(scope, project, Change(path, before, after, done, "already installed", json_text))
+
+
+def hooks_removed(scope: str, project: str, harness: str, path: str, before: Any, after: Any) -> list[Change]:
+    """A JSON hooks file's uninstall (and the launcher, with the last settings that run it)."""
+    return with_uninstall(scope, project, harness, Change(path, before, after, "hooks removed", "not installed",
+                                                          json_text))  # fmt: skip
+
+
+def groups_removed(scope: str, project: str, harness: str, path: str, ours: Callable[[Any], bool]) -> list[Change]:
+    """The uninstall of a JSON settings file with Claude-style hook groups: every hook `ours`
+    recognises removed (the file too, when the install made it and nothing else is left)."""
+    before = read_json(path)
+    return hooks_removed(scope, project, harness, path, before, removal(path, without_hooks(before, ours)))
 
 
 # Harnesses that show the user nothing a hook prints (Copilot in `-p` mode): the model is told

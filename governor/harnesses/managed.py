@@ -312,12 +312,12 @@ class Layout:
 
     def read(self, path: str) -> dict[str, Any]:
         """The settings file as plain data ({} when absent); ValueError (SettingsError) for one it
-        cannot read."""
-        raise NotImplementedError
+        cannot read. JSON here."""
+        return read_json(path)
 
     def text(self, data: Any) -> str:
-        """The settings file's text."""
-        raise NotImplementedError
+        """The settings file's text. JSON here."""
+        return json_text(data)
 
     def pinned(self, path: str, after: dict[str, Any], record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """Switches the install sets beside `only_managed` in the settings file `path` (`after`:

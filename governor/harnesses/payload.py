@@ -9,7 +9,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Container, Mapping
+    from collections.abc import Callable, Container, Mapping
     from typing import Any
 
 
@@ -77,3 +77,12 @@ def sniff_event(raw: bytes, field: str, events: Container[str], word: bytes = rb
     that a refusal can still answer in the event's own shape: failing closed correctly)."""
     name = named(raw, field, word)
     return name if name is not None and name in events else None
+
+
+def readers(
+    field: str, events: Container[str], word: bytes = rb"\w+"
+) -> tuple[Callable[[Any], str | None], Callable[[bytes], str | None]]:
+    """An adapter's `event_name(payload)` (the event a payload names in `field`) and
+    `sniff_event(raw)` (the event, one of `events`, named there in input that is not valid JSON,
+    so that a refusal can still answer in the event's own shape)."""
+    return (lambda payload: event_name(payload, field)), (lambda raw: sniff_event(raw, field, events, word))

@@ -62,6 +62,35 @@ def route_tools(policy: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(t for route in policy.get("routes", []) for t in route["tools"]))
 
 
+def governed_names(policy: dict[str, Any], spell: Callable[[str, str], str]) -> dict[str, tuple[str, str]]:
+    """The name a harness gives each tool the policy governs (`spell(server, tool)`) -> (server,
+    tool), in the policy's order. Where two pairs get one name, the first the policy lists is the
+    one it stands for."""
+    names: dict[str, tuple[str, str]] = {}
+    for mapping in policy["tools"]:
+        for server in mapping["servers"]:
+            for tool in mapping["map"]:
+                names.setdefault(spell(server, tool), (server, tool))
+    return names
+
+
+def ours(harness: str, *more: str) -> re.Pattern[str]:
+    """What marks a hook command as memory-governor's for `harness`, whichever install (path,
+    venv, layout) wrote it: the entry file, the `memory-governor hook` command or the project's
+    launcher, each followed by the harness's name; `more`: other spellings of older installs."""
+    name = re.escape(harness) + r"\b"
+    spellings = [rf"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+{name}", rf"memory-governor\"?\s+hook\s+{name}",
+                 rf"\.memory-governor[/\\]hook\"?\s+{name}", *more]  # fmt: skip
+    return re.compile("|".join(spellings))
+
+
+def command_is(pattern: re.Pattern[str]) -> Callable[[Any], bool]:
+    """Is a hook entry (`{"command": ...}`) one whose command `pattern` finds?"""
+    return lambda hook: (
+        isinstance(hook, dict) and isinstance(hook.get("command"), str) and bool(pattern.search(hook["command"]))
+    )
+
+
 def any_server_patterns(policy: dict[str, Any], before: str, between: str) -> list[str]:
     """Regexes of the tools the policy governs on any server (a mapping's `any_server`: by their
     own names or its `tool_prefix`), as a harness names an MCP tool: `before`<server>`between`<tool>.

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import tomlkit
 
+from governor.harnesses import managed as shared_managed
 from governor.harnesses.checks import BAD
 from governor.harnesses.codex import managed
 from governor.harnesses.codex.setup import SESSION_EVENTS, TOOL_EVENTS, is_ours
@@ -120,7 +121,7 @@ def test_the_install_writes_the_tokenizer_table_every_managed_hook_counts_with_a
     root = tmp_path / "r"
     out = governor("install", "codex", "--scope", "managed", "--root", str(root), env=env)
     where = managed.paths(str(root))
-    table = Path(managed.table_path(where["config"], "o200k_base"))
+    table = Path(shared_managed.table_path(where["config"], "o200k_base"))
     assert f"{table}: the tokenizer table every hook counts with" in out.stdout, out.stdout
     assert bpe.read(str(table), "o200k_base") is not None and stat.S_IMODE(table.stat().st_mode) == 0o644
     assert str(table) in managed.read_record(str(root))["created"]

@@ -38,15 +38,10 @@ import os
 from typing import Any
 
 from governor.harnesses import managed as shared
-from governor.harnesses.settings import json_text, read_json
+from governor.harnesses.settings import read_json
 from governor.policy import managed as policy_managed
 
 ONLY_MANAGED = "allowManagedHooksOnly"
-EMPTY_POLICY = shared.EMPTY_POLICY
-environment_paths = shared.environment_paths
-compile_for_install = shared.compile_for_install
-table_path = shared.table_path
-write_table = shared.write_table
 
 ROOT = "/"
 
@@ -67,12 +62,6 @@ class Layout(shared.Layout):
     others = "project and user"
     installed = "managed hooks installed (allowManagedHooksOnly: only managed hooks run)"
     guarantees = GUARANTEES
-
-    def read(self, path: str) -> dict[str, Any]:
-        return read_json(path)
-
-    def text(self, data: Any) -> str:
-        return json_text(data)
 
 
 LAYOUT = Layout()

@@ -22,32 +22,40 @@ import re
 from typing import Any
 
 from governor.harnesses import launcher
-from governor.harnesses.checks import BAD, INFO, MEMORY_LIKE, OK, WARN, Check, isolation, run_hook_command
+from governor.harnesses.checks import (
+    BAD,
+    INFO,
+    OK,
+    WARN,
+    Check,
+    coverage,
+    installs,
+    isolation,
+    run_hook_command,
+    server_entries,
+    unmapped_memory_servers,
+)
 from governor.harnesses.claude_code import FILE_TOOLS
 from governor.harnesses.settings import (
     Change,
     SettingsError,
     any_server_patterns,
+    command_is,
     exact_matcher,
+    governed_names,
     hook_groups,
-    json_text,
     matcher_names,
+    ours,
     read_json,
-    removal,
     route_tools,
     with_hooks,
-    without_hooks,
 )
 
 NAME = "claude-code"
 SCOPES = ("project", "local", "user")
 TIMEOUT_SECONDS = 10
 # What marks a hook entry as ours, whichever install (path, venv, layout) wrote it.
-OURS = re.compile(
-    r"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+claude-code|memory-governor\"?\s+hook\s+claude-code"
-    r"|\.memory-governor[/\\]hook\"?\s+claude-code"
-    r"|sdd-memory-budget\.sh"
-)
+OURS = ours(NAME, r"sdd-memory-budget\.sh")  # and the shell script that came before the governor
 TOOL_EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure")
 SESSION_EVENTS = ("UserPromptSubmit", "SessionStart", "PreCompact", "SubagentStart", "SubagentStop", "Stop")
 
@@ -61,14 +69,7 @@ def settings_path(scope: str, project: str) -> str:
 
 def governed_tools(policy: dict[str, Any]) -> list[str]:
     """The MCP tool names, as Claude Code spells them, of every tool the policy governs."""
-    names = []
-    for mapping in policy["tools"]:
-        for server in mapping["servers"]:
-            for tool in mapping["map"]:
-                name = f"mcp__{server}__{tool}"
-                if name not in names:
-                    names.append(name)
-    return names
+    return list(governed_names(policy, "mcp__{}__{}".format))
 
 
 def tool_matcher(names: list[str], policy: dict[str, Any]) -> str:
@@ -78,8 +79,7 @@ def tool_matcher(names: list[str], policy: dict[str, Any]) -> str:
     return exact_matcher(names, patterns) if patterns else "|".join(names)
 
 
-def is_ours(hook: Any) -> bool:
-    return isinstance(hook, dict) and isinstance(hook.get("command"), str) and bool(OURS.search(hook["command"]))
+is_ours = command_is(OURS)
 
 
 def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, Any]]]:
@@ -113,7 +113,7 @@ def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Chang
     done = f"installed hooks on {events} events ({len(SESSION_EVENTS)} session events) for {tools} memory tools"
     if scope != "user" and not os.path.isdir(os.path.dirname(path)):
         done += f"; {RESTART_NOTE}"
-    return launcher.with_install(scope, project, Change(path, before, after, done, "already installed", json_text))
+    return launcher.hooks_installed(scope, project, path, before, after, done)
 
 
 def project_files(project: str) -> list[str]:
@@ -129,11 +129,7 @@ RESTART_NOTE = (
 
 
 def plan_uninstall(scope: str, project: str) -> list[Change]:
-    path = settings_path(scope, project)
-    before = read_json(path)
-    after = removal(path, without_hooks(before, is_ours))
-    settings = Change(path, before, after, "hooks removed", "not installed", json_text)
-    return launcher.with_uninstall(scope, project, NAME, settings)
+    return launcher.groups_removed(scope, project, NAME, settings_path(scope, project), is_ours)
 
 
 def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
@@ -141,15 +137,8 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     checks: list[Check] = []
     tools = governed_tools(policy)
     commands: list[str] = []
-    for scope in SCOPES:
-        path = settings_path(scope, project)
-        if not os.path.exists(path):
-            continue
-        try:
-            events = hook_groups(read_json(path), is_ours)
-        except SettingsError as err:
-            checks.append(Check(BAD, f"claude-code ({scope})", str(err), "fix the file by hand"))
-            continue
+    paths = [(scope, settings_path(scope, project)) for scope in SCOPES]
+    for scope, path, events in installs(NAME, paths, lambda path: hook_groups(read_json(path), is_ours), checks):
         if not events:
             continue
         commands += [hook["command"] for groups in events.values() for _, hook in groups]
@@ -158,19 +147,10 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         missing = [e for e in (*TOOL_EVENTS, *SESSION_EVENTS) if e not in events]
         matched = {name for matcher, _ in events.get("PreToolUse", []) for name in matcher_names(matcher)}
         uncovered = [t for t in tools if t not in matched]
-        if missing or uncovered:
-            detail = (f"missing events: {', '.join(missing)}; " if missing else "") + (
-                f"tools not matched: {', '.join(uncovered[:4])}" if uncovered else ""
-            )
-            checks.append(Check(BAD, f"claude-code ({scope})", f"{path}: {detail.strip('; ')}",
-                                f"memory-governor install claude-code --scope {scope}"))  # fmt: skip
-        else:
-            checks.append(
-                Check(OK, f"claude-code ({scope})", f"{path}: {len(events)} hook events, {len(tools)} memory tools")
-            )
-            if scope != "user" and _made_by_install(os.path.dirname(path)):
-                checks.append(Check(INFO, f"claude-code ({scope})", f"{RESTART_NOTE} (its .claude/ holds only "
-                                    "what the install wrote)", "restart Claude Code sessions started before it"))  # fmt: skip
+        checks.append(coverage(NAME, scope, path, events, missing, uncovered, len(tools)))
+        if not missing and not uncovered and scope != "user" and _made_by_install(os.path.dirname(path)):
+            checks.append(Check(INFO, f"claude-code ({scope})", f"{RESTART_NOTE} (its .claude/ holds only what the "
+                                "install wrote)", "restart Claude Code sessions started before it"))  # fmt: skip
     walled = _managed_doctor()
     checks += walled
     if commands and not walled:
@@ -247,27 +227,17 @@ def mcp_servers(project: str) -> list[tuple[str, str, dict[str, Any]]]:
             data = read_json(path, "an MCP config")
         except Exception:
             continue
-        sections = [data.get("mcpServers")]
+        out += server_entries(path, data.get("mcpServers"))
         if path == user and isinstance(data.get("projects"), dict):
             mine = data["projects"].get(os.path.abspath(project))
-            sections.append(mine.get("mcpServers") if isinstance(mine, dict) else None)
-        for section in sections:
-            for name, entry in (section or {}).items() if isinstance(section, dict) else ():
-                out.append((path, str(name), entry if isinstance(entry, dict) else {}))
+            out += server_entries(path, mine.get("mcpServers") if isinstance(mine, dict) else None)
     return out
 
 
 def _unmapped_memory_servers(project: str, policy: dict[str, Any]) -> list[Check]:
-    """A memory server the policy does not map is a memory no limit counts: say so."""
-    mapped = {server for mapping in policy["tools"] for server in mapping["servers"]}
-    checks = []
-    for path, name, entry in mcp_servers(project):
-        described = " ".join([name, str(entry.get("command", "")), *map(str, entry.get("args") or [])])
-        if name not in mapped and MEMORY_LIKE.search(described):
-            checks.append(Check(WARN, "memory server", f"{path}: MCP server '{name}' looks like a memory server the "
-                                "policy does not map: its tools are not governed",
-                                f"map it in the policy: tools: [{{servers: [{name}], ...}}]"))  # fmt: skip
-    return checks
+    servers = [(path, name, " ".join([str(entry.get("command", "")), *map(str, entry.get("args") or [])]))
+               for path, name, entry in mcp_servers(project)]  # fmt: skip
+    return unmapped_memory_servers(policy, servers)
 
 
 def _server_spellings(policy: dict[str, Any]) -> list[Check]:

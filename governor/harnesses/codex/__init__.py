@@ -41,9 +41,7 @@ from governor.engine import events as ev
 from governor.engine.events import Event
 from governor.harnesses import answers
 from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
-from governor.harnesses.payload import event_name as _event_name
-from governor.harnesses.payload import governed, mapping
-from governor.harnesses.payload import sniff_event as _sniff
+from governor.harnesses.payload import governed, mapping, readers
 from governor.harnesses.payload import text as _text
 from governor.harnesses.tool_names import split_tool_name
 
@@ -80,17 +78,9 @@ EVENTS = {
     "SubagentStop": ev.SUBAGENT_STOP,
     "Stop": ev.STOP,
 }
+event_name, sniff_event = readers("hook_event_name", EVENTS)
 # Events whose answer may carry hookSpecificOutput.additionalContext.
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "SubagentStart")
-
-
-def sniff_event(raw: bytes) -> str | None:
-    """The event name of input that is not valid JSON, if it names one (to fail closed correctly)."""
-    return _sniff(raw, "hook_event_name", EVENTS)
-
-
-def event_name(payload: Any) -> str | None:
-    return _event_name(payload, "hook_event_name")
 
 
 def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:

@@ -26,10 +26,6 @@ from governor.harnesses import managed as shared
 from governor.harnesses.settings import SettingsError, read_toml
 
 ONLY_MANAGED = "allow_managed_hooks_only"
-environment_paths = shared.environment_paths
-compile_for_install = shared.compile_for_install
-table_path = shared.table_path
-write_table = shared.write_table
 
 
 def read_requirements(path: str) -> dict[str, Any]:

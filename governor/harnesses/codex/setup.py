@@ -26,19 +26,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from typing import Any
 
 from governor.harnesses import launcher
-from governor.harnesses.checks import BAD, INFO, OK, WARN, Check, isolation, run_hook_command
+from governor.harnesses.checks import BAD, INFO, OK, WARN, Check, coverage, installs, isolation, run_hook_command
 from governor.harnesses.settings import (
     Change,
     SettingsError,
     any_server_patterns,
+    command_is,
     exact_matcher,
+    governed_names,
     hook_groups,
-    json_text,
     matcher_names,
+    ours,
     read_json,
     read_toml,
     removal,
@@ -51,10 +52,7 @@ NAME = "codex"
 SCOPES = ("project", "user")
 TIMEOUT_SECONDS = 10
 # What marks a hook entry as ours, whichever install (path, venv, layout) wrote it.
-OURS = re.compile(
-    r"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+codex\b|memory-governor\"?\s+hook\s+codex\b"
-    r"|\.memory-governor[/\\]hook\"?\s+codex\b"
-)
+OURS = ours(NAME)
 PROJECT_VARIABLE = None  # Codex sets no project directory for hooks: the launcher is found from the session folder up
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 SESSION_EVENTS = ("SessionStart", "UserPromptSubmit", "PreCompact", "SubagentStart", "SubagentStop", "Stop")
@@ -85,14 +83,7 @@ def config_path() -> str:
 
 def governed_tools(policy: dict[str, Any]) -> list[str]:
     """The MCP tool names, as Codex names them to hooks, of every tool the policy governs."""
-    names = []
-    for mapping in policy["tools"]:
-        for server in mapping["servers"]:
-            for tool in mapping["map"]:
-                name = f"mcp__{server}__{tool}"
-                if name not in names:
-                    names.append(name)
-    return names
+    return list(governed_names(policy, "mcp__{}__{}".format))
 
 
 def tool_matcher(tools: list[str], policy: dict[str, Any]) -> str:
@@ -104,8 +95,7 @@ def tool_matcher(tools: list[str], policy: dict[str, Any]) -> str:
 matched_tools = matcher_names
 
 
-def is_ours(hook: Any) -> bool:
-    return isinstance(hook, dict) and isinstance(hook.get("command"), str) and bool(OURS.search(hook["command"]))
+is_ours = command_is(OURS)
 
 
 def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, Any]]]:
@@ -176,8 +166,8 @@ def with_trust(doc: Any, drop: dict[str, str], add: dict[str, str]) -> Any:
 
     out = tomlkit.parse(tomlkit.dumps(doc))
     state = states(out)
-    for key, ours in drop.items():
-        if key not in add and _table(state.get(key)).get("trusted_hash") == ours:
+    for key, written in drop.items():
+        if key not in add and _table(state.get(key)).get("trusted_hash") == written:
             del out["hooks"]["state"][key]
     for key, trusted in add.items():
         entry = _table(state.get(key))
@@ -228,7 +218,7 @@ def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Chang
         done += (f"; Codex reads {os.path.dirname(path)} only in a trusted project, and {os.path.abspath(project)} is "
                  "not trusted yet: start `codex` there once and trust it, or install with --scope user")  # fmt: skip
     return [
-        *launcher.with_install(scope, project, Change(path, before, after, done, "already installed", json_text)),
+        *launcher.hooks_installed(scope, project, path, before, after, done),
         Change(config_path(), config, trusted, "trusted the memory-governor hooks (hooks.state)", "hooks already trusted",
                toml_text),
     ]  # fmt: skip
@@ -242,9 +232,7 @@ def project_files(project: str) -> list[str]:
 def plan_uninstall(scope: str, project: str) -> list[Change]:
     path = hooks_path(scope, project)
     before = read_json(path)
-    after = removal(path, without_hooks(before, is_ours))
-    changes = launcher.with_uninstall(scope, project, NAME, Change(path, before, after, "hooks removed",
-                                                                   "not installed", json_text))  # fmt: skip
+    changes = launcher.hooks_removed(scope, project, NAME, path, before, removal(path, without_hooks(before, is_ours)))
     if os.path.exists(config_path()):
         config = read_toml(config_path())
         untrusted = removal(config_path(), with_trust(config, trust_entries(path, before), {}))
@@ -267,15 +255,8 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         config, unreadable = {}, str(err)
     state = states(config)
     installed: list[str] = []
-    for scope in SCOPES:
-        path = hooks_path(scope, project)
-        if not os.path.exists(path):
-            continue
-        try:
-            settings = read_json(path)
-        except SettingsError as err:
-            checks.append(Check(BAD, f"codex ({scope})", str(err), "fix the file by hand"))
-            continue
+    for scope, path, settings in installs(NAME, [(scope, hooks_path(scope, project)) for scope in SCOPES], read_json,
+                                          checks):  # fmt: skip
         events = hook_groups(settings, is_ours)
         if not events:
             continue
@@ -291,9 +272,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         untrusted = [key.rsplit(":", 3)[1] for key, trusted in trust_entries(path, settings).items()
                      if _table(state.get(key)).get("trusted_hash") != trusted]  # fmt: skip
         if missing or uncovered:
-            detail = (f"missing events: {', '.join(missing)}; " if missing else "") + (
-                f"tools not matched: {', '.join(uncovered[:4])}" if uncovered else "")  # fmt: skip
-            checks.append(Check(BAD, f"codex ({scope})", f"{path}: {detail.strip('; ')}", fix))
+            checks.append(coverage(NAME, scope, path, events, missing, uncovered, len(tools)))
         elif untrusted:
             checks.append(Check(BAD, f"codex ({scope})", f"{path}: Codex skips untrusted hooks silently, and "
                                 f"{len(untrusted)} of ours are not trusted in {config_path()} "

@@ -28,17 +28,17 @@ Cold path.
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from governor.harnesses import launcher
-from governor.harnesses.checks import BAD, INFO, OK, WARN, Check, run_hook_command
+from governor.harnesses.checks import BAD, INFO, OK, WARN, Check, coverage, installs, run_hook_command
 from governor.harnesses.copilot import HOOKS_FILE, NAME, server_name, user_hooks_dir
 from governor.harnesses.settings import (
     Change,
     SettingsError,
     any_server_patterns,
-    json_text,
+    governed_names,
+    ours,
     read_json,
     removal,
     route_tools,
@@ -48,10 +48,7 @@ SCOPES = ("project", "user")
 TIMEOUT_SECONDS = 10
 FAIL_OPEN = " || true"
 # What marks a hook entry as ours, whichever install (path, venv, layout) wrote it.
-OURS = re.compile(
-    r"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+copilot\b|memory-governor\"?\s+hook\s+copilot\b"
-    r"|\.memory-governor[/\\]hook\"?\s+copilot\b"
-)
+OURS = ours(NAME)
 PROJECT_VARIABLE = "COPILOT_PROJECT_DIR"  # set for every hook (Seen, 1.0.102); the project scope's launcher names it
 TOOL_EVENTS = ("preToolUse", "postToolUse", "postToolUseFailure")
 SESSION_EVENTS = ("sessionStart", "userPromptSubmitted", "preCompact", "subagentStart", "subagentStop", "agentStop")
@@ -65,14 +62,7 @@ def hooks_path(scope: str, project: str) -> str:
 
 def governed_tools(policy: dict[str, Any]) -> list[str]:
     """The MCP tool names, as Copilot spells them, of every tool the policy governs."""
-    names = []
-    for mapping in policy["tools"]:
-        for server in mapping["servers"]:
-            for tool in mapping["map"]:
-                name = f"{server_name(server)}-{tool}"
-                if name not in names:
-                    names.append(name)
-    return names
+    return list(governed_names(policy, lambda server, tool: f"{server_name(server)}-{tool}"))
 
 
 def command_for(policy: dict[str, Any], scope: str) -> str:
@@ -178,7 +168,7 @@ def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Chang
     before = _read(path)
     after = with_ours(before, policy, scope)
     done = f"installed hooks for {len(governed_tools(policy))} memory tools and {len(SESSION_EVENTS)} session events"
-    return launcher.with_install(scope, project, Change(path, before, after, done, "already installed", json_text))
+    return launcher.hooks_installed(scope, project, path, before, after, done)
 
 
 def project_files(project: str) -> list[str]:
@@ -190,8 +180,7 @@ def plan_uninstall(scope: str, project: str) -> list[Change]:
     path = hooks_path(scope, project)
     before = _read(path)
     after = removal(path, without_ours(before) if before else before, lambda data: not data.get("hooks"))
-    return launcher.with_uninstall(scope, project, NAME, Change(path, before, after, "hooks removed", "not installed",
-                                                                json_text))  # fmt: skip
+    return launcher.hooks_removed(scope, project, NAME, path, before, after)
 
 
 def _matched(entries: list[dict[str, Any]]) -> set[str]:
@@ -211,15 +200,8 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     tools = governed_tools(policy)
     commands: list[str] = []
     installed: list[str] = []
-    for scope in SCOPES:
-        path = hooks_path(scope, project)
-        if not os.path.exists(path):
-            continue
-        try:
-            events = our_entries(_read(path))
-        except SettingsError as err:
-            checks.append(Check(BAD, f"copilot ({scope})", str(err), "fix the file by hand"))
-            continue
+    paths = [(scope, hooks_path(scope, project)) for scope in SCOPES]
+    for scope, path, events in installs(NAME, paths, lambda path: our_entries(_read(path)), checks):
         if not events:
             continue
         installed.append(scope)
@@ -232,15 +214,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         matched = _matched(events.get("preToolUse", []))
         uncovered = [t for t in tools if t not in matched and "*" not in matched]
         fix = f"memory-governor install copilot --scope {scope}"
-        if missing or uncovered:
-            detail = (f"missing events: {', '.join(missing)}; " if missing else "") + (
-                f"tools not matched: {', '.join(uncovered[:4])}" if uncovered else ""
-            )
-            checks.append(Check(BAD, f"copilot ({scope})", f"{path}: {detail.strip('; ')}", fix))
-        else:
-            checks.append(
-                Check(OK, f"copilot ({scope})", f"{path}: {len(events)} hook events, {len(tools)} memory tools")
-            )
+        checks.append(coverage(NAME, scope, path, events, missing, uncovered, len(tools)))
         fails_open = all(c.endswith(FAIL_OPEN) for c in scope_commands)
         if fails_open != (policy["on_error"] == "open"):
             said = "lets calls through" if fails_open else "denies calls"

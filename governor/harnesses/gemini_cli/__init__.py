@@ -36,9 +36,7 @@ from governor.engine import events as ev
 from governor.engine.events import Event
 from governor.harnesses import answers
 from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
-from governor.harnesses.payload import event_name as _event_name
-from governor.harnesses.payload import governed, mapping
-from governor.harnesses.payload import sniff_event as _sniff
+from governor.harnesses.payload import governed, mapping, readers
 from governor.harnesses.payload import text as _text
 
 TYPE_CHECKING = False
@@ -71,6 +69,7 @@ EVENTS = {
     "PreCompress": ev.PRE_COMPACT,
     "AfterAgent": ev.STOP,
 }
+event_name, sniff_event = readers("hook_event_name", EVENTS)
 # Events whose answer may carry hookSpecificOutput.additionalContext.
 CONTEXT_EVENTS = ("SessionStart", "BeforeAgent", "AfterTool")
 UNTRUSTED_OPEN, UNTRUSTED_CLOSE = "<untrusted_context>\n", "\n</untrusted_context>"
@@ -106,15 +105,6 @@ def result_text(response: Any) -> str:
     if text.startswith(UNTRUSTED_OPEN) and text.endswith(UNTRUSTED_CLOSE):
         return text[len(UNTRUSTED_OPEN) : -len(UNTRUSTED_CLOSE)]
     return text
-
-
-def sniff_event(raw: bytes) -> str | None:
-    """The event name of input that is not valid JSON, if it names one (to fail closed correctly)."""
-    return _sniff(raw, "hook_event_name", EVENTS)
-
-
-def event_name(payload: Any) -> str | None:
-    return _event_name(payload, "hook_event_name")
 
 
 def _server_and_tool(payload: dict[str, Any], tool_name: str) -> tuple[str | None, str | None]:

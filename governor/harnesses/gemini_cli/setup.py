@@ -20,18 +20,18 @@ import re
 from typing import Any
 
 from governor.harnesses import launcher
-from governor.harnesses.checks import BAD, OK, WARN, Check, run_hook_command
+from governor.harnesses.checks import BAD, OK, WARN, Check, coverage, installs, run_hook_command
 from governor.harnesses.gemini_cli import DISPATCH_TOOL
 from governor.harnesses.settings import (
     Change,
     any_server_patterns,
+    command_is,
+    governed_names,
     hook_groups,
-    json_text,
+    ours,
     read_json,
-    removal,
     route_tools,
     with_hooks,
-    without_hooks,
 )
 
 NAME = "gemini-cli"
@@ -39,10 +39,7 @@ SCOPES = ("project", "user")
 TIMEOUT_MS = 10_000
 HOOK_NAME = "memory-governor"  # what Gemini shows in its warnings, and what hooksConfig.disabled names
 # What marks a hook entry as ours, whichever install (path, venv, layout) wrote it.
-OURS = re.compile(
-    r"governor[/\\](?:runtime[/\\])?entry\.py\"?\s+gemini-cli|memory-governor\"?\s+hook\s+gemini-cli"
-    r"|\.memory-governor[/\\]hook\"?\s+gemini-cli"
-)
+OURS = ours(NAME)
 PROJECT_VARIABLE = "GEMINI_PROJECT_DIR"  # set for every hook command (Doc); the project scope's launcher names it
 TOOL_EVENTS = ("BeforeTool", "AfterTool")
 SESSION_EVENTS = ("BeforeAgent", "SessionStart", "PreCompress", "AfterAgent")
@@ -65,14 +62,7 @@ def tool_name(server: str, tool: str) -> str:
 
 def governed_tools(policy: dict[str, Any]) -> list[str]:
     """The MCP tool names, as Gemini CLI spells them, of every tool the policy governs."""
-    names = []
-    for mapping in policy["tools"]:
-        for server in mapping["servers"]:
-            for tool in mapping["map"]:
-                name = tool_name(server, tool)
-                if name not in names:
-                    names.append(name)
-    return names
+    return list(governed_names(policy, tool_name))
 
 
 def matcher(names: list[str], patterns: list[str] | None = None) -> str:
@@ -92,8 +82,7 @@ def matches(pattern: str, name: str) -> bool:
         return pattern == name
 
 
-def is_ours(hook: Any) -> bool:
-    return isinstance(hook, dict) and isinstance(hook.get("command"), str) and bool(OURS.search(hook["command"]))
+is_ours = command_is(OURS)
 
 
 def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, Any]]]:
@@ -123,7 +112,7 @@ def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Chang
     done = f"installed hooks for {tools} memory tools and {len(SESSION_EVENTS)} session events"
     if scope == "project":
         done += " (Gemini runs project hooks only in a trusted folder)"
-    return launcher.with_install(scope, project, Change(path, before, after, done, "already installed", json_text))
+    return launcher.hooks_installed(scope, project, path, before, after, done)
 
 
 def project_files(project: str) -> list[str]:
@@ -132,31 +121,19 @@ def project_files(project: str) -> list[str]:
 
 
 def plan_uninstall(scope: str, project: str) -> list[Change]:
-    path = settings_path(scope, project)
-    before = read_json(path)
-    after = removal(path, without_hooks(before, is_ours))
-    return launcher.with_uninstall(scope, project, NAME, Change(path, before, after, "hooks removed", "not installed",
-                                                                json_text))  # fmt: skip
+    return launcher.groups_removed(scope, project, NAME, settings_path(scope, project), is_ours)
 
 
 def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     """Is the install complete for this policy, are hooks on, and does the installed command answer?"""
-    from governor.harnesses.settings import SettingsError
-
     checks: list[Check] = []
     tools = governed_tools(policy)
     commands: list[str] = []
     installed: list[str] = []
     readable: dict[str, dict[str, Any]] = {}
-    for scope in SCOPES:
-        path = settings_path(scope, project)
-        if not os.path.exists(path):
-            continue
-        try:
-            settings = readable[scope] = read_json(path)
-        except SettingsError as err:
-            checks.append(Check(BAD, f"gemini-cli ({scope})", str(err), "fix the file by hand"))
-            continue
+    for scope, path, settings in installs(NAME, [(scope, settings_path(scope, project)) for scope in SCOPES],
+                                          read_json, checks):  # fmt: skip
+        readable[scope] = settings
         checks += _migrated(settings, scope, path)
         events = hook_groups(settings, is_ours)
         if not events:
@@ -171,16 +148,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         uncovered += [t for t in [*tools, DISPATCH_TOOL]
                       if not any(matches(m, t) for m, _ in events.get("AfterTool", []))]  # fmt: skip
         uncovered = list(dict.fromkeys(uncovered))
-        if missing or uncovered:
-            detail = (f"missing events: {', '.join(missing)}; " if missing else "") + (
-                f"tools not matched: {', '.join(uncovered[:4])}" if uncovered else ""
-            )
-            checks.append(Check(BAD, f"gemini-cli ({scope})", f"{path}: {detail.strip('; ')}",
-                                f"memory-governor install gemini-cli --scope {scope}"))  # fmt: skip
-        else:
-            checks.append(
-                Check(OK, f"gemini-cli ({scope})", f"{path}: {len(events)} hook events, {len(tools)} memory tools")
-            )
+        checks.append(coverage(NAME, scope, path, events, missing, uncovered, len(tools)))
     if not installed:
         return checks
     checks += _switched_off(readable, project)

@@ -40,9 +40,7 @@ from governor.engine import events as ev
 from governor.engine.events import Event
 from governor.harnesses import answers
 from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
-from governor.harnesses.payload import event_name as _event_name
-from governor.harnesses.payload import governed, mapping
-from governor.harnesses.payload import sniff_event as _sniff
+from governor.harnesses.payload import governed, mapping, readers
 from governor.harnesses.payload import text as _text
 
 TYPE_CHECKING = False
@@ -78,6 +76,7 @@ EVENTS = {
     "tool.failed": ev.TOOL_FAILED,
     "session.compacting": ev.SESSION_START,  # OpenCode's only compaction signal: it arms what a compaction unlocks
 }
+event_name, sniff_event = readers("hook", EVENTS, rb"[\w.]+")
 SOURCES = ("startup", "resume")
 
 
@@ -107,15 +106,6 @@ def result_text(content: Any) -> str:
             if isinstance(inner, str) and inner:
                 texts.append(inner)
     return "\n\n".join(texts)
-
-
-def sniff_event(raw: bytes) -> str | None:
-    """The hook of a message that is not valid JSON, if it names one (to fail closed correctly)."""
-    return _sniff(raw, "hook", EVENTS, rb"[\w.]+")
-
-
-def event_name(payload: Any) -> str | None:
-    return _event_name(payload, "hook")
 
 
 def run_args(text: str) -> str:

@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from governor.harnesses import hook_command, launcher
-from governor.harnesses.checks import BAD, INFO, MEMORY_LIKE, OK, WARN, Check, isolation
+from governor.harnesses.checks import BAD, INFO, OK, WARN, Check, isolation, server_entries, unmapped_memory_servers
 from governor.harnesses.opencode import NAME, PLUGIN_FILE, tool_name
 from governor.harnesses.scripts import Script, timeouts
-from governor.harnesses.settings import Change, SettingsError, read_text, route_tools
+from governor.harnesses.settings import Change, SettingsError, governed_names, read_text, route_tools
 
 SCOPES = ("project", "user")
 SCRIPT = Script(__file__, "plugin.js", "// memory-governor for OpenCode:")  # the plugin's template, its first line
@@ -52,12 +52,7 @@ def governed_tools(policy: dict[str, Any]) -> dict[str, list[str]]:
     """The name OpenCode gives each tool the policy governs -> [server, tool]. Two pairs can get one
     name (`a_b` + `c`, `a` + `b_c`); OpenCode then exposes only one of them, and the first the
     policy lists is the one the governor counts it as."""
-    names: dict[str, list[str]] = {}
-    for mapping in policy["tools"]:
-        for server in mapping["servers"]:
-            for tool in mapping["map"]:
-                names.setdefault(tool_name(server, tool), [server, tool])
-    return names
+    return {name: list(pair) for name, pair in governed_names(policy, tool_name).items()}
 
 
 def forwarded_tools(policy: dict[str, Any], governed: dict[str, list[str]]) -> list[str]:
@@ -228,23 +223,17 @@ def mcp_servers(project: str) -> list[tuple[str, str, dict[str, Any]]]:
             data = jsonc(read_text(path) or "")
         except ValueError:
             continue
-        section = data.get("mcp") if isinstance(data, dict) else None
-        for name, entry in section.items() if isinstance(section, dict) else ():
-            out.append((path, str(name), entry if isinstance(entry, dict) else {}))
+        out += server_entries(path, data.get("mcp") if isinstance(data, dict) else None)
     return out
 
 
 def _unmapped_memory_servers(project: str, policy: dict[str, Any]) -> list[Check]:
-    mapped = {server for mapping in policy["tools"] for server in mapping["servers"]}
-    checks = []
+    servers = []
     for path, name, entry in mcp_servers(project):
         command = entry.get("command")
         words = [str(word) for word in command] if isinstance(command, list) else [str(command or entry.get("url", ""))]
-        if name not in mapped and MEMORY_LIKE.search(" ".join([name, *words])):
-            checks.append(Check(WARN, "memory server", f"{path}: MCP server '{name}' looks like a memory server the "
-                                "policy does not map: its tools are not governed",
-                                f"map it in the policy: tools: [{{servers: [{name}], ...}}]"))  # fmt: skip
-    return checks
+        servers.append((path, name, " ".join(words)))
+    return unmapped_memory_servers(policy, servers)
 
 
 def jsonc(text: str) -> Any:
