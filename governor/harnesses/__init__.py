@@ -44,6 +44,7 @@ REGISTRY = {
     "mcp-proxy": "governor.harnesses.mcp_proxy",
     "openai-agents": "governor.harnesses.openai_agents",
     "opencode": "governor.harnesses.opencode",
+    "pi": "governor.harnesses.pi",
 }
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

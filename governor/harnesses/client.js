@@ -129,5 +129,50 @@ function governorClient({ config, command, env, cwd, project, relayStderr = fals
     return mode
   }
 
-  return { describe, ask, answer, unreachable, refusal: MG_UNREACHABLE }
+  // The governor's answer to a message (its systemMessage said to the user), or, when none came, on_error's:
+  // `refused` (the host's refusal of this message, null where it refuses nothing) under on_error closed,
+  // else no objection.
+  async function decide(payload, label, key, say, refused) {
+    const out = await answer(payload, label)
+    if (!out) return (await unreachable(key, say)) === "closed" && refused ? refused : {}
+    if (typeof out.systemMessage === "string" && out.systemMessage) say(out.systemMessage)
+    return out
+  }
+
+  return { describe, ask, answer, decide, unreachable, refusal: MG_UNREACHABLE }
+}
+
+// The id the governor knows a call by: the host's (the provider's) id, made unique to this process and,
+// should the provider give a later call the same id, to that call, so it cannot pass as a repeat.
+// `key(id, true)` for a call about to run (a new call), `key(id, false)` for what follows it.
+function governorCallKeys() {
+  const stamp = Date.now().toString(36)
+  const occurrences = new Map() // the host's id -> how many calls came with it (a provider may reuse ids)
+  const live = new Map() // the host's id -> the id the governor knows its latest call by
+  return (id, fresh) => {
+    if (fresh) {
+      const n = (occurrences.get(id) ?? 0) + 1
+      occurrences.set(id, n)
+      live.set(id, `${id}@${stamp}${n > 1 ? `.${n}` : ""}`)
+    }
+    return live.get(id) ?? `${id}@${stamp}`
+  }
+}
+
+// Keep `text` for `key` in `map`, after what is held there already (context waiting for where it can go).
+function governorHold(map, key, text) {
+  if (text) map.set(key, map.has(key) ? `${map.get(key)}\n${text}` : text)
+}
+
+// The memory tool a host's tool name stands for, {server, tool}: one the policy maps (`tools`: name ->
+// [server, tool], written by the install), or the memory under another server name (`other`: a pattern
+// whose groups are the server and the tool): the governor judges it by what it is, as it judges Claude
+// Code's `mcp__<any>__mem_*`. Null for any other tool.
+function governorTools(tools, other) {
+  return (name) => {
+    const entry = tools[name]
+    if (entry) return { server: entry[0], tool: entry[1] }
+    const found = typeof name === "string" ? other.exec(name) : null
+    return found ? { server: found[1], tool: found[2] } : null
+  }
 }

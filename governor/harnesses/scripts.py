@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+from collections.abc import Callable
 from typing import Any
 
+from governor.harnesses import hook_command, launcher
+from governor.harnesses.checks import BAD, OK, WARN, Check, isolation, run_hook_command
 from governor.harnesses.settings import Change, SettingsError, read_text
 
 CONFIG_LINE = "const CONFIG = {} // memory-governor: the install writes this line"
@@ -73,6 +77,95 @@ class Script:
         """The change that removes the file at `path` if it is ours (another file there is kept)."""
         before = read_text(path)
         return Change(path, before, None if self.ours(before) else before, done, "not installed", str)
+
+    def doctor(self, harness: str, what: str, project: str, files: list[tuple[str, str]],
+               expected: Callable[[str], str], governed: dict[str, Any]) -> tuple[list[Check], list[list[str]]]:  # fmt: skip
+        """Each installed file of `files` ((scope, path) of this harness's `what`, e.g. "plugin"):
+        ours and undamaged, forwarding every tool the policy governs, written as this install would
+        (`expected(scope)`); with the hook command each one runs."""
+        checks: list[Check] = []
+        commands: list[list[str]] = []
+        for scope, path in files:
+            try:
+                text = read_text(path)
+            except SettingsError as err:
+                checks.append(Check(BAD, f"{harness} ({scope})", str(err), "fix the file's permissions"))
+                continue
+            config = None if text is None else self.config(text)
+            fix = f"memory-governor install {harness} --scope {scope}"
+            if text is None or config is None:
+                if self.ours(text):
+                    checks.append(Check(BAD, f"{harness} ({scope})", f"{path}: memory-governor's {what}, damaged", fix))
+                continue
+            commands.append(command_of(harness, config, path))
+            if scope == "project":
+                runs = [launcher.command(harness, None)] if config.get("launcher") else []
+                checks += launcher.doctor(project, harness, path, runs, None)
+            missing = [name for name in governed if name not in (config.get("tools") or {})]
+            if missing:
+                checks.append(Check(BAD, f"{harness} ({scope})", f"{path}: tools not forwarded: "
+                                    f"{', '.join(missing[:4])}", fix))  # fmt: skip
+            elif text != expected(scope):
+                checks.append(Check(WARN, f"{harness} ({scope})", f"{path}: written by another install or version "
+                                    "of memory-governor", fix))  # fmt: skip
+            else:
+                checks.append(Check(OK, f"{harness} ({scope})", f"{path}: {what} for {len(governed)} memory tools"))
+        return checks, commands
+
+
+def run_config(harness: str, scope: str) -> dict[str, Any]:
+    """How an installed script runs the governor: the project's committed launcher, found from the
+    script's own place (project scope), or this machine's interpreter on the entry file."""
+    return {"launcher": LAUNCHER} if scope == "project" else {"command": shlex.split(hook_command(harness))}
+
+
+LAUNCHER = launcher.RELATIVE.replace(os.sep, "/")  # what a project install's script runs, from the project
+
+
+def command_of(harness: str, config: dict[str, Any], path: str) -> list[str]:
+    """The hook command an installed script's CONFIG runs (the script at `path`, two folders below
+    the project: `<project>/.opencode/plugin/`, `<project>/.pi/extensions/`), as the script builds it."""
+    if config.get("launcher"):
+        project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+        return ["sh", os.path.join(project, str(config["launcher"])), harness]
+    command = config.get("command")
+    return [str(word) for word in command] if isinstance(command, list) else []
+
+
+def governor_answers(harness: str, what: str, command: list[str], project: str, payload: dict[str, Any] | None,
+                     clamped: Callable[[dict[str, Any]], Any]) -> list[Check]:  # fmt: skip
+    """The script's first step (it asks the governor to describe itself), then `payload`, a
+    synthetic search with limit 10 (None: the policy governs no tool), through the command it
+    falls back to: it must clamp to the ladder (`clamped(answer)`: the limit it gives, or None)."""
+    import subprocess
+
+    fix = f"memory-governor install {harness}"
+    if len(command) < 2:
+        return [Check(BAD, f"{harness} {what}", f"the {what} names no hook command", fix)]
+    out = []
+    unsafe = isolation(harness, shlex.join(command))
+    if unsafe is not None:
+        out.append(unsafe)
+    try:
+        proc = subprocess.run([*command[:-1], "--describe", project], capture_output=True, timeout=30)
+        described = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        described = None
+    if not isinstance(described, dict) or not described.get("fingerprint"):
+        out.append(Check(BAD, f"{harness} {what}", f"the governor the {what} names does not answer ({command[0]}): "
+                         "memory calls get what on_error says, closed", fix))  # fmt: skip
+        return out
+    if payload is None:
+        return out
+    run = run_hook_command(shlex.join(command), payload)
+    limit = clamped(run.answer if isinstance(run.answer, dict) else {})
+    if run.returncode == 0 and limit is not None:
+        out.append(Check(OK, f"{harness} {what}", f"the governor answers (clamped limit 10 -> {limit}) in "
+                         f"{run.millis:.0f} ms"))  # fmt: skip
+    else:
+        out.append(Check(BAD, f"{harness} {what}", f"the hook command did not clamp a search: {run.last_error}",
+                         f"{fix}  (then run doctor again)"))  # fmt: skip
+    return out
 
 
 def timeouts() -> dict[str, int]:

@@ -30,9 +30,7 @@ its first user message.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -40,7 +38,7 @@ from typing import Any
 import npm
 import pytest
 from fake_chat import FakeChat, Request, Step, ToolResult
-from sandbox import HERE, PYTHON, Run, Sandbox, fresh, governed
+from sandbox import HERE, PYTHON, Run, Sandbox, fresh, governed, short_state
 
 # The pin: change it here only.
 OPENCODE_VERSION = npm.pin("opencode-ai", "1.18.33")
@@ -198,14 +196,4 @@ def oc(tmp_path: Path, opencode_tools: OpenCodeTools, opencode_chat: FakeChat) -
 def oc_warm(tmp_path: Path, opencode_tools: OpenCodeTools, opencode_chat: FakeChat) -> Iterator[OpenCodeHarness]:
     """The default install: the warm server on. Its state directory has a short path, as a user's
     does (a Unix socket's path is limited to 107 bytes; the plugin connects by the whole path)."""
-    state = Path(tempfile.mkdtemp(prefix="mg-oc-"))
-    harness = OpenCodeHarness(tmp_path, opencode_tools, opencode_chat, warm_server=True)
-    harness.state = state
-    harness.env["MEMORY_GOVERNOR_STATE_DIR"] = str(state)
-    try:
-        yield harness
-    finally:
-        harness.governor("serve", "--stop", check=False)
-        errors = harness.governor_errors()
-        shutil.rmtree(state, ignore_errors=True)
-    assert not errors, f"memory-governor logged errors:\n{errors}"
+    yield from short_state(OpenCodeHarness(tmp_path, opencode_tools, opencode_chat, warm_server=True), "mg-oc-")

@@ -18,6 +18,7 @@ and how its binary is started.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -34,6 +35,20 @@ ROOT = HERE.parent.parent
 VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
 PYTHON = str(VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable))
 RUN_TIMEOUT = 120
+NOTE = "[memory-governor]"  # what marks a result the governor trimmed
+HIT = re.compile(r"^\[\d+\] #(\d+) \(", re.M)  # one hit of an Engram search result
+
+
+def hit_ids(result_text: str) -> list[int]:
+    """The observation ids an Engram search result lists."""
+    return [int(i) for i in HIT.findall(result_text)]
+
+
+def o200k(text: str) -> int:
+    """Tokens of `text` as the shipped policy counts them."""
+    from governor.engine.tokens import counter
+
+    return counter("o200k_base").count(text)
 
 
 class Run:
@@ -230,3 +245,18 @@ def governed(harness: S) -> Iterator[S]:
             harness.governor("serve", "--stop", check=False)
         share_back(harness.state)
     assert not harness.governor_errors(), f"memory-governor logged errors:\n{harness.governor_errors()}"
+
+
+def short_state(harness: S, prefix: str) -> Iterator[S]:
+    """`governed(harness)` with its state directory at a short path, as a user's is: a host that
+    connects to the warm server's Unix socket by its whole path (a JavaScript plugin, extension or
+    module) can reach no socket past 107 bytes."""
+    import shutil
+    import tempfile
+
+    harness.state = Path(tempfile.mkdtemp(prefix=prefix))
+    harness.env["MEMORY_GOVERNOR_STATE_DIR"] = str(harness.state)
+    try:
+        yield from governed(harness)
+    finally:
+        shutil.rmtree(harness.state, ignore_errors=True)

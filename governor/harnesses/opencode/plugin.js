@@ -34,9 +34,7 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
   const headless = ["run", "serve", "acp"].includes(process.argv[2])
   const sessions = new Map() // session id -> Promise of {parentID, agent, created}, or of null
   const opened = new Set() // sessions this process has announced (session.start)
-  const stamp = started.toString(36)
-  const occurrences = new Map() // OpenCode's call id -> how many calls came with it (a provider may reuse ids)
-  const live = new Map() // OpenCode's call id -> the id the governor knows its latest call by
+  const callKey = governorCallKeys() // OpenCode's call id -> the id the governor knows the call by
   const refused = new Set() // calls refused before they ran: their failure is no failure to report
   const reported = new Set() // calls whose failure was reported
   const carried = new Map() // call id -> context a before-answer gave, added to the call's result
@@ -67,17 +65,11 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
     else client.tui?.showToast?.({ body: { message: text, variant: "warning" } })?.catch?.(() => {})
   }
 
-  // The governor's answer to a message, or on_error's when none came.
-  async function decide(payload, governed) {
-    const answer = await gov.answer(payload, `${payload.hook} ${payload.tool ?? ""}`)
-    if (!answer) {
-      const closed = (await gov.unreachable(payload.sessionID, say)) === "closed" && governed
-      if (closed && payload.hook === "tool.execute.before") return { deny: gov.refusal }
-      if (closed && payload.hook === "tool.execute.after") return { content: [{ type: "text", text: `[${gov.refusal}]` }] }
-      return {}
-    }
-    if (typeof answer.systemMessage === "string" && answer.systemMessage) say(answer.systemMessage)
-    return answer
+  // The governor's answer to a message, or on_error's when none came (a governed call refused under closed).
+  function decide(payload, governed) {
+    const refused = !governed ? null : payload.hook === "tool.execute.before" ? { deny: gov.refusal }
+      : payload.hook === "tool.execute.after" ? { content: [{ type: "text", text: `[${gov.refusal}]` }] } : null
+    return gov.decide(payload, `${payload.hook} ${payload.tool ?? ""}`, payload.sessionID, say, refused)
   }
 
   function session(id) {
@@ -107,30 +99,9 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
     return `prt_${stamp}${rest}`
   }
 
-  function hold(map, key, text) {
-    if (text) map.set(key, map.has(key) ? `${map.get(key)}\n${text}` : text)
-  }
-
-  // The id the governor knows a call by: OpenCode's (the provider's) id, made unique to this process and,
-  // should the provider give a later call the same id, to that call, so it cannot pass as a repeat.
-  function callKey(id, fresh) {
-    if (fresh) {
-      const n = (occurrences.get(id) ?? 0) + 1
-      occurrences.set(id, n)
-      live.set(id, `${id}@${stamp}${n > 1 ? `.${n}` : ""}`)
-    }
-    return live.get(id) ?? `${id}@${stamp}`
-  }
-
-  // The memory tool a tool name stands for: one the policy maps, or the memory under another server name
-  // (`<server>_mem_<name>`, what the model's own `mcp` entry in opencode.json would be called): the governor
-  // judges it by what it is, as it judges Claude Code's `mcp__<any>__mem_*`.
-  function mcpOf(tool) {
-    const entry = CONFIG.tools[tool]
-    if (entry) return { server: entry[0], tool: entry[1] }
-    const other = typeof tool === "string" ? /^(.+?)_(mem_[a-z0-9_]+)$/.exec(tool) : null
-    return other ? { server: other[1], tool: other[2] } : null
-  }
+  // The memory under another server name: `<server>_mem_<name>`, what the model's own `mcp` entry in
+  // opencode.json would be called.
+  const mcpOf = governorTools(CONFIG.tools, /^(.+?)_(mem_[a-z0-9_]+)$/)
 
   gov.describe() // learn the governor while OpenCode starts
 
@@ -155,7 +126,7 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
       if (s && !s.parentID && !opened.has(sessionID)) {
         opened.add(sessionID) // a session made before this process started is being resumed
         const source = s.created && s.created < started ? "resume" : "startup"
-        hold(waiting, sessionID, (await decide(await message("session.start", sessionID, { source }), false)).context)
+        governorHold(waiting, sessionID, (await decide(await message("session.start", sessionID, { source }), false)).context)
       }
       const parts = (output.parts ?? []).map((part) => ({ type: part.type, text: part.type === "text" ? part.text : undefined,
         synthetic: !!part.synthetic }))
@@ -163,7 +134,7 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
       if (runArgs) argsPrompt = false
       const answer = await decide(await message("chat.message", sessionID, { messageID: output.message?.id, parts,
         runArgs }), false)
-      hold(waiting, sessionID, answer.context)
+      governorHold(waiting, sessionID, answer.context)
       const context = waiting.get(sessionID)
       if (context && output.message?.id) {
         waiting.delete(sessionID)
@@ -185,7 +156,7 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
         for (const key of Object.keys(output.args)) delete output.args[key] // the tool holds this object: change it in place
         Object.assign(output.args, answer.args)
       }
-      hold(carried, callID, answer.context)
+      governorHold(carried, callID, answer.context)
     },
 
     "tool.execute.after": async (input, output) => {
@@ -195,14 +166,14 @@ export const MemoryGovernor = async ({ client, directory, worktree }) => {
       const answer = await decide(await message("tool.execute.after", input.sessionID,
         { tool: input.tool, callID, args: input.args, mcp, content: output.content }), true)
       if (Array.isArray(answer.content)) output.content = answer.content
-      hold(carried, callID, answer.context)
+      governorHold(carried, callID, answer.context)
       const context = carried.get(callID)
       carried.delete(callID)
       if (context && Array.isArray(output.content)) output.content = [...output.content, { type: "text", text: context }]
     },
 
     "experimental.session.compacting": async (input) => {
-      hold(waiting, input.sessionID, (await decide(await message("session.compacting", input.sessionID, {}), false)).context)
+      governorHold(waiting, input.sessionID, (await decide(await message("session.compacting", input.sessionID, {}), false)).context)
     },
 
     dispose: async () => {

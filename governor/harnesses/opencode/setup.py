@@ -21,15 +21,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from governor.harnesses import hook_command, launcher
-from governor.harnesses.checks import BAD, INFO, OK, WARN, Check, isolation, server_entries, unmapped_memory_servers
+from governor.harnesses import launcher
+from governor.harnesses.checks import INFO, WARN, Check, server_entries, unmapped_memory_servers
 from governor.harnesses.opencode import NAME, PLUGIN_FILE, tool_name
-from governor.harnesses.scripts import Script, timeouts
-from governor.harnesses.settings import Change, SettingsError, governed_names, read_text, route_tools
+from governor.harnesses.scripts import Script, governor_answers, run_config, timeouts
+from governor.harnesses.settings import Change, governed_names, read_text, route_tools
 
 SCOPES = ("project", "user")
 SCRIPT = Script(__file__, "plugin.js", "// memory-governor for OpenCode:")  # the plugin's template, its first line
@@ -61,22 +60,10 @@ def forwarded_tools(policy: dict[str, Any], governed: dict[str, list[str]]) -> l
     return [name for name in dict.fromkeys(others) if name not in governed]
 
 
-LAUNCHER = launcher.RELATIVE.replace(os.sep, "/")  # what a project install's plugin runs, from the project
-
-
 def plugin_config(policy: dict[str, Any], scope: str) -> dict[str, Any]:
     governed = governed_tools(policy)
-    run: dict[str, Any] = {"launcher": LAUNCHER} if scope == "project" else {"command": shlex.split(hook_command(NAME))}
-    return {"harness": NAME, **run, "tools": governed, "forward": forwarded_tools(policy, governed), **timeouts()}
-
-
-def config_command(config: dict[str, Any], path: str) -> list[str]:
-    """The hook command an installed plugin's CONFIG runs (the plugin file at `path`), as plugin.js builds it."""
-    if config.get("launcher"):
-        project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))
-        return ["sh", os.path.join(project, str(config["launcher"])), NAME]
-    command = config.get("command")
-    return [str(word) for word in command] if isinstance(command, list) else []
+    return {"harness": NAME, **run_config(NAME, scope), "tools": governed, "forward": forwarded_tools(policy, governed),
+            **timeouts()}  # fmt: skip
 
 
 def plugin_text(policy: dict[str, Any], scope: str) -> str:
@@ -105,37 +92,11 @@ def plan_uninstall(scope: str, project: str) -> list[Change]:
 
 def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     """Is the plugin there, current for this policy, and does the governor it names answer?"""
-    checks: list[Check] = []
-    installed: list[tuple[str, list[str]]] = []
     governed = governed_tools(policy)
-    for scope in SCOPES:
-        path = plugin_path(scope, project)
-        try:
-            text = read_text(path)
-        except SettingsError as err:
-            checks.append(Check(BAD, f"opencode ({scope})", str(err), "fix the file's permissions"))
-            continue
-        if text is None:
-            continue
-        config = installed_config(text)
-        fix = f"memory-governor install opencode --scope {scope}"
-        if config is None:
-            if SCRIPT.ours(text):
-                checks.append(Check(BAD, f"opencode ({scope})", f"{path}: memory-governor's plugin, damaged", fix))
-            continue
-        installed.append((scope, config_command(config, path)))
-        if scope == "project":
-            runs = [launcher.command(NAME, None)] if config.get("launcher") else []
-            checks += launcher.doctor(project, NAME, path, runs, None)
-        missing = [name for name in governed if name not in (config.get("tools") or {})]
-        if missing:
-            checks.append(Check(BAD, f"opencode ({scope})", f"{path}: tools not forwarded: {', '.join(missing[:4])}",
-                                fix))  # fmt: skip
-        elif text != plugin_text(policy, scope):
-            checks.append(Check(WARN, f"opencode ({scope})", f"{path}: written by another install or version of "
-                                "memory-governor", fix))  # fmt: skip
-        else:
-            checks.append(Check(OK, f"opencode ({scope})", f"{path}: plugin for {len(governed)} memory tools"))
+    files = [(scope, plugin_path(scope, project)) for scope in SCOPES]
+    checks, installed = SCRIPT.doctor(
+        NAME, "plugin", project, files, lambda scope: plugin_text(policy, scope), governed
+    )
     if not installed:
         return checks
     if len(installed) == 2:
@@ -147,8 +108,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
                             "takes its project from an inherited $PWD first, so started from here it loads the "
                             f"plugins and policy of {stale}, not this project's", f"cd {os.getcwd()} (or run it "
                             "with PWD set to the folder it runs in)"))  # fmt: skip
-    commands = {json.dumps(command): command for _, command in installed}
-    for command in commands.values():
+    for command in {json.dumps(command): command for command in installed}.values():
         checks += _governor_answers(command, project, governed)
     checks += _unmapped_memory_servers(project, policy)
     return checks
@@ -165,45 +125,15 @@ def stale_pwd(env: Mapping[str, str]) -> str | None:
         return None
 
 
-def _governor_answers(command: list[Any], project: str, governed: dict[str, list[str]]) -> list[Check]:
-    """The plugin's first step (it asks the governor to describe itself), then a synthetic search
-    with limit 10 through the command it falls back to: it must clamp to the ladder."""
-    import subprocess
-
-    from governor.harnesses.checks import run_hook_command
-
-    words = [str(word) for word in command]
-    if len(words) < 2:
-        return [Check(BAD, "opencode plugin", "the plugin names no hook command", "memory-governor install opencode")]
-    out = []
-    unsafe = isolation(NAME, shlex.join(words))
-    if unsafe is not None:
-        out.append(unsafe)
-    try:
-        proc = subprocess.run([*words[:-1], "--describe", project], capture_output=True, timeout=30)
-        described = json.loads(proc.stdout) if proc.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, ValueError):
-        described = None
-    if not isinstance(described, dict) or not described.get("fingerprint"):
-        out.append(Check(BAD, "opencode plugin", f"the governor the plugin names does not answer ({words[0]}): "
-                         "memory calls get what on_error says, closed", "memory-governor install opencode"))  # fmt: skip
-        return out
-    if not governed:
-        return out
-    name, (server, tool) = next(iter(governed.items()))
-    payload = {"hook": "tool.execute.before", "sessionID": "doctor", "parentID": "", "agent": "build",
-               "directory": project, "worktree": project, "tool": name, "callID": "doctor-1",
-               "args": {"query": "doctor", "limit": 10}, "mcp": {"server": server, "tool": tool}}  # fmt: skip
-    run = run_hook_command(shlex.join(words), payload)
-    answer = run.answer if isinstance(run.answer, dict) else {}
-    clamped = (answer.get("args") or {}).get("limit")
-    if run.returncode == 0 and clamped is not None:
-        out.append(Check(OK, "opencode plugin", f"the governor answers (clamped limit 10 -> {clamped}) in "
-                         f"{run.millis:.0f} ms"))  # fmt: skip
-    else:
-        out.append(Check(BAD, "opencode plugin", f"the hook command did not clamp a search: {run.last_error}",
-                         "memory-governor install opencode  (then run doctor again)"))  # fmt: skip
-    return out
+def _governor_answers(command: list[str], project: str, governed: dict[str, list[str]]) -> list[Check]:
+    payload = None
+    for name, (server, tool) in list(governed.items())[:1]:
+        payload = {"hook": "tool.execute.before", "sessionID": "doctor", "parentID": "", "agent": "build",
+                   "directory": project, "worktree": project, "tool": name, "callID": "doctor-1",
+                   "args": {"query": "doctor", "limit": 10}, "mcp": {"server": server, "tool": tool}}  # fmt: skip
+    return governor_answers(
+        NAME, "plugin", command, project, payload, lambda answer: (answer.get("args") or {}).get("limit")
+    )
 
 
 def config_files(project: str) -> list[str]:

@@ -1,0 +1,105 @@
+// memory-governor for Pi: forwards Pi's extension events to the governor and applies its answers.
+// Written by `memory-governor install pi`, which fills in CONFIG; a new install rewrites this file.
+//
+// Each forwarded event is one JSON message (governor/harnesses/pi/__init__.py reads it), answered by the
+// governor through the shared client below: one JSON object (or nothing): block (the reason the model gets
+// instead of the call's result), input (the call's new arguments), content (the result's new content),
+// context (a line for the model), systemMessage (for the user). A governed memory call never goes through
+// silently: when no governor answers, the policy's on_error decides here (closed when the policy could
+// never be read), visibly. Node's built-ins only.
+import { fileURLToPath } from "node:url"
+// memory-governor: the shared client (client.js) is written here by the install
+
+const CONFIG = {} // memory-governor: the install writes this line
+// The hook command: a project install's is the project's committed launcher, found beside this file
+// (<project>/.pi/extensions/ -> <project>/.memory-governor/hook), which runs each machine's own governor and,
+// on a machine with none, gives the project's no-governor answers (governor/harnesses/launcher.py); a user
+// install's is this machine's interpreter on the governor's entry file.
+const COMMAND = CONFIG.launcher
+  ? ["sh", fileURLToPath(new URL(`../../${CONFIG.launcher}`, import.meta.url)), CONFIG.harness]
+  : CONFIG.command
+const CUSTOM_TYPE = "memory-governor" // the messages this extension adds for the model
+
+export default function memoryGovernor(pi) {
+  // Installed in both scopes, Pi loads two copies: the first to load decides, the other stands aside.
+  const claims = (globalThis[Symbol.for("memory-governor.pi")] ??= new Set())
+  const scope = CONFIG.launcher ? "project" : "user"
+  if (claims.size > 0 && !claims.has(scope)) return
+  claims.add(scope)
+  const callKey = governorCallKeys() // Pi's call id -> the id the governor knows the call by
+  const carried = new Map() // call id -> context a before-answer gave, added to the call's result
+  const waiting = new Map() // session id -> context for the session's next prompt
+  const mcpOf = governorTools(CONFIG.tools, /^mcp__(.+?)__(mem_[a-z0-9_]+)$/) // and the memory under another name
+  let gov = null
+
+  function client(ctx) {
+    gov ??= governorClient({ config: CONFIG, command: COMMAND, env: process.env, project: ctx.cwd })
+    return gov
+  }
+
+  function say(ctx) {
+    return (text) => {
+      if (ctx.hasUI) ctx.ui.notify(text, "warning")
+      else process.stderr.write(text.endsWith("\n") ? text : text + "\n")
+    }
+  }
+
+  function sessionId(ctx) {
+    return ctx.sessionManager.getSessionId()
+  }
+
+  // The governor's answer to a message, or on_error's when none came (a governed call refused under closed).
+  function decide(ctx, event, fields, governed) {
+    const gov = client(ctx)
+    const payload = { event, sessionId: sessionId(ctx), cwd: ctx.cwd, ...fields }
+    const refused = !governed ? null : event === "tool_call" ? { block: gov.refusal }
+      : event === "tool_result" ? { content: [{ type: "text", text: `[${gov.refusal}]` }] } : null
+    return gov.decide(payload, `${event} ${fields.toolName ?? ""}`, payload.sessionId, say(ctx), refused)
+  }
+
+  pi.on("session_start", async (event, ctx) => {
+    client(ctx).describe() // learn the governor while Pi starts
+    governorHold(waiting, sessionId(ctx), (await decide(ctx, "session_start", { reason: event.reason }, false)).context)
+  })
+
+  pi.on("session_compact", async (_event, ctx) => {
+    governorHold(waiting, sessionId(ctx), (await decide(ctx, "session_compact", {}, false)).context)
+  })
+
+  pi.on("before_agent_start", async (event, ctx) => {
+    const answer = await decide(ctx, "before_agent_start", { prompt: event.prompt ?? "", messageType: event.messageType }, false)
+    const id = sessionId(ctx)
+    governorHold(waiting, id, answer.context)
+    const context = waiting.get(id)
+    waiting.delete(id)
+    if (context) return { message: { customType: CUSTOM_TYPE, content: context, display: false } }
+  })
+
+  pi.on("tool_call", async (event, ctx) => {
+    const mcp = mcpOf(event.toolName)
+    if (!mcp && !CONFIG.forward.includes(event.toolName)) return
+    const callId = callKey(event.toolCallId, true)
+    const answer = await decide(ctx, "tool_call", { toolName: event.toolName, toolCallId: callId, input: event.input,
+      mcp, parentToolCallId: event.parentToolCallId }, !!mcp)
+    if (typeof answer.block === "string") return { block: true, reason: answer.block }
+    if (answer.input && typeof answer.input === "object" && event.input && typeof event.input === "object") {
+      for (const key of Object.keys(event.input)) delete event.input[key] // the tool holds this object: change it in place
+      Object.assign(event.input, answer.input)
+    }
+    governorHold(carried, callId, answer.context)
+  })
+
+  pi.on("tool_result", async (event, ctx) => {
+    const mcp = mcpOf(event.toolName)
+    if (!mcp) return
+    const callId = callKey(event.toolCallId, false)
+    const answer = await decide(ctx, "tool_result", { toolName: event.toolName, toolCallId: callId, input: event.input,
+      mcp, content: event.content, isError: event.isError === true }, true)
+    governorHold(carried, callId, answer.context)
+    const context = carried.get(callId)
+    carried.delete(callId)
+    let content = Array.isArray(answer.content) ? answer.content : null
+    if (context) content = [...(content ?? event.content ?? []), { type: "text", text: context }]
+    if (content) return { content }
+  })
+}
