@@ -167,3 +167,22 @@ def test_the_project_install_runs_the_committed_launcher_in_a_trusted_project(pi
     assert not denied(result) and [c["arguments"]["limit"] for c in pi.calls("mem_search")] == [3], result.text
     doctor = pi.governor("doctor", check=False)
     assert "pi (project)" in doctor.stdout and "clamped limit 10 -> 3" in doctor.stdout, doctor.stdout
+
+
+# -- a continued session is a resume (Pi says "startup" for every process it starts) -------------------
+
+
+def test_a_continued_session_arms_the_resume_trigger(pi: PiHarness) -> None:
+    # The shipped policy wants 30 idle minutes before a resume unlocks mem_context: this team wants none.
+    pi.team_policy("mem_context:\n  unlocked_by:\n    session_resume:\n      scope: next_turn\n      uses: 1\n"
+                   "      min_idle_minutes: 0\n")  # fmt: skip
+    first = pi.run("Where were we on the search endpoint?",
+                   main=[tool_uses(engram("mem_context", project="myapp")), text("OK.")])  # fmt: skip
+    [locked] = first.results_of("mem_context")
+    assert denied(locked, "is off outside"), locked.text
+    again = pi.run("Pick up where we left off.", session=first.session_id,
+                   main=[tool_uses(engram("mem_context", project="myapp")), text("OK.")])  # fmt: skip
+    [unlocked] = again.results_of("mem_context")
+    assert not denied(unlocked), unlocked.text
+    starts = [r["code"] for r in pi.decisions("session_start")]
+    assert starts[-1] == "armed:session_resume", starts

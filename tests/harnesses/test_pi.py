@@ -178,3 +178,19 @@ def test_the_installed_extension_is_valid_javascript_with_no_dependencies(env: E
     copy.write_text(path.read_text())
     check = subprocess.run([node, "--check", str(copy)], capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stderr
+
+
+def test_pis_own_settings_and_extensions_are_out_of_the_models_reach(pi: Pi) -> None:
+    pi.prompt("tidy up the project")
+    for tool, tool_input in [("write", {"path": ".pi/extensions/memory-governor.js", "content": ""}),
+                             ("edit", {"path": str(pi.env.home / ".pi/agent/mcp.json"), "edits": []}),
+                             ("bash", {"command": "rm -rf .pi/extensions"}),
+                             ("bash", {"command": "mv ~/.pi/agent/trust.json /tmp/x"}),
+                             ("bash", {"command": "echo '{}' > .pi/settings.json"})]:  # fmt: skip
+        _, answer = pi.before(tool, **tool_input)
+        assert answer is not None and "route 'harness-settings'" in answer["block"], (tool, tool_input, answer)
+    for tool, tool_input in [("bash", {"command": "ls src && python -m pytest"}),
+                             ("write", {"path": "docs/api.md", "content": "x"}),
+                             ("read", {"path": ".pi/mcp.json"})]:  # fmt: skip
+        _, answer = pi.before(tool, **tool_input)
+        assert answer is None, (tool, tool_input, answer)

@@ -59,7 +59,11 @@ export default function memoryGovernor(pi) {
 
   pi.on("session_start", async (event, ctx) => {
     client(ctx).describe() // learn the governor while Pi starts
-    governorHold(waiting, sessionId(ctx), (await decide(ctx, "session_start", { reason: event.reason }, false)).context)
+    // Pi says "startup" for every process it starts, a continued session's too (--session, --continue: 1.6.0):
+    // a session that already holds a user's message is being resumed.
+    const held = ctx.sessionManager.getEntries().some((e) => e.type === "message" && e.message?.role === "user")
+    const reason = event.reason === "startup" && held ? "resume" : event.reason
+    governorHold(waiting, sessionId(ctx), (await decide(ctx, "session_start", { reason }, false)).context)
   })
 
   pi.on("session_compact", async (_event, ctx) => {
