@@ -128,14 +128,16 @@ class Received:
 
 
 class HttpReceiver:
-    """OTLP/HTTP (protobuf) on a free loopback port."""
+    """OTLP/HTTP (protobuf) on a free loopback port; `delay`: seconds before each answer (a slow
+    collector, within the exporters' timeout)."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.0) -> None:
         self.received = Received()
         received = self.received
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                time.sleep(delay)
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 body = gzip.decompress(raw) if self.headers.get("Content-Encoding") == "gzip" else raw
                 if self.path == "/v1/metrics":

@@ -232,6 +232,91 @@ def test_a_governed_session_through_the_installed_hooks_reaches_the_collector(
         receiver.stop()
 
 
+def short_session(env: Env, extra: dict[str, str]) -> None:
+    """Four searches, a result and a mem_context through the installed hooks (the first hooks decide
+    in their own process while the warm server starts), then `serve --stop` right after."""
+    session = Session(env, "sess-short", command=installed_hook(env), extra_env=extra)
+    session.start()
+    session.prompt("what did we decide about the cache?")
+    calls = [session.next_id() for _ in range(4)]
+    searches = [session.pre("mem_search", call_id=c, query=f"cache {n}", limit=10) for n, c in enumerate(calls)]
+    assert [s.denied for s in searches] == [False, False, True, True]
+    session.post("mem_search", calls[0], SEARCH, query="cache 0", limit=3)
+    assert session.pre("mem_context").denied
+    env.cli("serve", "--stop", env=extra)
+
+
+SLOW = {"OTEL_METRIC_EXPORT_INTERVAL": "600000", "OTEL_BLRP_SCHEDULE_DELAY": "600000"}  # nothing sent before the stop
+
+
+def test_a_short_session_reaches_a_slow_collector_by_the_time_the_server_has_stopped(
+    env: Env, stop_servers: list[dict[str, str]]
+) -> None:
+    """Every call that closed is in the collector once `serve --stop` returns, from a collector that
+    takes a second and a half to answer each export; the call still waiting for its result is
+    what doctor says."""
+    receiver = HttpReceiver(delay=1.5)
+    try:
+        extra = telemetry_env(receiver.endpoint, **SLOW)
+        stop_servers.append(extra)
+        short_session(env, extra)
+        got = receiver.received
+        closed = {"clamped": 1, "denied": 3}  # the second clamped search waits for its result
+        assert {d: got.total(CALLS, decision=d) for d in closed} == closed, (got.series(CALLS), status(str(env.state)))
+        assert len([r for r in got.records() if r["event_name"] == DECISION_EVENT]) == 4
+        export = {row["check"]: row for row in env.cli_json("doctor", "--format", "json", env=extra)}[
+            "telemetry export"
+        ]
+        assert export["status"] == "ok" and "1 call(s) waiting for their result" in export["detail"], export
+    finally:
+        receiver.stop()
+
+
+def test_what_a_silent_collector_never_got_at_the_stop_doctor_counts(
+    env: Env, stop_servers: list[dict[str, str]]
+) -> None:
+    silent = SilentReceiver()
+    try:
+        extra = telemetry_env(silent.endpoint, OTEL_EXPORTER_OTLP_TIMEOUT="1", **SLOW)
+        stop_servers.append(extra)
+        short_session(env, extra)
+        export = {row["check"]: row for row in env.cli_json("doctor", "--format", "json", env=extra)}[
+            "telemetry export"
+        ]
+        assert export["status"] == "warn", export
+        assert (
+            "4 event(s) dropped" in export["detail"] and "4 call(s) never in a sent metric export" in export["detail"]
+        )
+    finally:
+        silent.stop()
+
+
+def test_only_names_the_policy_knows_reach_the_collector(env: Env, stop_servers: list[dict[str, str]]) -> None:
+    """A server the model registers and a subagent definition it writes name themselves: their names
+    are exported as `other`, the policy's own (engram, mem_search, validator) as they are."""
+    receiver = HttpReceiver()
+    try:
+        extra = telemetry_env(receiver.endpoint)
+        stop_servers.append(extra)
+        session = Session(env, "sess-names", command=installed_hook(env), extra_env=extra)
+        session.start()
+        session.prompt("what did we decide about the cache?")
+        session.call("mcp__leak-the-api-key__mem_search", SEARCH, query="cache", limit=3)  # any_server: governed
+        session.pre("mem_sneak_a_secret_out", query="cache")  # tool_prefix mem_: governed, unmapped
+        for agent in ("validator", "leak-the-password"):
+            session.event("PreToolUse", tool_name="mcp__engram__mem_search", tool_input={"query": "q"},
+                          tool_use_id=session.next_id(), agent_id=f"a-{agent}", agent_type=agent)  # fmt: skip
+        env.cli("serve", "--stop", env=extra)
+        got = receiver.received
+        assert got.wait(lambda r: len(r.records()) >= 3), got.records()
+        events = [r["attributes"] for r in got.records() if r["event_name"] == DECISION_EVENT]
+        assert {e["tool"] for e in events} >= {"other/mem_search", "engram/other", "engram/mem_search"}, events
+        assert {e.get("agent.type") for e in events} >= {"validator", "other"}, events
+        assert b"leak" not in got.everything() and b"sneak" not in got.everything()
+    finally:
+        receiver.stop()
+
+
 def eventually(check: Callable[[], bool], timeout: float = 90.0) -> bool:
     """Until `check()` holds (the exporters write their status on their own threads), or `timeout`."""
     deadline = time.monotonic() + timeout

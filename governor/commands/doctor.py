@@ -297,16 +297,25 @@ def _telemetry(report: Report, env: Mapping[str, str], policy: CompiledPolicy) -
         report.add(INFO, "telemetry export", "nothing sent yet: the warm server starts sending at the next hook")
         return
     dropped, failed = int(status.get("dropped_events", 0)), int(status.get("failed_metric_exports", 0))
+    uncounted, skipped = int(status.get("dropped_calls", 0)), int(status.get("skipped_rows", 0))
     parts = [f"{int(status.get('exported_events', 0))} decision event(s) and {int(status.get('metric_exports', 0))} "
              f"metric export(s) sent", f"{dropped} event(s) dropped", f"{failed} metric export(s) failed"]  # fmt: skip
+    if uncounted:
+        parts.append(f"{uncounted} call(s) never in a sent metric export (the sender stopped first)")
+    if skipped:
+        parts.append(f"{skipped} audit row(s) not sent (decided while no sender ran for over "
+                     f"{signals.BACKLOG_SECONDS / 60:.0f} min)")  # fmt: skip
     backlog = _backlog(env, str(status.get("cursor", "")), policy)
     if backlog:
-        parts.append(f"{backlog} audit row(s) not read yet")
+        parts.append(f"{backlog} audit row(s) not read yet (the next warm server sends them)")
     if status.get("waiting"):
-        parts.append(f"{status['waiting']} call(s) waiting for their result")
+        parts.append(
+            f"{status['waiting']} call(s) waiting for their result (sent when it comes, or "
+            f"{signals.OPEN_SECONDS / 60:.0f} min after the call)"
+        )
     if status.get("problem"):
         parts.append(f"last problem ({_ago(float(status.get('problem_at', 0)))}): {status['problem']}")
-    bad = dropped or failed
+    bad = dropped or failed or uncounted or skipped
     report.add(WARN if bad else OK, "telemetry export", "; ".join(parts),
                "is the collector up and reachable at OTEL_EXPORTER_OTLP_ENDPOINT? Dropped telemetry is not resent; "
                "the audit trail (memory-governor report) keeps every decision" if bad else "")  # fmt: skip

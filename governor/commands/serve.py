@@ -10,7 +10,7 @@ import click
 
 from governor.policy import compiled
 from governor.runtime.client import WARM_PROJECT, server_command
-from governor.runtime.server import running_pid
+from governor.runtime.server import EXPORTER_START_SECONDS, EXPORTER_STOP_SECONDS, running_pid
 from governor.state import state_dir
 
 
@@ -31,9 +31,8 @@ def command(idle_exit: float | None, background: bool, stop: bool, show: bool) -
             click.echo("not running")
             return 0
         os.kill(pid, signal.SIGTERM)
-        for _ in range(50):
-            if running_pid(env) is None:
-                break
+        deadline = time.monotonic() + EXPORTER_START_SECONDS + EXPORTER_STOP_SECONDS + 2  # it sends what it read
+        while running_pid(env) is not None and time.monotonic() < deadline:
             time.sleep(0.1)
         click.echo(f"stopped (pid {pid})")
         return 0

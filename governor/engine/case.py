@@ -106,6 +106,9 @@ class Case:
                 "memory_need": self._need() if self.turn else "",
                 "duration_ms": round((time.perf_counter() - self.started) * 1000, 3),
                 "call_id": call_id or "",
+                "known_names": self.policy.known_names(
+                    event.server, event.tool if event.server else event.tool_name, self.agent[1]
+                ),
             }
         )
 

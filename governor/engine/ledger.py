@@ -85,7 +85,7 @@ if TYPE_CHECKING:
 # 2 added `fetched`, 3 `call_keys`, 4 `agents`, 5 `turn_links`, 6 `delivered` and the audit trail's
 # `tokens_deduped` column, 7 the audit trail's `harness`, `memory_need`, `duration_ms` and `call_id` (for telemetry);
 # tables (and defaulted columns) are only ever added, so an older file upgrades in place
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 DB_NAME = "ledger.db"
 URL_VARIABLE = "MEMORY_GOVERNOR_LEDGER_URL"  # set: the Redis store at that URL; unset: the SQLite file
 SEEN_STEP = 1.0  # seconds: how far behind a session's last-seen time may be before a decision writes it
@@ -168,7 +168,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     harness TEXT NOT NULL DEFAULT '',
     memory_need TEXT NOT NULL DEFAULT '',
     duration_ms REAL NOT NULL DEFAULT 0,
-    call_id TEXT NOT NULL DEFAULT ''
+    call_id TEXT NOT NULL DEFAULT '',
+    known_names INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS decisions_by_time ON decisions (ts);
 CREATE INDEX IF NOT EXISTS decisions_by_session ON decisions (session, turn);
@@ -226,11 +227,13 @@ _ADDED_COLUMNS = (
     ("decisions", "memory_need", "TEXT NOT NULL DEFAULT ''"),
     ("decisions", "duration_ms", "REAL NOT NULL DEFAULT 0"),
     ("decisions", "call_id", "TEXT NOT NULL DEFAULT ''"),
+    ("decisions", "known_names", "INTEGER NOT NULL DEFAULT 0"),
 )
+# known_names: which of the row's names its policy names itself (rules.KNOWN_*; telemetry exports only those).
 # The audit row as audit_after gives it: every column but `detail` (which may hold text, if the policy says so).
 AUDIT_COLUMNS = ("id", "ts", "session", "turn", "agent_id", "agent_type", "event", "tool", "role", "decision", "code",
                  "mode", "tokens_counted", "tokens_delivered", "tokens_saved", "tokens_deduped", "policy", "harness",
-                 "memory_need", "duration_ms", "call_id")  # fmt: skip
+                 "memory_need", "duration_ms", "call_id", "known_names")  # fmt: skip
 
 
 class LedgerError(Exception):
@@ -688,12 +691,13 @@ class Ledger:
         self.q(
             "INSERT INTO decisions (ts, session, turn, agent_id, agent_type, event, tool, role, decision, code, mode, "
             "tokens_counted, tokens_delivered, tokens_saved, policy, detail, tokens_deduped, harness, memory_need, "
-            "duration_ms, call_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "duration_ms, call_id, known_names) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             row["ts"], row["session"], row["turn"], row.get("agent_id", ""), row.get("agent_type", ""),
             row["event"], row.get("tool", ""), row.get("role", ""), row["decision"], row.get("code", ""),
             row.get("mode", "enforce"), row.get("tokens_counted", 0), row.get("tokens_delivered", 0),
             row.get("tokens_saved", 0), row.get("policy", ""), row.get("detail", ""), row.get("tokens_deduped", 0),
             row.get("harness", ""), row.get("memory_need", ""), row.get("duration_ms", 0.0), row.get("call_id", ""),
+            row.get("known_names", 0),
         )  # fmt: skip
 
     def audit(self, session: str | None = None, since: float | None = None) -> list[Any]:

@@ -443,6 +443,7 @@ class RedisLedger(Ledger):
                         "tokens_saved",
                         "tokens_deduped",
                         "duration_ms",
+                        "known_names",
                     )
                     out.append({name: row.get(name, 0 if name in numbers else "") for name in AUDIT_COLUMNS})
                     out[-1]["id"] = ident

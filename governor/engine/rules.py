@@ -26,6 +26,9 @@ FIXED_LINES = {
 }
 
 
+KNOWN_SERVER, KNOWN_TOOL, KNOWN_AGENT = 1, 2, 4  # CompiledPolicy.known_names: bits of a ledger row's known_names
+
+
 class CompiledPolicy:
     """The effective policy as plain data, with the lookups a hook needs precomputed."""
 
@@ -56,6 +59,7 @@ class CompiledPolicy:
         # Where the same policy's file may be kept for every project of the state directory (the
         # policy room's folder kept by content), looked for only when `forms` has none; None: nowhere.
         self.shared_forms: Callable[[], str | None] | None = None
+        self._names: tuple[set[str], set[str], set[str], set[str]] | None = None  # known_names, once
 
     def tool(self, server: str, tool: str) -> dict[str, Any] | None:
         """The spec (role, parameter names, result format) of a governed tool, else None.
@@ -81,6 +85,21 @@ class CompiledPolicy:
             if tool.startswith(prefix) or f"__{prefix}" in tool:
                 return other
         return None
+
+    def known_names(self, server: str | None, tool: str | None, agent_type: str) -> int:
+        """Which of a call's names this policy names itself (KNOWN_*): a server it lists, a
+        tool one of its maps, routes or dispatch tools name, an agent under subagents.agents. The
+        others are the model's to choose (a server it registers, a definition it writes)."""
+        names = self._names
+        if names is None:
+            mapped = {tool for by_tool in self.tools.values() for tool in by_tool}
+            plain = set(self.blob["index"].get("routes", {})) | set(self.data["briefing"]["dispatch_tools"])
+            names = self._names = (set(self.tools), mapped, plain, set(self.data["subagents"].get("agents") or {}))
+        servers, mapped, plain, agents = names
+        known = KNOWN_SERVER if server in servers else 0
+        if tool and (tool in mapped if server else tool in plain):
+            known |= KNOWN_TOOL
+        return known | (KNOWN_AGENT if agent_type in agents else 0)
 
     def routes_for(self, tool_name: str) -> list[dict[str, Any]]:
         """The policy's other ways to the memory that go through this (non-memory) tool."""

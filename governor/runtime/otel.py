@@ -35,6 +35,7 @@ from opentelemetry.sdk._logs.export import (
 )
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
     ConsoleMetricExporter,
     MetricExporter,
     MetricExportResult,
@@ -59,6 +60,27 @@ class _Tally:
         self.lock = threading.Lock()
         self.in_flight = 0
         self.closed = False  # counted as dropped at stop: what settles after is not counted again
+        self.calls = 0  # governed calls handed to the `calls` counter
+        self.covered: dict[int, float] = {}  # per metric exporter: calls its successful exports carried
+
+    def carried(self, exporter: object, metrics: MetricsData) -> None:
+        """A metric export succeeded: the calls its data carries (cumulative, or one delta more)."""
+        total, delta = 0.0, False
+        for resource in metrics.resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name == signals.CALLS:
+                        delta = delta or metric.data.aggregation_temporality == AggregationTemporality.DELTA
+                        total += sum(point.value for point in metric.data.data_points)
+        with self.lock:
+            before = self.covered.get(id(exporter), 0.0)
+            self.covered[id(exporter)] = before + total if delta else max(before, total)
+
+    def uncarried(self, exporters: int) -> int:
+        """Calls counted that some metric exporter has not sent."""
+        with self.lock:
+            sent = [self.covered.get(key, 0.0) for key in self.covered] + [0.0] * (exporters - len(self.covered))
+            return max(0, int(self.calls - min(sent, default=self.calls)))
 
     def emitted(self, count: int) -> None:
         with self.lock:
@@ -114,6 +136,8 @@ class _CountedMetrics(MetricExporter):
             result = self.inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
         except Exception:
             result = MetricExportResult.FAILURE
+        if result == MetricExportResult.SUCCESS:
+            self.tally.carried(self, metrics_data)
         self.tally.metrics_settled(result == MetricExportResult.SUCCESS)
         return result
 
@@ -259,6 +283,11 @@ class Exporter:
             unsent, self.tally.in_flight, self.tally.closed = self.tally.in_flight, 0, True
         if unsent:  # still with the SDK when the process ends (once per exporter that had not sent it)
             signals.note(self.state, dropped_events=unsent, dropped_at=time.time())
+        uncounted = self.tally.uncarried(len(self.settings.exporters["metrics"])) if self.meters is not None else 0
+        if uncounted:  # in the counters, never in a successful export: the collector will not see them
+            signals.note(self.state, dropped_calls=uncounted, dropped_at=time.time(),
+                         problem=f"stopped before the counts of {uncounted} call(s) were sent (the collector was "
+                         f"slow or down); their decision events and the audit trail have them")  # fmt: skip
         logging.getLogger("opentelemetry").removeHandler(self.problems)
 
     def _shutdown(self) -> None:
@@ -315,10 +344,12 @@ class Exporter:
     def _pass(self, path: str) -> int:
         now = time.time()
         saved = signals.read_json(path)
+        cursor = str(saved.get("cursor") or "")
         if self.floor is None:
             alive = float(saved.get("alive") or 0)
             self.floor = now - signals.BACKLOG_SECONDS if now - alive > signals.BACKLOG_SECONDS else 0.0
-        cursor = str(saved.get("cursor") or "")
+            if self.floor and alive:
+                self._skip_backlog(cursor, alive)
         waiting = signals.waiting_calls(saved.get("waiting"))
         room = ROWS_PER_TICK
         if self.logs is not None:
@@ -340,8 +371,25 @@ class Exporter:
             signals.write_json(path, {"cursor": cursor, "alive": now, "waiting": waiting})
         return len(rows)
 
+    def _skip_backlog(self, cursor: str, alive: float) -> None:
+        """Rows decided while no exporter ran for longer than BACKLOG_SECONDS, older than that, are not
+        sent (telemetry may have been off then): say how many, for doctor."""
+        from governor.engine.stores import open_ledger
+
+        if self.ledger is None:
+            self.ledger = open_ledger(self.state, url=self.ledger_url)
+        assert self.floor is not None
+        rows, _ = self.ledger.audit_after(cursor, 100_000)
+        old = sum(1 for row in rows if float(row["ts"]) < self.floor)
+        if old:
+            quiet = time.strftime("%Y-%m-%d %H:%M", time.localtime(alive))
+            signals.note(self.state, skipped_rows=old, problem=f"{old} audit row(s) decided while no exporter ran "
+                         f"(since {quiet}) and older than {signals.BACKLOG_SECONDS:.0f} s were not sent")  # fmt: skip
+
     def _send(self, out: signals.Observed) -> None:
         if self.meters is not None:
+            with self.tally.lock:
+                self.tally.calls += sum(1 for name, _, _ in out.points if name == signals.CALLS)
             for name, value, attributes in out.points:
                 instrument = self.instruments[name]
                 if name == signals.DURATION:

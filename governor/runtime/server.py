@@ -28,6 +28,10 @@ from governor.state import ensure_dir
 
 MAX_REQUEST = 128 * 1024 * 1024
 CONSOLE_BYTES = 16 * 1024 * 1024  # the console exporter's file (telemetry), at most about this, kept
+# At its stop, how long the server waits for its exporter to start (the SDK's import) and to send
+# what it read; `serve --stop` waits for both. What is not sent by then, doctor counts.
+EXPORTER_START_SECONDS = 10.0
+EXPORTER_STOP_SECONDS = 5.0
 
 
 class Server:
@@ -44,6 +48,7 @@ class Server:
         self.telemetry: Any = None  # the exporter, once a hook (or this server's own environment) turns it on
         self.telemetry_asked = False
         self.telemetry_lock = threading.Lock()
+        self.telemetry_starting: threading.Thread | None = None
 
     def claim(self) -> bool:
         """Take the one-server-per-state-directory lock; False if another server holds it."""
@@ -165,7 +170,8 @@ class Server:
             if self.telemetry_asked:
                 return
             self.telemetry_asked = True
-        threading.Thread(target=self._start_export, args=(env,), daemon=True).start()
+            self.telemetry_starting = threading.Thread(target=self._start_export, args=(env,), daemon=True)
+        self.telemetry_starting.start()
 
     def _start_export(self, env: dict[str, str]) -> None:
         from governor.runtime import signals, telemetry
@@ -186,10 +192,7 @@ class Server:
             signals.note(state, problem=f"the exporter did not start: {type(err).__name__}: {err}")
 
     def close(self) -> None:
-        if self.telemetry is not None:
-            self.telemetry.stop()
-            self.telemetry = None
-        if self.listener is not None:
+        if self.listener is not None:  # first: a hook meanwhile decides in its own process, unkept
             self.listener.close()
             self.listener = None
             if self.still_bound():  # not another process's socket
@@ -197,6 +200,11 @@ class Server:
                     os.unlink(os.path.join(self.folder, SOCKET_NAME))
                 except OSError:
                     pass
+        if self.telemetry_starting is not None:  # stopped as it started: what was decided is sent all the same
+            self.telemetry_starting.join(EXPORTER_START_SECONDS)
+        if self.telemetry is not None:
+            self.telemetry.stop(EXPORTER_STOP_SECONDS)
+            self.telemetry = None
         if self.lock_handle is not None:
             self.lock_handle.close()
             self.lock_handle = None

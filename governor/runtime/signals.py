@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 
+from governor.engine.rules import KNOWN_AGENT, KNOWN_SERVER, KNOWN_TOOL
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -170,7 +172,7 @@ def observe(row: Mapping[str, Any], waiting: dict[str, dict[str, Any]], out: Obs
                 waiting[call] = {"counted": True, "row": {"ts": float(row["ts"])}}
             return
         waiting[call] = {"counted": False, "decision": decision, "reason": reason, "ms": float(row["duration_ms"]),
-                         "row": {name: row[name] for name in WAITING_FIELDS}}  # fmt: skip
+                         "row": {name: row[name] for name in KEPT_FIELDS if name in row}}  # fmt: skip
         return
     if role not in RETRIEVAL:
         return  # a save's or a dispatch's after: the call closed before it ran
@@ -202,6 +204,7 @@ def waiting_calls(saved: Any) -> dict[str, dict[str, Any]]:
 
 WAITING_FIELDS = ("ts", "session", "turn", "harness", "tool", "role", "mode", "memory_need", "policy", "agent_type",
          "tokens_counted", "call_id")  # fmt: skip
+KEPT_FIELDS = (*WAITING_FIELDS, "known_names")  # kept of a waiting call's row (a cursor from before: without the last)
 
 
 def expire(waiting: dict[str, dict[str, Any]], now: float, out: Observed) -> None:
@@ -233,7 +236,7 @@ def _close(out: Observed, row: Mapping[str, Any], decision: str, reason: str, cl
         "session.id": plain(str(row["session"])),
         "turn.id": plain(str(first["turn"])),
         "harness": harness,
-        "tool": row["tool"] or "",
+        "tool": exported_tool(row),
         "role": role,
         "decision": decision,
         "reason": reason,
@@ -250,8 +253,28 @@ def _close(out: Observed, row: Mapping[str, Any], decision: str, reason: str, cl
         "duration_ms": round(took, 3),
     }
     if first["agent_type"]:
-        attributes["agent.type"] = first["agent_type"]
+        attributes["agent.type"] = first["agent_type"] if _known(first) & KNOWN_AGENT else OTHER
     out.events.append({"ts": float(first["ts"]), "attributes": attributes})
+
+
+OTHER = "other"  # a name the policy does not name: the collector is no channel for text the model chose
+
+
+def _known(row: Mapping[str, Any]) -> int:
+    try:
+        return int(row.get("known_names") or 0)  # a row from before the column: nothing known
+    except (TypeError, ValueError):
+        return 0
+
+
+def exported_tool(row: Mapping[str, Any]) -> str:
+    """The row's tool as exported: `server/tool` or the harness tool's name, each part the policy
+    does not name itself (a server or a definition the model may have written) sent as `other`."""
+    tool, known = str(row["tool"] or ""), _known(row)
+    server, slash, name = tool.rpartition("/")
+    if not slash:
+        return tool if not tool or known & KNOWN_TOOL else OTHER
+    return f"{server if known & KNOWN_SERVER else OTHER}/{name if known & KNOWN_TOOL else OTHER}"
 
 
 # -- the cursor and the status, in the state directory ----------------------------------------------
