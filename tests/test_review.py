@@ -161,22 +161,40 @@ def count_colour(rows: list[bytes], rgb: tuple[int, int, int], tolerance: int = 
 
 
 def test_the_html_report_renders_its_chart_in_a_real_browser(env: Env, session: Session, tmp_path: Path) -> None:
+    """Each turn's bar (what was delivered, and above it what was held back) against the budget in
+    force in that turn, with labelled axes; a session's start is no turn."""
+    import re
+
     browser = chromium()
-    busy_session(session)
+    session.start()
+    busy_session(session)  # turns 1 and 2, at the shipped 1200
+    env.write(".memory-governor/policy.yaml", "limits:\n  max_memory_tokens_injected: 800\n")  # tightened
+    busy_session(session)  # turns 3 and 4, at 800
     page = tmp_path / "report.html"
     env.cli("report", "--format", "html", "-o", str(page), check=True)
     text = page.read_text()
     assert "<script" not in text and "http://" not in text.replace("http://www.w3.org/2000/svg", ""), "self-contained"
     dom = subprocess.run([browser, *CHROMIUM_FLAGS, "--dump-dom", page.as_uri()], capture_output=True, text=True,
                          timeout=120).stdout  # fmt: skip
-    assert 'id="tokens-chart"' in dom and dom.count('class="bar"') == 2 and 'id="budget-line"' in dom
+    assert 'id="tokens-chart"' in dom and dom.count('class="bar"') == 4, "four turns: the session's start is none"
+    ticks = re.findall(r'text-anchor="middle">([^<]+)</text>', dom)
+    assert ticks[:4] == ["1", "2", "3", "4"], ticks
+    assert "memory tokens (o200k_base)" in dom and "turn (its number in its session" in dom, "both axes labelled"
+    budgets = re.findall(r'<line class="budget"[^>]*y1="([\d.]+)"[^>]*><title>([^<]+)</title>', dom)
+    assert [title.rsplit(" ", 1)[1] for _, title in budgets] == ["1200", "1200", "800", "800"], budgets
+    assert budgets[0][0] == budgets[1][0] != budgets[2][0] == budgets[3][0], "the line steps where the policy changed"
+    held = re.findall(r'<rect class="(held|deduped)"[^>]*><title>turn (\d) of [^<]*?: (\d+) held back', dom)
+    assert {(kind, turn) for kind, turn, _ in held} == {("held", "1"), ("deduped", "3")}, held
     shot = tmp_path / "shot.png"
     subprocess.run([browser, *CHROMIUM_FLAGS, f"--screenshot={shot}", "--window-size=1000,700", page.as_uri()],
                    capture_output=True, timeout=120)  # fmt: skip
     width, height, rows = decode_png(shot.read_bytes())
     assert (width, height) == (1000, 700)
     assert count_colour(rows, (0x2E, 0x86, 0xDE)) > 500, "the bars are drawn"
+    assert count_colour(rows, (0xF5, 0xB7, 0xB1)) > 300, "what was trimmed is drawn above them"
     assert count_colour(rows, (0xE6, 0x7E, 0x22)) > 300, "the budget line is drawn"
+    table = env.cli_json("report", "--format", "json")
+    assert table["totals"]["turns"] == 4 and all(t["turn_number"] for t in table["turns"])
 
 
 # -- replay --------------------------------------------------------------------------------------

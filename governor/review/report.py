@@ -61,6 +61,9 @@ def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session:
     out_turns = []
     hits: Counter[str] = Counter()
     for entry in turns.values():
+        if not entry["turn_number"] and not (entry["calls"] or entry["tokens"] or entry["denied"] or entry["would_deny"]
+                                             or entry["trimmed"] or entry["tokens_saved"]):  # fmt: skip
+            continue  # a session's start before its first prompt, with nothing in it: no turn
         usage = {name: sum(entry["calls"][r] for r in roles) for name, roles in LIMIT_ROLES.items()}
         usage["max_memory_tokens_injected"] = entry["tokens"]
         then = {**now, **(limits_of(entry["policy"]) or {})} if entry["policy"] else now
@@ -82,7 +85,7 @@ def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session:
         "limits": {name: spec["value"] for name, spec in limits.items()},
         "turns": out_turns,
         "totals": {
-            "turns": len(out_turns),
+            "turns": sum(1 for t in out_turns if t["turn_number"]),  # a session's start (turn 0) is no turn
             "tokens_delivered": sum(t["usage"]["max_memory_tokens_injected"] for t in out_turns),
             "tokens_saved": sum(t["tokens_saved"] for t in out_turns),
             "tokens_deduped": sum(t["tokens_deduped"] for t in out_turns),
@@ -128,43 +131,105 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _chart(report: dict[str, Any], width: int = 860, height: int = 260) -> str:
+def turn_label(turn: dict[str, Any]) -> str:
+    """A turn by its number in its session; what came before a session's first prompt is its start."""
+    return str(turn["turn_number"]) if turn["turn_number"] else "start"
+
+
+DELIVERED, OVER, HELD, DEDUPED, BUDGET = "#2e86de", "#c0392b", "#f5b7b1", "#d5d8dc", "#e67e22"
+
+
+def _chart(report: dict[str, Any], width: int = 860, height: int = 300) -> str:
+    """Per turn: the memory tokens delivered, with what was held back above them (trimmed away,
+    and entries already delivered), against the budget in force in that turn."""
     turns = report["turns"][-60:]
-    budget = report["budget"]
-    top = max([budget, *[t["usage"]["max_memory_tokens_injected"] for t in turns]]) * 1.1 or 1
-    pad_left, pad_bottom = 56, 28
-    plot_w, plot_h = width - pad_left - 10, height - pad_bottom - 10
+    unit = html.escape(report["unit"])
+
+    def held(t: dict[str, Any]) -> tuple[int, int]:
+        return max(0, t["tokens_saved"] - t["tokens_deduped"]), t["tokens_deduped"]
+
+    def budget(t: dict[str, Any]) -> int:
+        return int((t.get("limits") or report["limits"])["max_memory_tokens_injected"])
+
+    tallest = max([report["budget"], *(t["usage"]["max_memory_tokens_injected"] + sum(held(t)) for t in turns),
+                   *(budget(t) for t in turns)])  # fmt: skip
+    top = _round_up(tallest * 1.05) or 1
+    left, right, above, below = 72, 12, 34, 46
+    plot_w, plot_h = width - left - right, height - above - below
     step = plot_w / max(1, len(turns))
-    bars = []
+
+    def y(tokens: float) -> float:
+        return above + plot_h - plot_h * tokens / top
+
+    parts = [f'<rect x="{left}" y="{above}" width="{plot_w}" height="{plot_h}" fill="#f6f8fa"/>']
+    for tick in range(0, 5):  # the y axis: five gridlines, and its values
+        value = top * tick / 4
+        parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(value):.1f}" y2="{y(value):.1f}" stroke="#e1e4e8"/>'
+                     f'<text x="{left - 6}" y="{y(value) + 4:.1f}" font-size="11" text-anchor="end">{value:g}</text>')  # fmt: skip
+    previous = None
     for i, t in enumerate(turns):
+        x, bar = left + i * step + step * 0.15, step * 0.7
         used = t["usage"]["max_memory_tokens_injected"]
-        h = plot_h * used / top
-        x = pad_left + i * step + step * 0.15
-        colour = "#c0392b" if used > budget else "#2e86de"
-        title = html.escape(f"turn {t['turn_number']} of {t['session'][-12:]}: {used} tokens, {t['denied']} denied")
-        bars.append(f'<rect class="bar" x="{x:.1f}" y="{10 + plot_h - h:.1f}" width="{step * 0.7:.1f}" height="{h:.1f}" '
-                    f'fill="{colour}"><title>{title}</title></rect>')  # fmt: skip
-    y_budget = 10 + plot_h - plot_h * budget / top
+        trimmed, deduped = held(t)
+        limit = budget(t)
+        where = f"turn {turn_label(t)} of {t['session'][-12:]}"
+        for kind, base, amount, colour in (
+            ("bar", 0, used, OVER if used > limit else DELIVERED),
+            ("held", used, trimmed, HELD),
+            ("deduped", used + trimmed, deduped, DEDUPED),
+        ):
+            if amount or kind == "bar":
+                said = {"bar": f"{used} delivered", "held": f"{trimmed} held back (trimmed)",
+                        "deduped": f"{deduped} held back (already delivered)"}[kind]  # fmt: skip
+                title = html.escape(f"{where}: {said} of a {limit}-token budget, {t['denied']} denied")
+                parts.append(f'<rect class="{kind}" x="{x:.1f}" y="{y(base + amount):.1f}" width="{bar:.1f}" '
+                             f'height="{y(base) - y(base + amount):.1f}" fill="{colour}"><title>{title}</title></rect>')  # fmt: skip
+        # The budget in force in this turn, over its slot: the line steps where a policy changed it.
+        parts.append(f'<line class="budget" x1="{left + i * step:.1f}" x2="{left + (i + 1) * step:.1f}" '
+                     f'y1="{y(limit):.1f}" y2="{y(limit):.1f}" stroke="{BUDGET}" stroke-width="3" '
+                     f'stroke-dasharray="8 4"><title>{html.escape(f"{where}: budget {limit}")}</title></line>')  # fmt: skip
+        if previous is not None and previous != limit:
+            parts.append(f'<line x1="{left + i * step:.1f}" x2="{left + i * step:.1f}" y1="{y(previous):.1f}" '
+                         f'y2="{y(limit):.1f}" stroke="{BUDGET}" stroke-width="2"/>')  # fmt: skip
+        previous = limit
+        if len(turns) <= 30 or i % (len(turns) // 30 + 1) == 0:  # the x axis: each turn's number
+            parts.append(f'<text x="{left + (i + 0.5) * step:.1f}" y="{above + plot_h + 14}" font-size="11" '
+                         f'text-anchor="middle">{html.escape(turn_label(t))}</text>')  # fmt: skip
+    legend = [(DELIVERED, "delivered"), (HELD, "held back: trimmed"), (DEDUPED, "held back: already delivered"),
+              (BUDGET, "budget in force")]  # fmt: skip
+    keys, at = [], float(left)
+    for colour, label in legend:
+        keys.append(f'<rect x="{at:.0f}" y="8" width="12" height="12" fill="{colour}"/>'
+                    f'<text x="{at + 16:.0f}" y="18" font-size="12">{label}</text>')  # fmt: skip
+        at += 16 + 7 * len(label) + 24  # about the label's width at 12 px
     return (
         f'<svg id="tokens-chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-        f'aria-label="memory tokens per turn against the budget">'
-        f'<rect x="{pad_left}" y="10" width="{plot_w}" height="{plot_h}" fill="#f6f8fa"/>'
-        + "".join(bars)
-        + f'<line id="budget-line" x1="{pad_left}" x2="{pad_left + plot_w}" y1="{y_budget:.1f}" y2="{y_budget:.1f}" '
-        f'stroke="#e67e22" stroke-width="3" stroke-dasharray="8 4"/>'
-        f'<text x="{pad_left + 6}" y="{y_budget - 6:.1f}" font-size="12" fill="#a0522d">budget {budget}</text>'
-        f'<text x="{pad_left - 6}" y="{10 + plot_h}" font-size="11" text-anchor="end">0</text>'
-        f'<text x="{pad_left - 6}" y="20" font-size="11" text-anchor="end">{int(top)}</text>'
-        f'<text x="{pad_left + plot_w / 2}" y="{height - 6}" font-size="12" text-anchor="middle">turns (oldest to newest)</text>'
+        f'aria-label="memory tokens per turn: delivered and held back, against the budget in force in each turn">'
+        + "".join(keys + parts)
+        + f'<text id="x-axis" x="{left + plot_w / 2}" y="{height - 8}" font-size="12" text-anchor="middle">'
+        "turn (its number in its session; oldest to newest)</text>"
+        f'<text id="y-axis" transform="rotate(-90)" x="{-(above + plot_h / 2)}" y="16" font-size="12" '
+        f'text-anchor="middle">memory tokens ({unit})</text>'
         "</svg>"
     )
+
+
+def _round_up(value: float) -> int:
+    """`value` up to a round number (1, 2, 4 or 5 times a power of ten), so the axis reads plainly."""
+    if value <= 0:
+        return 0
+    scale = int(10 ** (len(str(int(value))) - 1))
+    for factor in (1, 2, 4, 5, 10):
+        if factor * scale >= value:
+            return factor * scale
+    return 10 * scale
 
 
 def page(report: dict[str, Any]) -> str:
     """One self-contained HTML file: no scripts, no external resources."""
     totals = report["totals"]
     rows = "".join(
-        f"<tr><td>{html.escape(t['session'][-14:])}</td><td>{t['turn_number']}</td>"
+        f"<tr><td>{html.escape(t['session'][-14:])}</td><td>{turn_label(t)}</td>"
         f"<td>{t['usage']['max_search_calls']}</td><td>{t['usage']['max_full_fetches']}</td>"
         f"<td>{t['usage']['max_save_calls_per_turn']}</td><td>{t['usage']['max_memory_tokens_injected']}</td>"
         f"<td>{t['denied']}</td><td>{t['would_deny']}</td><td>{t['trimmed']}</td><td>{t['tokens_saved']}</td></tr>"
@@ -191,7 +256,7 @@ td,th{{border:1px solid #ddd;padding:3px 8px;text-align:right}}th{{background:#f
 model (budget {report["budget"]} per turn); {totals["tokens_saved"]} saved by {totals["trimmed"]} trim(s),
 {totals["tokens_deduped"]} of them by not delivering an entry twice;
 {totals["denied"]} denial(s); monitor mode would have denied {totals["would_deny"]} more.</p>
-<h2>Memory tokens per turn against the budget</h2>
+<h2>Memory tokens per turn: delivered, held back, and the budget</h2>
 {_chart(report)}
 <h2>Denials by reason</h2><ul>{reasons}</ul>
 <h2>Monitor mode: would have denied</h2><ul>{would}</ul>
@@ -199,5 +264,6 @@ model (budget {report["budget"]} per turn); {totals["tokens_saved"]} saved by {t
 <h2>Per turn</h2>
 <table><tr><th>session</th><th>turn</th><th>searches</th><th>fetches</th><th>saves</th><th>tokens</th><th>denied</th>
 <th>would deny</th><th>trimmed</th><th>tokens saved</th></tr>{rows}</table>
+<p><small>memory-governor {html.escape(str(report.get("governor", "")))}</small></p>
 </body></html>
 """
