@@ -10,8 +10,10 @@ from tests.conftest import ROOT, Env
 
 def test_the_demo_shows_each_kind_of_decision_and_stays_within_budget(env: Env) -> None:
     out = env.cli("demo", check=True).stdout
-    for verdict in ("clamped", "denied", "trimmed", "allowed", "advised", "saved", "armed"):
+    for verdict in ("clamped", "denied", "trimmed", "withheld", "deduped", "allowed", "advised", "saved", "armed"):
         assert re.search(rf"^\s+.*\s{verdict}\s", out, re.M), f"no {verdict} line:\n{out}"
+    assert re.search(r"mem_get_observation #42\s+withheld\s+1354 tok -> 48: this observation", out), out
+    assert re.search(r"mem_search\s+deduped\s+.*1 entry already shown", out), "a pointer is no trim"
     totals = [int(n) for n in re.findall(r"memory that reached the model this turn\s+(\d+) tok", out)]
     assert len(totals) == 2 and all(0 < t <= 1200 for t in totals)
     assert "What the model receives for a denial" in out

@@ -2,7 +2,7 @@
 
 It runs on the shipped default policy only (a scratch project, HOME and state directory),
 feeds the Claude Code hook the same JSON Claude Code sends, with Engram v1 results, and
-shows turn by turn what was allowed, clamped, denied and trimmed, and how many tokens of
+shows turn by turn what was allowed, clamped, denied, trimmed or withheld, and how many tokens of
 memory reached the model against the turn's budget.
 """
 
@@ -223,10 +223,24 @@ class Demo:
         self.turn_tokens += tokens
         label = "" if "updatedInput" in specific else step.label
         if replaced is not None:
-            held = replaced.strip().splitlines()[-1].replace("[memory-governor] ", "")
-            self.line(label, "trimmed", f"{self.count(result)} tok -> {tokens}: {held}", tokens)
+            verdict, said = what_changed(replaced)
+            self.line(label, verdict, f"{self.count(result)} tok -> {tokens}: {said}", tokens)
         else:
             self.line(label, "allowed", "delivered whole", tokens)
+
+
+def what_changed(replaced: str) -> tuple[str, str]:
+    """What the governor did to a result, from what the model got instead: `withheld` (nothing of
+    it but the governor's line), `trimmed` (entries held back), `deduped` (entries already shown,
+    each now a pointer line); and the governor's own words for it."""
+    lines = [line for line in replaced.splitlines() if line.strip()]
+    notes = [line.removeprefix("[memory-governor] ") for line in lines if line.startswith("[memory-governor] ")]
+    pointers = sum("already shown" in line for line in lines)
+    if notes and len(notes) == len(lines):
+        return "withheld", notes[-1]
+    said = [*notes, *([f"{pointers} entr{'y' if pointers == 1 else 'ies'} already shown, now a line pointing to it"]
+                      if pointers else [])]  # fmt: skip
+    return ("trimmed" if notes else "deduped"), "; ".join(said)
 
 
 def main(out: Callable[[str], None] = print) -> int:
