@@ -213,7 +213,7 @@ def main() -> int:
             "The share of questions whose evidence memory is among the memory cards a briefing injects, by ranking "
             "and budget. Synthetic LoCoMo-shaped data (long multi-session conversations, one known evidence memory "
             "per question, some long episodes, some memories used before, a few org-wide); cards capped at 120 "
-            "tokens; RFC 0113 semantics (omit, stop).\n\n"
+            "tokens; a card that does not fit is left out whole, and packing stops at the first that does not (omit, stop).\n\n"
             f"{body}\n\n"
             f"{total} questions over {args.conversations} conversations ({memories} memories), unit {args.unit}, "
             f"seed {args.seed}. Produced by `{command}`.\n\n"

@@ -27,3 +27,24 @@ def test_the_readme_states_what_install_and_doctor_count() -> None:
     assert f"and {len(setup.SESSION_EVENTS)} session events" in readme
     for route_tool in ("`Bash`", "`Read`", "`Write`", "`Edit`"):
         assert route_tool in readme, f"the README names {route_tool} among the tools that start a hook"
+
+
+def test_what_a_user_reads_names_no_outside_design_documents() -> None:
+    """The README, the docs, the schema editors show, the rendered policy and every command's help
+    say what a rule does in plain words, not by the number of a design document elsewhere."""
+    from governor.commands.app import COMMANDS
+
+    cited = ("RFC 0113", "RFC 0068", "RFC 0062", "ADR-0034", "loomflow")
+    pages = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "schemas").glob("*.json"),
+             *(ROOT / "rules").glob("*.md")]  # fmt: skip
+    texts = {str(page.relative_to(ROOT)): page.read_text(encoding="utf-8") for page in pages}
+    for name in COMMANDS:
+        helped = subprocess.run([sys.executable, "-m", "governor", name, "--help"], capture_output=True, text=True)
+        texts[f"memory-governor {name} --help"] = helped.stdout
+    for command in ("policy",):
+        for sub in ("check", "explain", "diff", "render", "schema", "accept"):
+            helped = subprocess.run([sys.executable, "-m", "governor", command, sub, "--help"], capture_output=True,
+                                    text=True)  # fmt: skip
+            texts[f"memory-governor {command} {sub} --help"] = helped.stdout
+    found = [(where, word) for where, text in texts.items() for word in cited if word in " ".join(text.split())]
+    assert not found, found

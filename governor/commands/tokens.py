@@ -71,7 +71,7 @@ def count(source: str, unit: str | None, fmt: str) -> int:
 @click.option("--over-budget", type=click.Choice(OVER_BUDGET), default="omit", show_default=True)
 @click.option("--fill", type=click.Choice(FILL), default="stop", show_default=True)
 @click.option("--card-max-tokens", type=click.IntRange(min=0), default=120, show_default=True,
-              help="Cap one card so a long body does not ship whole; 0: no cap (whole entries, as RFC 0113).")  # fmt: skip
+              help="Cap one card so a long body does not ship whole; 0: no cap (whole entries, each in or left out).")  # fmt: skip
 @click.option("--store", default="default", show_default=True, help="Names the memory store in usage records.")
 @click.option("--record-usage/--no-record-usage", default=True, show_default=True,
               help="Bump last_used_at/use_count of the memories injected (only those).")  # fmt: skip

@@ -196,7 +196,9 @@ class Trimming(Strict):
     """What a result over the turn's token budget becomes (the packer's rules)."""
 
     over_budget: Literal["omit", "truncate", "keep-top"] = Field(
-        "omit", description="omit: whole entries only (RFC 0113); truncate: cut the first misfit; keep-top."
+        "omit",
+        description="omit: whole entries only, an entry that does not fit is left out whole; truncate: cut the "
+        "first entry that does not fit; keep-top.",
     )
     fill: Literal["stop", "skip"] = Field("stop", description="stop: keep a prefix of the ranking; skip: keep filling.")
 
