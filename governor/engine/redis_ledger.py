@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
 PREFIX = "mg:"
 _STREAM_ID = re.compile(r"\d+-\d+")  # an entry's id in the audit stream
+_NUMBERS = ("ts", "tokens_counted", "tokens_delivered", "tokens_saved", "tokens_deduped", "duration_ms", "known_names")
 AUDIT_TABLE = "decisions"  # appended to the stream, never read back by a decision
 SHARED_TABLES = ("usage", "topics")  # not per session: this module's own methods keep them
 CONNECT_TIMEOUT = 0.5  # seconds; with one reconnect, an unreachable Redis is known within ~1 s
@@ -436,16 +437,7 @@ class RedisLedger(Ledger):
                 position, start, known = ident, "(" + ident, True
                 row = json.loads(entry.get("r", "{}"))
                 if since is None or float(row.get("ts", 0)) >= since:
-                    numbers = (
-                        "ts",
-                        "tokens_counted",
-                        "tokens_delivered",
-                        "tokens_saved",
-                        "tokens_deduped",
-                        "duration_ms",
-                        "known_names",
-                    )
-                    out.append({name: row.get(name, 0 if name in numbers else "") for name in AUDIT_COLUMNS})
+                    out.append({name: row.get(name, 0 if name in _NUMBERS else "") for name in AUDIT_COLUMNS})
                     out[-1]["id"] = ident
             if len(batch) < want:
                 break
