@@ -1,6 +1,53 @@
 """memory-governor: per-turn limits on what a coding agent's memory server injects."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # semantic: CHANGELOG.md says what each release changes, and what an upgrade does
+
+COMMIT_FILE = "COMMIT"  # beside this file in a build from a git checkout: the commit it was built from
+
+
+def commit() -> str | None:
+    """The commit this copy was built from (a wheel built in a git checkout records it), or of the
+    checkout it runs from (an editable install), with `.dirty` when that has uncommitted changes;
+    None for a release installed from its published package. Runs git: cold path only."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        with open(os.path.join(here, COMMIT_FILE), encoding="ascii") as handle:
+            recorded = handle.read().strip()
+        return recorded or None
+    except (OSError, UnicodeDecodeError):
+        pass
+    return checkout_commit(os.path.dirname(here))
+
+
+def checkout_commit(folder: str) -> str | None:
+    """The commit checked out in `folder` if it is the top of a git work tree (`.dirty` after it when
+    it has uncommitted changes), else None. No GIT_* variable, system config or fsmonitor is used."""
+    import os
+    import subprocess
+
+    if not os.path.exists(os.path.join(folder, ".git")):
+        return None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_CONFIG_NOSYSTEM"] = "1"
+    try:
+        described = subprocess.run(
+            ["git", "-C", folder, "-c", "core.fsmonitor=false", "describe", "--always", "--dirty=.dirty",
+             "--abbrev=12", "--exclude=*"],
+            capture_output=True, text=True, timeout=5, env=env, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = described.stdout.strip()
+    return found if described.returncode == 0 and found else None
+
+
+def described_version() -> str:
+    """The version as a person and a collector read it: `0.2.0`, or `0.2.0+g<commit>` for a copy
+    built from (or running in) a git checkout, so teammates' builds can be told apart."""
+    found = commit()
+    return f"{__version__}+g{found}" if found else __version__
 
 
 def with_site_packages() -> None:

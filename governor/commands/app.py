@@ -37,6 +37,20 @@ COMMANDS = {
 }
 
 
+def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from governor import commit
+
+    found = commit()
+    built = ""
+    if found:
+        clean = found.removesuffix(".dirty")
+        built = f" (commit {clean}{', with uncommitted changes' if clean != found else ''})"
+    click.echo(f"memory-governor {__version__}{built}")
+    ctx.exit()
+
+
 class _Commands(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -53,7 +67,8 @@ class _Commands(click.Group):
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="memory-governor")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show the version (and the commit, for a copy built from a git checkout) and exit.")  # fmt: skip
 @click.option("--managed-root", default="/", hidden=True, expose_value=False, callback=_managed_root,
               help="Where the review tools look for a managed install's /etc folders (a staging tree, a test).")  # fmt: skip
 def cli() -> None:

@@ -78,6 +78,9 @@ def command(fmt: str) -> int:
 
     report = Report()
     env: Mapping[str, str] = os.environ
+    from governor import described_version
+
+    report.add(INFO, "memory-governor", f"{described_version()} in {os.path.dirname(os.path.dirname(__file__))}")
     sources = Sources(env, os.getcwd())
     managed = managed_install()
     enforced = managed.sources if managed else sources

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from governor import described_version
 from governor.policy import compiled, history
 from governor.state import state_dir
 
@@ -52,6 +53,7 @@ def report(session_id: str | None, since: str | None, fmt: str, output: str | No
     finally:
         ledger.close()
     data["in_force"] = {"digest": policy.digest, "managed": managed.policy if managed else None}
+    data["governor"] = described_version()  # which build reports: a release, or the commit it was built from
     text = (
         json.dumps(data, indent=2) + "\n"
         if fmt == "json"

@@ -41,10 +41,11 @@ from opentelemetry.sdk.metrics.export import (
     MetricExportResult,
     MetricsData,
     PeriodicExportingMetricReader,
+    Sum,
 )
 from opentelemetry.sdk.resources import Resource
 
-from governor import __version__
+from governor import __version__, described_version
 from governor.runtime import signals
 
 TICK_SECONDS = 1.0
@@ -69,9 +70,9 @@ class _Tally:
         for resource in metrics.resource_metrics:
             for scope in resource.scope_metrics:
                 for metric in scope.metrics:
-                    if metric.name == signals.CALLS:
+                    if metric.name == signals.CALLS and isinstance(metric.data, Sum):
                         delta = delta or metric.data.aggregation_temporality == AggregationTemporality.DELTA
-                        total += sum(point.value for point in metric.data.data_points)
+                        total += sum(float(getattr(point, "value", 0)) for point in metric.data.data_points)
         with self.lock:
             before = self.covered.get(id(exporter), 0.0)
             self.covered[id(exporter)] = before + total if delta else max(before, total)
@@ -231,7 +232,7 @@ class Exporter:
             signals.note(state, problem=problem)
         console = console or sys.stderr
         self.instance = str(uuid.uuid4())
-        resource = Resource.create({"service.name": signals.SERVICE_NAME, "service.version": __version__,
+        resource = Resource.create({"service.name": signals.SERVICE_NAME, "service.version": described_version(),
                                     "service.instance.id": self.instance})  # fmt: skip
         self.meters: MeterProvider | None = None
         self.logs: LoggerProvider | None = None
