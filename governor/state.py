@@ -11,6 +11,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+URL_VARIABLE = "MEMORY_GOVERNOR_LEDGER_URL"  # set: the ledger is the Redis at that URL; unset: the SQLite file here
+
 
 def state_dir(env: Mapping[str, str]) -> str:
     """MEMORY_GOVERNOR_STATE_DIR, else $XDG_STATE_HOME/memory-governor, else ~/.local/state/..."""

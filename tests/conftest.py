@@ -365,10 +365,15 @@ class Session:
         self.turns = 0
         self.calls = 0
 
+    @property
+    def transcript(self) -> Path:
+        """Where Claude Code keeps this session's transcript: ~/.claude/projects/<project>/<session>.jsonl."""
+        return self.sandbox.home / ".claude" / "projects" / "-project" / f"{self.id}.jsonl"
+
     def event(self, name: str, **fields: Any) -> Answer:
         payload = {
             "session_id": self.id,
-            "transcript_path": str(self.sandbox.tmp / "transcript.jsonl"),
+            "transcript_path": str(self.transcript),
             "cwd": str(self.sandbox.project),
             "hook_event_name": name,
             "permission_mode": "default",

@@ -345,34 +345,35 @@ def test_an_allowed_mem_context_reads_this_projects_memory_only(env: Env) -> Non
     assert own.updated_input == {"project": env.project.name, "max_bytes": 500, "compact": True}, own.specific
 
 
-def test_a_shell_command_or_file_tool_hook_loads_no_save_detector_and_no_fnmatch(env: Env) -> None:
-    """A cold hook for Bash or Read reads the call's fields (governor.engine.fields) and matches what a
-    command writes against the protected targets piece by piece: the never-save detectors' patterns and
-    fnmatch's per-target regexes are compiled for a save only, and for a target with `?`."""
+def test_an_ordinary_shell_command_or_file_tool_hook_loads_no_regex_and_no_ledger(env: Env) -> None:
+    """A cold hook for Bash or Read that takes no route decides with the least work: the command is
+    read without `re` or `shlex` (a route's pattern is compiled only where one of its words is in
+    the call), no save detector is loaded, and no ledger is opened. A protected target is still
+    refused (and the refusal goes through the ledger)."""
     import json
     import subprocess
 
     session = Session(env)
     session.prompt("tidy the notes")
     command = [HOOK[0], "-X", "importtime", *HOOK[1:]]
+    heavy = {"governor.engine.saves", "fnmatch", "re", "shlex", "_sqlite3", "governor.engine.sqlite_ledger"}
     for tool, tool_input, denied in [
         ("Bash", {"command": "echo x > notes/out.txt && cp a.txt /tmp/b.txt"}, False),
+        ("Bash", {"command": 'git commit -m "release $(date +%F)" && grep -n "def .*(" src/app/main.py'}, False),
         ("Bash", {"command": "echo {} > .claude/settings.local.json"}, True),  # a protected target, written
         ("Read", {"file_path": str(env.project / "README.md")}, False),
     ]:
-        payload = {"session_id": session.id, "transcript_path": str(env.tmp / "transcript.jsonl"),
+        payload = {"session_id": session.id, "transcript_path": str(session.transcript),
                    "cwd": str(env.project), "hook_event_name": "PreToolUse", "permission_mode": "default",
                    "tool_name": tool, "tool_input": tool_input, "tool_use_id": session.next_id()}  # fmt: skip
         proc = subprocess.run(command, input=json.dumps(payload).encode(), capture_output=True, timeout=60,
                               env=env.vars, cwd=str(env.project))  # fmt: skip
         imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines() if "|" in line}
-        assert "governor.engine.screening" in imported, "the routes were not checked at all"
-        assert not imported & {"governor.engine.saves", "fnmatch"}, (
-            tool_input,
-            imported & {"governor.engine.saves", "fnmatch"},
-        )
+        assert "governor.engine.routes" in imported, "the routes were not checked at all"
         answer = json.loads(proc.stdout) if proc.stdout.strip() else {}
         assert (answer.get("hookSpecificOutput", {}).get("permissionDecision") == "deny") == denied, (
             tool_input,
             answer,
         )
+        if not denied:
+            assert not imported & heavy, (tool_input, imported & heavy)

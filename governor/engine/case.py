@@ -15,6 +15,7 @@ from governor.engine.ledger import key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
     from governor.engine.events import Decision, Event
@@ -40,14 +41,15 @@ class World:
     the harness keeps subagent definitions (which may declare an access tier), and the
     deadline, in this thread's CPU seconds (so a busy machine never trips it; only work does)."""
 
-    __slots__ = ("agent_dirs", "deadline", "now", "project")
+    __slots__ = ("agent_dirs", "deadline", "env", "now", "project")
 
     def __init__(self, now: float, project: str, agent_dirs: list[str] | None = None,
-                 deadline: float | None = None) -> None:  # fmt: skip
+                 deadline: float | None = None, env: Mapping[str, str] | None = None) -> None:  # fmt: skip
         self.now = now
         self.project = project
         self.agent_dirs = agent_dirs or []
         self.deadline = deadline
+        self.env = env  # the environment the harness runs its tools with (None: this process's)
 
     def check(self) -> None:
         """Between the slow steps of a decision: stop once its CPU time is spent."""

@@ -105,11 +105,9 @@ def _prepare(case: Case) -> None:
         namespaces = policy.blob["index"]["topic_namespaces"]
         case.prepared["findings"] = save_findings(event.tool_input, policy.data["save"], topic, namespaces)
     elif event.kind == ev.PRE_TOOL and spec is None and policy.routes_for(event.tool_name):
-        from governor.engine.screening import route_taken
+        from governor.engine.routes import route_of
 
-        routes = policy.routes_for(event.tool_name)
-        case.prepared["route"] = route_taken(event.tool_input, routes, case.ledger.state_dir, case.ledger.where(),
-                                             event.cwd or event.project or "")  # fmt: skip
+        case.prepared["route"] = route_of(event, policy, case.ledger.state_dir, case.ledger.where(), case.world.env)
     if event.kind == ev.PRE_TOOL and spec is None and _is_dispatch(case):
         from governor.engine.briefing import card_blocks
         from governor.engine.screening import line_digests, raw_observation

@@ -40,3 +40,36 @@ def text_fields(tool_input: Any, depth: int = 0) -> Iterator[str]:
     elif depth < 4 and isinstance(tool_input, list):
         for value in tool_input[:MAX_FIELDS]:
             yield from text_fields(value, depth + 1)
+
+
+# What each field of a tool's arguments is, by the names the harnesses give them: a shell command,
+# a path the tool opens, an address it fetches; any other field is data it carries (a file's new
+# text, a search pattern, a prompt), which no route reads unless it names the field.
+SHELL_FIELDS = frozenset(("command", "cmd"))
+PATH_FIELDS = frozenset(("file_path", "path", "notebook_path", "filePath", "absolute_path", "dir_path", "directory",
+                         "paths", "file_paths", "filename", "target_file", "absolutePath", "dirPath"))  # fmt: skip
+ADDRESS_FIELDS = frozenset(("url", "uri"))
+
+
+def roles(tool_input: Any, only: list[str] | None = None) -> dict[str, list[Any]]:
+    """A call's fields by what they are: "shell" (a command line, or a program and its arguments),
+    "path", "address", and "data" (fields `only` names that are none of those); `only`: just those
+    fields."""
+    out: dict[str, list[Any]] = {"shell": [], "path": [], "address": [], "data": []}
+    if not isinstance(tool_input, dict):
+        return out
+    for name, value in list(tool_input.items())[:MAX_FIELDS]:
+        if only is not None and name not in only:
+            continue
+        if name in SHELL_FIELDS and (isinstance(value, str) or _argv(value)):
+            out["shell"].append(value if isinstance(value, str) else [str(v) for v in value])
+            continue
+        kind = "path" if name in PATH_FIELDS else "address" if name in ADDRESS_FIELDS else "data"
+        if kind == "data" and only is None:
+            continue
+        out[kind] += [judged(text) for text in text_fields(value)]
+    return out
+
+
+def _argv(value: Any) -> bool:
+    return isinstance(value, list) and 0 < len(value) <= 4096 and all(isinstance(v, str) for v in value)

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import sys
 
+from governor.state import URL_VARIABLE as URL_VARIABLE  # where stores, the runner and doctor look it up
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import ModuleType
@@ -87,7 +89,6 @@ if TYPE_CHECKING:
 # tables (and defaulted columns) are only ever added, so an older file upgrades in place
 SCHEMA_VERSION = 8
 DB_NAME = "ledger.db"
-URL_VARIABLE = "MEMORY_GOVERNOR_LEDGER_URL"  # set: the Redis store at that URL; unset: the SQLite file
 SEEN_STEP = 1.0  # seconds: how far behind a session's last-seen time may be before a decision writes it
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
 

@@ -53,7 +53,7 @@ def pre_tool(case: Case) -> Decision:
         route = case.prepared.get("route")
         if route is not None:
             return _route(case, route["name"], f"Use the memory server's {route['use']} tool instead.",
-                          route.get("reason"), route.get("undecided", ""))  # fmt: skip
+                          route.get("reason"), route.get("why", ""))  # fmt: skip
         return _dispatch(case) if is_dispatch(case) else Decision()
     role = spec["role"]
     ledger, event, now = case.ledger, case.event, case.world.now
@@ -121,18 +121,16 @@ def _governs_spill(case: Case, name: str) -> bool:
     return any(name.startswith(f"{server}-") or f"{server}-".startswith(name) for server in case.policy.tools)
 
 
-def _route(case: Case, name: str, instead: str, reason: str | None = None, undecided: str = "") -> Decision:
-    """A way to the memory around its tools: refused, so that what the model reads is counted.
-    `undecided`: why a command whose words are decided only at run time was taken for one."""
+def _route(case: Case, name: str, instead: str, reason: str | None = None, why: str = "") -> Decision:
+    """A way to the memory around its tools, or to the governor's own files: refused, so that what
+    the model reads is counted. `why`: what the call does that takes the route."""
     case.enter_turn()
-    said = (
-        f"{reason} (route '{name}')"
-        if reason
-        else (
-            f"this {case.event.tool_name} call reads the memory outside its tools (route '{name}'), where this "
-            f"turn's memory limits cannot count it. {instead}"
-        )
-    ) + (f" {undecided}" if undecided else "")
+    which = f"route '{name}'" + (f": {why}" if why else "")
+    if reason:
+        said = f"{reason} ({which})"
+    else:
+        said = (f"this {case.event.tool_name} call reads the memory outside its tools ({which}), where this "
+                f"turn's memory limits cannot count it. {instead}")  # fmt: skip
     decision = Decision(ev.DENY, f"route:{name}", f"memory-governor: {said}")
     case.record(decision, "route")
     return decision

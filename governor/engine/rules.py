@@ -106,6 +106,13 @@ class CompiledPolicy:
         numbers = self.blob["index"].get("routes", {}).get(tool_name, ())
         return [self.data["routes"][n] for n in numbers]
 
+    def route_words(self, tool_name: str) -> list[list[str] | None] | None:
+        """For each of routes_for(tool_name): words one of which every match of its pattern holds."""
+        words = self.blob["index"].get("route_words")
+        if words is None:
+            return None
+        return [words[n] for n in self.blob["index"].get("routes", {}).get(tool_name, ())]
+
     def limit(self, name: str) -> tuple[int, str]:
         entry = self.limits[name]
         return entry["value"], entry["enforce"]
@@ -156,5 +163,19 @@ def index(policy: dict[str, Any]) -> dict[str, Any]:
         "prefixes": prefixes,
         "recall_phrases": [p.casefold() for p in recall.get("phrases", [])],
         "routes": routes,
+        "route_words": [_route_words(r["pattern"]) if r.get("pattern") else None for r in policy.get("routes", [])],
         "pattern_words": {p: required(p) for need in classes for p in need.get("patterns", [])},
     }
+
+
+# What a route's placeholders are called in its required words (governor.engine.routes fills them in).
+PLACE_WORDS = {"{state}": "mgplacestate", "{ledger}": "mgplaceledger"}
+
+
+def _route_words(pattern: str) -> list[str] | None:
+    """Words (lower case) one of which every match of a route's pattern holds; None when there are none."""
+    from governor.engine.classify import required
+
+    for name, word in PLACE_WORDS.items():
+        pattern = pattern.replace(name, word)
+    return required(pattern)

@@ -186,7 +186,6 @@ def enforced(policy: CompiledPolicy, notices: list[str], sources: Sources, state
 
     With no record yet, the baseline is what the team committed (git HEAD) and, outside git, at
     a session's `first` event only, the files as they are; else the shipped default."""
-    from governor.engine.ledger import LedgerError
     from governor.engine.rules import CompiledPolicy
 
     url = sources.ledger_url
@@ -197,7 +196,7 @@ def enforced(policy: CompiledPolicy, notices: list[str], sources: Sources, state
             if record is None:
                 policy.accepted_at = time.time()
                 return policy, notices
-    except (OSError, LedgerError):
+    except _unusable():
         # No usable state directory, or the ledger's Redis is gone: nothing to compare with. Every
         # governed call then meets the same unusable ledger, and gets on_error (the user is told).
         return policy, notices
@@ -211,7 +210,7 @@ def enforced(policy: CompiledPolicy, notices: list[str], sources: Sources, state
         return policy, notices
     try:
         blob = accepted_blob(state, sources.project, url) or _shipped_blob(sources)  # gone: the shipped default
-    except LedgerError:
+    except _unusable()[1:]:
         return policy, notices
     held = held_changes(blob, policy)
     if not held:
@@ -318,12 +317,18 @@ def held_definitions(subagents: dict[str, Any], folders: list[str], since: float
 
 
 def _keep(state: str, sources: Sources, blob: dict[str, Any], accepted_at: float) -> None:
-    from governor.engine.ledger import LedgerError
-
     try:
         write(state, sources, blob, accepted_at)
-    except (OSError, LedgerError):
+    except _unusable():
         pass
+
+
+def _unusable() -> tuple[type[Exception], ...]:
+    """The errors of a state directory or ledger that cannot be used (an `except` clause names them
+    only once one is raised: the SQLite module is not loaded for a hook that never meets one)."""
+    from governor.engine.ledger import LedgerError
+
+    return (OSError, LedgerError)
 
 
 def _shipped_blob(sources: Sources) -> dict[str, Any]:

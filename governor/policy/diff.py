@@ -264,9 +264,9 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
     for name in sorted(set(old_routes) | set(new_routes)):
         where = f"routes.{name}"
         if name not in new_routes:
-            out.append(Change(where, LOOSENED, old_routes[name]["pattern"], None, "no longer refused"))
+            out.append(Change(where, LOOSENED, route_summary(old_routes[name]), None, "no longer refused"))
         elif name not in old_routes:
-            out.append(Change(where, TIGHTENED, None, new_routes[name]["pattern"], "now refused"))
+            out.append(Change(where, TIGHTENED, None, route_summary(new_routes[name]), "now refused"))
         else:
             _walk(("routes", name), old_routes[name], new_routes[name], out)
     rest_old = {k: v for k, v in old.items() if k not in ("tools", "routes")}
@@ -275,6 +275,13 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
         side["subagents"] = {k: v for k, v in side["subagents"].items() if k not in ("agents", "default_tier")}
     _walk((), rest_old, rest_new, out)
     return out
+
+
+def route_summary(route: dict[str, Any]) -> str:
+    """What a route refuses, in a few words: its pattern, and how many files and commands it protects."""
+    parts = [f"pattern {route['pattern']}"] if route.get("pattern") else []
+    parts += [f"{len(route[k])} {k} target(s)" for k in ("writes", "runs") if route.get(k)]
+    return "; ".join(parts)
 
 
 def is_allowed(change: Change, allowed: list[str]) -> bool:

@@ -98,29 +98,38 @@ class ToolMap(Strict):
 
 
 class Route(Strict):
-    """Another way to the same memory (a CLI, an HTTP API, the database file, a spilled
-    result): a call of one of `tools` whose input matches `pattern` is refused, and the model
-    is told to use the memory tool instead, where the turn's limits can count it."""
+    """Another way to the memory than its tools (a CLI, an HTTP API, the database file), or to
+    what the governor depends on (its state, its program, a harness's settings): a call of one
+    of `tools` that takes it is refused, and the model is told what it did and what to do instead.
+    A call is judged on what it does (governor.engine.routes): a shell command on the commands it
+    runs, the files it opens, writes and removes, the addresses it connects to and the code it
+    runs; a file tool on its path, a fetch tool on its URL."""
 
     name: Name
     tools: list[Name] = Field(min_length=1, description="Harness tools the route goes through (e.g. Bash, Read).")
-    pattern: Pattern = Field(
-        description="A regex searched in the call's input text (its command, path, URL); `{state}` in it stands "
-        "for the governor's state directory, however the call spells it (absolute, ~/, $HOME/)."
+    pattern: Pattern | None = Field(
+        None,
+        description="A regex searched in what the call opens, connects to or runs as code: a path, a URL, an "
+        "interpreter's inline code, never text it only passes along (a message, a search pattern). `{state}` "
+        "stands for the governor's state directory in each spelling (absolute, ~/, $HOME/), `{ledger}` for the "
+        "Redis the ledger is on.",
     )
     fields: list[Name] | None = Field(
-        None, description="The input fields searched (e.g. command, file_path); default: every free-text field."
+        None,
+        description="The input fields looked at (e.g. command, file_path); default: the command, paths and URLs. "
+        "A field named here that is none of those is searched by `pattern` as it is written.",
     )
     writes: list[Target] | None = Field(
         None,
-        description="Files a shell command may not write, create, move or remove, however it spells them (`*`: "
-        "any text; `{state}`, `{home}`, `{package}` the governor's installed package, `{prefix}` its environment); a "
-        "word the shell resolves only at run time is refused when it could be one of them.",
+        description="Files a call may not write, create, move or remove (a file tool's path, what a shell command "
+        "writes), however it spells them (`*`: any text; `{state}`, `{home}`, `{project}`, `{package}` the "
+        "governor's installed package, `{prefix}` its environment). A part decided only at run time counts "
+        "where the command's own text points at the target around it.",
     )
     runs: list[Target] | None = Field(
         None,
-        description="Commands a shell may not run (`*`: any text), judged on the program's base name and its "
-        "words, undecided parts as anything.",
+        description="Commands a shell may not run (`*`: any text), judged on the program's base name and the words "
+        "it is given (messages and patterns left out); a program named only at run time is none of them.",
     )
     use: Name = Field("mem_search", description="The memory tool the model is told to use instead.")
     reason: str | None = Field(
@@ -129,6 +138,12 @@ class Route(Strict):
         description="What the model is told instead (default: that the call reads the "
         "memory outside its tools, and to use `use`).",
     )
+
+    @model_validator(mode="after")
+    def _judges_something(self) -> Route:
+        if not (self.pattern or self.writes or self.runs):
+            raise ValueError("a route needs a pattern, writes or runs")
+        return self
 
 
 class Layer(Strict):

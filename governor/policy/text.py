@@ -234,11 +234,16 @@ def render_markdown(policy: dict[str, Any], source_name: str) -> str:
     ]
     if policy.get("routes"):
         lines += ["## Routes around the memory tools", "",
-                  "A call of one of these tools whose input matches is refused ({state}: the governor's state "
-                  "directory).", ""]  # fmt: skip
-        rows = [[r["name"], ", ".join(r["tools"]), ", ".join(r.get("fields") or ["every text field"]),
-                 f"`` {r['pattern']} ``"] for r in policy["routes"]]  # fmt: skip
-        lines += [*_table(["Route", "Tools", "Input searched", "Pattern"], rows), ""]
+                  "A call of one of these tools is refused when its pattern is found in what the call opens, "
+                  "connects to or runs as code, or when it writes or removes one of the files, or runs one of "
+                  "the commands, listed ({state}: the governor's state directory; {project}, {home}, {package}, "
+                  "{prefix}: the project, the home folder, the governor's package and its environment).",
+                  ""]  # fmt: skip
+        rows = [[r["name"], ", ".join(r["tools"]), ", ".join(r.get("fields") or ["the command, paths and URLs"]),
+                 f"`` {r['pattern']} ``" if r.get("pattern") else "",
+                 ", ".join(f"`{t}`" for t in r.get("writes") or []),
+                 ", ".join(f"`{t}`" for t in r.get("runs") or [])] for r in policy["routes"]]  # fmt: skip
+        lines += [*_table(["Route", "Tools", "Input read", "Pattern", "Writes", "Runs"], rows), ""]
     return "\n".join(lines)
 
 
@@ -297,9 +302,10 @@ def explain_statements(policy: dict[str, Any]) -> list[tuple[str, str, tuple[str
         ("Briefings", f"a raw L3 body pasted into a dispatch: {brief['raw_l3_body']}", ("briefing", "raw_l3_body"))
     )
     for index, route in enumerate(policy.get("routes", [])):
-        fields = ", ".join(route.get("fields") or []) or "any text"
-        out.append(("Routes", f"{route['name']}: a {', '.join(route['tools'])} call whose {fields} matches "
-                    f"{route['pattern']} is refused", ("routes", str(index))))  # fmt: skip
+        from governor.policy.diff import route_summary
+
+        out.append(("Routes", f"{route['name']}: a {', '.join(route['tools'])} call that takes it ("
+                    f"{route_summary(route)}) is refused", ("routes", str(index))))  # fmt: skip
     out.append(("Delivery", dedupe_phrase(policy), ("delivery", "dedupe")))
     if policy["loosen_allowed"]:
         keys = ", ".join(policy["loosen_allowed"])

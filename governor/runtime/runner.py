@@ -165,7 +165,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
         if event.kind == ev.SESSION_START:
             notices = notices + _installed_changes(env, event.harness, policy.project)
         _sync_warm_server_switch(env, policy)
-        if not _concerns(event, policy):
+        if not _concerns(event, policy) or _no_route(event, policy, env):
             return out
         decision, ledger_notices = _decide(event, policy, env, adapter.AGENT_DIRS, now)
         out.answer = adapter.render(name or "", decision)
@@ -296,6 +296,22 @@ def _concerns(event: Event, policy: CompiledPolicy) -> bool:
     return event.server is not None and event.tool is not None and policy.tool(event.server, event.tool) is not None
 
 
+def _no_route(event: Event, policy: CompiledPolicy, env: Mapping[str, str]) -> bool:
+    """A call that concerns the governor only as a possible route around the memory's tools (a
+    shell command, a file tool) and takes none: nothing to decide or count, so no ledger is opened.
+    A route taken is decided through the ledger, which records the refusal in its turn."""
+    if event.kind != ev.PRE_TOOL or event.spilled is not None or event.dispatches is not None:
+        return False
+    if event.tool_name in policy.data["briefing"]["dispatch_tools"] or not policy.routes_for(event.tool_name):
+        return False
+    if event.server is not None and event.tool is not None and policy.tool(event.server, event.tool) is not None:
+        return False
+    from governor.engine.routes import route_of
+    from governor.state import URL_VARIABLE, state_dir
+
+    return route_of(event, policy, state_dir(env), env.get(URL_VARIABLE) or "", env) is None
+
+
 def _decide(
     event: Event, policy: CompiledPolicy, env: Mapping[str, str], agent_dirs: tuple[str, ...], now: float | None = None
 ) -> tuple[Any, list[str]]:
@@ -320,7 +336,7 @@ def _decide(
         home = env.get("HOME") or ""
         folders = [os.path.join(base, rel) for base in (project, home) if base for rel in agent_dirs]
         deadline = time.thread_time() + policy.data["runtime"]["decision_deadline_ms"] / 1000
-        world = World(time.time() if now is None else now, project, folders, deadline)
+        world = World(time.time() if now is None else now, project, folders, deadline, env)
         try:
             decision = decide(event, policy, ledger, world)
         except LedgerCorrupt as err:

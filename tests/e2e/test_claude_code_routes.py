@@ -107,3 +107,23 @@ def test_the_memory_registered_under_another_name_starts_the_installed_hooks(cc)
     results = run.results_of("mem_search")
     assert sorted(r.is_error for r in results) == [False, False, True], run.describe()
     assert [c["arguments"]["limit"] for c in cc.calls("mem_search")] == [3, 3]
+
+
+def test_a_command_the_old_check_could_not_finish_is_refused_and_everyday_commands_run(cc):
+    """Round 3: 20 KB of `x=aaa…; false && y=${x//a/$x};` before `engram search` ran the old check
+    past its alarm, and a failed check let the call through. Now the doubling word is a run-time
+    part at once and the memory command after it is read and refused; everyday idioms beside it
+    run as the model asked."""
+    chunk = "x=" + "a" * 200 + "; false && y=${x//a/$x}; "
+    attack = chunk * (20_000 // len(chunk)) + "engram search jwt"
+    everyday = ['mkdir -p build/$(date +%s) && echo made', 'grep -n "def .*(" app.py || echo none',
+                "find ~ -name '*.log' -mtime -1 | head -1; echo listed", 'echo "release $(date +%F)" > notes.txt']  # fmt: skip
+    (cc.project / "app.py").write_text("def main():\n    pass\n")
+    run = cc.run("Tidy up and look for the JWT decision.",
+                 main=[tool_uses(call("Bash", {"command": attack})),
+                       *[tool_uses(call("Bash", {"command": c})) for c in everyday], text("Done.")],
+                 allowed=["Bash"])  # fmt: skip
+    first, *rest = run.results(prefix="Bash")
+    assert denied(first, "route 'engram-cli'"), first.text[:400]
+    assert len(rest) == 4 and not any(r.is_error for r in rest), [r.text[:200] for r in rest]
+    assert "made" in rest[0].text and "def main" in rest[1].text and (cc.project / "notes.txt").exists()

@@ -1,0 +1,284 @@
+"""Other ways to the memory than its tools, and to the governor's own files, judged on what a
+call does.
+
+A shell command is read once into what it does (governor.engine.programs: the commands it runs,
+the files it reads, lists, writes and removes, the addresses it connects to, the code it hands
+an interpreter); a file tool's path fields and a fetch tool's URL are what it opens. A route is
+taken when
+- its `pattern` is found in something the call opens, connects to or runs as code (never in
+  what it only passes along: a commit message, a search pattern, printed text);
+- a file the call writes, creates or removes (or a folder above one, removed or moved) can be
+  one of its `writes` (governor.engine.words.could_be: a part decided only at run time reaches a
+  target only through what the command wrote around it);
+- a command it runs can be one of its `runs`, its program named by what the command wrote.
+
+A pattern is compiled and searched only in a text that holds one of its required words (the
+compiled policy's index), so a command that names nothing protected costs no regular expression.
+A command whose reading runs out of its budget (governor.engine.shell.Budget) is judged on its
+literal text: refused when that text names a protected program, folder, port or file, allowed
+otherwise; never let through because its check could not finish.
+
+Hot path: standard library only; `re` only for a pattern whose words are in the call.
+"""
+
+from __future__ import annotations
+
+import os
+
+from governor.engine.fields import judged, roles
+from governor.engine.rules import PLACE_WORDS
+from governor.engine.shell import Budget, Unfinished
+from governor.engine.words import ANY, HERE, PART, could_be, decided, shown
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from governor.engine.effects import Effects
+    from governor.engine.events import Event
+    from governor.engine.rules import CompiledPolicy
+
+CHECK_SECONDS = 1.5  # wall-clock time a command's reading may take (the harnesses wait 10 s or more)
+UNSURE = "If that part is not meant to name it, write the path or command out plainly."
+
+
+class Call:
+    """What one call opens, runs and writes, as the routes judge it."""
+
+    __slots__ = ("addresses", "code", "literal", "opened", "removes", "runs", "writes")
+
+    def __init__(self) -> None:
+        self.opened: list[str] = []  # paths it reads, lists or writes (absolute, run-time parts marked)
+        self.addresses: list[str] = []
+        self.code: list[str] = []
+        self.runs: list[str] = []
+        self.writes: list[str] = []
+        self.removes: list[str] = []
+        self.literal = ""  # the command's own text, when its reading could not finish
+
+    def unfinished(self, command: Any, why: str) -> None:
+        self.literal += "\n" + (command if isinstance(command, str) else " ".join(map(str, command)))
+        self.runs.append(f"{PART}unfinished:{why}")
+
+    def add(self, found: Effects) -> None:
+        self.opened += found.paths()
+        self.addresses += found.addresses
+        self.code += found.code
+        self.runs += found.runs
+        self.writes += found.writes
+        self.removes += found.removes
+
+
+def read_call(tool_input: Any, fields: list[str] | None, cwd: str, env: Mapping[str, str] | None = None) -> Call:
+    """What the call does, from its fields (`fields`: only those)."""
+    from governor.engine.effects import effects
+
+    call = Call()
+    by_role = roles(tool_input, fields)
+    base = cwd or os.getcwd()
+    folder = next((text for text in by_role["path"] if text.startswith("/") and len(by_role["shell"]) == 1), None)
+    home = (env or os.environ).get("HOME") or os.path.expanduser("~")
+    for command in by_role["shell"]:
+        try:
+            call.add(effects(command, folder or base, env, Budget(seconds=CHECK_SECONDS), home))
+        except (Unfinished, RecursionError, MemoryError) as err:
+            call.unfinished(command, str(err) or "its reading ran too deep")
+        except Exception as err:  # the reading's own failure: the command is judged on its text, never let through
+            call.unfinished(command, f"its reading failed: {type(err).__name__}")
+    for text in by_role["path"]:
+        path = home + text[1:] if text == "~" or text.startswith("~/") else text
+        path = os.path.normpath(path if path.startswith("/") else os.path.join(base, path))
+        call.opened += [text, path]
+        if not by_role["shell"]:  # a file tool's path (a shell tool's is the folder it runs in)
+            call.writes.append(path)
+    call.addresses += by_role["address"]
+    call.code += by_role["data"]  # fields a route names that hold no path: searched as written
+    return call
+
+
+def route_of(event: Event, policy: CompiledPolicy, state: str, ledger: str, env: Mapping[str, str] | None = None
+             ) -> dict[str, Any] | None:  # fmt: skip
+    """The route a non-memory tool's call takes, if any (judged without the ledger)."""
+    return route_taken(event.tool_input, policy.routes_for(event.tool_name), policy.route_words(event.tool_name),
+                       state, ledger, event.cwd or event.project or "", event.project or "", env)  # fmt: skip
+
+
+def route_taken(tool_input: Any, routes: list[dict[str, Any]], needs: list[list[str] | None] | None = None,
+                state: str = "", ledger: str = "", cwd: str = "", project: str = "",
+                env: Mapping[str, str] | None = None) -> dict[str, Any] | None:  # fmt: skip
+    """The first of `routes` the call takes, with `why` (what it does that reaches the target),
+    or None. `needs`: each route's required words (the compiled policy's); `{state}` in a route
+    is the state directory `state`, `{ledger}` the Redis the ledger is on (`ledger`)."""
+    places = _places(state, cwd, project)
+    calls: dict[tuple[str, ...] | None, Call] = {}
+    for number, route in enumerate(routes):
+        fields = route.get("fields")
+        key = tuple(fields) if fields else None
+        if key not in calls:
+            calls[key] = read_call(tool_input, fields, cwd, env)
+        call = calls[key]
+        words = needs[number] if needs is not None and number < len(needs) else None
+        why = (_unfinished(call, route, words, places, state, ledger) if call.literal else None) or _taken(
+            call, route, words, places, state, ledger
+        )
+        if why is not None:
+            return {**route, "why": why}
+    return None
+
+
+def _taken(call: Call, route: dict[str, Any], words: list[str] | None, places: dict[str, str], state: str,
+           ledger: str) -> str | None:  # fmt: skip
+    """What the call does that takes `route`, or None."""
+    pattern = route.get("pattern")
+    if pattern and pattern != "(?!)":
+        texts = [*call.opened, *call.addresses, *call.code]
+        found = _search(pattern, [shown(t) for t in texts], words, state, ledger)
+        if found is not None:
+            return f"it reaches `{_quoted(found)}`"
+    targets = [one for target in route.get("writes") or () for one in _placed(target, places)]
+    for path in call.removes:  # a target, or a folder above one, removed or moved: the target goes with it
+        for target in targets:
+            if could_be(path, target) or _above(path, target):
+                return _writes(path, target, "removes or moves")
+    for path in call.writes:
+        for target in targets:
+            if could_be(path, target):
+                return _writes(path, target, "writes")
+    for line in call.runs:
+        for target in route.get("runs") or ():
+            if could_be(line, target, sep=" ", first=True):
+                return f"it runs `{_quoted(line)}`" + ("" if decided(line) else f", which can be `{target}`. {UNSURE}")
+    return None
+
+
+def _writes(path: str, target: str, verb: str) -> str:
+    plain = path.replace(HERE, "")
+    if decided(plain):
+        return f"it {verb} {plain}"
+    return f"it {verb} `{_quoted(plain)}`, which can be {target}. {UNSURE}"
+
+
+def _above(path: str, target: str) -> bool:
+    """Could removing or moving `path` take `target` with it (a folder above it)? Only for a target
+    anchored at a known folder: `*/…` names no folder in particular."""
+    if target.startswith("*"):
+        return False
+    plain = path.replace(HERE, "").rstrip("/")
+    if decided(plain):
+        fixed = target.split("*", 1)[0]
+        return plain != "" and (fixed.startswith(plain + "/") or (fixed == plain + "/"))
+    return could_be(path.rstrip("/") + "/" + ANY, target)
+
+
+def _quoted(text: str) -> str:
+    shown_text = text.replace(HERE, "").replace(ANY, "…").replace(PART, "…")
+    shown_text = shown(shown_text)
+    return shown_text if len(shown_text) <= 160 else shown_text[:150] + "…" + shown_text[-8:]
+
+
+def _search(pattern: str, texts: list[str], words: list[str] | None, state: str, ledger: str) -> str | None:
+    """The first of `texts` in which the route's `pattern` is found; the pattern is compiled only
+    when a text holds one of its required `words`."""
+    if words is not None:
+        wanted = [_word(w, state, ledger) for w in words]
+        if not any(w and w in text.lower() for text in texts for w in wanted):
+            return None
+    import re
+
+    compiled = re.compile(pattern.replace("{state}", _spellings(state)).replace("{ledger}", _address(ledger)))
+    return next((text for text in texts if compiled.search(text)), None)
+
+
+def _word(word: str, state: str, ledger: str) -> str:
+    """A required word with the placeholders it holds filled in for this machine ('' when it can
+    name nothing here)."""
+    if PLACE_WORDS["{state}"] in word:
+        name = os.path.basename(os.path.abspath(state).rstrip("/")) if state else ""
+        word = word.replace(PLACE_WORDS["{state}"], name.lower())
+    if PLACE_WORDS["{ledger}"] in word:
+        _, host, port = _redis(ledger)
+        word = word.replace(PLACE_WORDS["{ledger}"], (port if host in LOOPBACK else host).lower()) if port else ""
+    return word
+
+
+def _redis(where: str) -> tuple[str, str, str]:
+    """The scheme, host and port of a ledger URL."""
+    scheme, _, rest = where.partition("://")
+    host, _, port = rest.rpartition("@")[2].split("/", 1)[0].rpartition(":")
+    return scheme, host, port
+
+
+def _unfinished(call: Call, route: dict[str, Any], words: list[str] | None, places: dict[str, str], state: str,
+                ledger: str) -> str | None:  # fmt: skip
+    """A command whose reading could not finish, judged on its literal text: does it name what the
+    route protects (a required word of its pattern, or the name a target or command is known by)?"""
+    home = os.path.expanduser("~")
+    text = judged(call.literal)
+    for quote in ("'", '"', "\\\n", "\\"):
+        text = text.replace(quote, "")
+    text = text.replace("${HOME}", home).replace("$HOME", home).replace("~/", home + "/").lower()
+    names = [_word(w, state, ledger) for w in words or ()]
+    for target in [t for one in route.get("writes") or () for t in _placed(one, places)] + list(
+        route.get("runs") or ()
+    ):
+        names.append(max(target.split("*"), key=len).strip().lower())
+    named = next((n for n in names if len(n) >= 4 and n in text), None)
+    if named is None:
+        return None
+    return (f"its check could not finish in time ({call.runs[-1].partition(':')[2]}), and it names `{named}`. "
+            "Split it into plainer commands")  # fmt: skip
+
+
+LOOPBACK = ("localhost", "127.0.0.1", "[::1]", "::1")
+
+
+def _places(state: str, cwd: str, project: str) -> dict[str, str]:
+    """What a target's placeholders stand for: the state directory, the home folder, the project,
+    the governor's installed package and the environment (sys.prefix) its interpreter runs in."""
+    import sys
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    prefix = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))  # a venv: even under -S
+    prefix = prefix if os.path.isfile(os.path.join(prefix, "pyvenv.cfg")) else sys.prefix
+    here = cwd or os.getcwd()
+    return {"{state}": os.path.abspath(state) if state else "/nonexistent-state-directory",
+            "{home}": os.path.expanduser("~").rstrip("/") or "/nonexistent-home", "{package}": package,
+            "{prefix}": prefix, "{cwd}": here, "{project}": project or here}  # fmt: skip
+
+
+def _placed(target: str, places: dict[str, str]) -> list[str]:
+    """`target` with its placeholders filled, as spelled and through any symbolic link."""
+    spelled = real = target
+    for name, value in places.items():
+        if name in target:
+            spelled = spelled.replace(name, value)
+            real = real.replace(name, os.path.realpath(value))
+    return [spelled] if real == spelled else [spelled, real]
+
+
+def _spellings(path: str) -> str:
+    """A regex for `path` as a command may write it: as it is, or under ~ or $HOME."""
+    from governor.engine.patterns import escape
+
+    path = os.path.abspath(path) if path else "/nonexistent-state-directory"
+    forms = [escape(path)]
+    home = os.path.expanduser("~")
+    if home not in ("", "/") and path.startswith(home.rstrip("/") + "/"):
+        rest = escape(path[len(home.rstrip("/")) :])
+        forms += [f"~{rest}", rf"\$HOME{rest}", rf"\$\{{HOME\}}{rest}"]
+    return "(?:" + "|".join(forms) + ")"
+
+
+def _address(where: str) -> str:
+    """A regex for the Redis a ledger URL names, as a command may write it: its host name, or, for
+    a Redis on the loopback (whose name a command need not write), its port as a number of its
+    own; one that never matches for a ledger that is a file."""
+    from governor.engine.patterns import escape
+
+    scheme, host, port = _redis(where)
+    if not scheme.startswith("redis") or not host or not port.isdigit():
+        return "(?!)"
+    if host in LOOPBACK:
+        return rf"(?<![\w.]){port}(?![\w.])"
+    return rf"(?<![\w.-]){escape(host)}(?![\w.-])"
