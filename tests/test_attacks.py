@@ -388,7 +388,7 @@ SPILL_TAILS = pytest.mark.parametrize("tail", ["-1796123163716", "-1796133539579
 def _spill(env: Env, session: Session, text: str, tool: str = "mem_timeline", server: str = "engram",
            tail: str = "-1796123163716") -> Path:  # fmt: skip
     """A result spilled where Claude Code spills it: <transcript folder>/<session>/tool-results/."""
-    folder = env.tmp / session.id / "tool-results"  # conftest's transcript_path is tmp/transcript.jsonl
+    folder = session.transcript.parent / session.id / "tool-results"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"mcp-{server}-{tool}{tail}.txt"
     path.write_text(text)
@@ -446,13 +446,24 @@ def test_a_pointer_to_any_other_file_is_never_read(env: Env, session: Session) -
         ("Read", {"file_path": "{path}"}),
         ("Read", {"file_path": "{path}", "offset": 1, "limit": 200}),
         ("Grep", {"pattern": "decision", "path": "{folder}"}),
-        ("Glob", {"pattern": "**/tool-results/mcp-engram-*"}),
         ("Bash", {"command": "cat {folder}/mcp-*.txt | head -200", "description": "read it"}),
         ("Grep", {"pattern": "decision", "path": "{session}"}),  # folders above it, read whole
         ("Bash", {"command": "grep -r decision {above}/"}),
         ("Bash", {"command": "cat {above}/*/*/*.txt"}),
+        ("Bash", {"command": "find {above} -name '*.txt' -exec cat {{}} +"}),
+        ("Bash", {"command": "cd {folder} && head -c 4000 $(ls | head -1)"}),
     ],
-    ids=["read", "read-chunk", "grep-folder", "glob", "bash-cat", "grep-session", "grep-above", "bash-glob-above"],
+    ids=[
+        "read",
+        "read-chunk",
+        "grep-folder",
+        "bash-cat",
+        "grep-session",
+        "grep-above",
+        "bash-glob-above",
+        "find-exec",
+        "cd-and-read",
+    ],
 )
 @SPILL_TAILS
 def test_reading_a_spilled_memory_result_back_is_refused(
@@ -470,8 +481,11 @@ def test_a_folder_beside_the_spills_is_searched_freely(env: Env, session: Sessio
     session.prompt("what happened around the JWT decision?")
     _spill(env, session, big_search(40))
     for command in (f"grep -rn cache {env.project}", "grep -rn cache ~/src/app", "ls /tmp", "ls ~", "cd ~ && ls -la",
-                    "ls ~/.claude/projects"):  # fmt: skip
+                    "ls ~/.claude/projects", "rg TODO ~", "find ~ -name '*.log' -mtime -1",
+                    f"find {env.tmp} -name '*.txt'"):  # fmt: skip
         assert session.pre("Bash", command=command).silent, command  # a folder above, but its tree is not read
+    # Listing names is no read of what a file holds: a glob tool over the spills lists them.
+    assert session.pre("Glob", pattern="**/tool-results/mcp-engram-*").silent
 
 
 def test_a_spilled_result_of_a_tool_the_policy_does_not_govern_can_be_read(env: Env, session: Session) -> None:

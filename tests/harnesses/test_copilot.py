@@ -189,8 +189,9 @@ def test_a_result_over_the_budget_is_replaced_with_whole_entries(copilot: Copilo
 
 
 def test_reading_the_session_log_back_is_refused(copilot: Copilot, env: Env) -> None:
-    """Copilot's events.jsonl keeps every result untrimmed (`detailedContent`): its own view, grep,
-    glob and bash may not read it back, by any path to it; other files of ~/.copilot are left alone."""
+    """Copilot's events.jsonl keeps every result untrimmed (`detailedContent`): its own view, grep
+    and bash may not read it back, by any path aimed at it; other files of ~/.copilot, listing
+    names and a search of the whole home folder are left alone (docs/reliability.md)."""
     log = env.home / ".copilot" / "session-state" / ROOT_SESSION / "events.jsonl"
     log.parent.mkdir(parents=True)
     log.write_text('{"type": "tool.execution_complete", "data": {"detailedContent": "Found 20 memories: ..."}}\n')
@@ -200,11 +201,9 @@ def test_reading_the_session_log_back_is_refused(copilot: Copilot, env: Env) -> 
              ("bash" if own else "Bash", {"command": "grep -r detailedContent ~/.copilot"}),
              ("bash" if own else "Bash", {"command": "cd ~/.copilot && tail -n 50 session-state/*/events.jsonl"}),
              ("grep" if own else "Grep", {"pattern": "Found", "path": str(env.home / ".copilot" / "se*")}),
-             ("glob" if own else "Glob", {"pattern": "**/events.jsonl", "path": str(log.parent.parent)}),
-             # the home folder above it, taken in whole by a recursive grep or find
-             ("bash" if own else "Bash", {"command": "grep -r detailedContent ~"}),
-             ("bash" if own else "Bash", {"command": "find $HOME -name events.jsonl -exec cat {} +"}),
-             ("grep" if own else "Grep", {"pattern": "Found", "path": str(env.home)})]  # fmt: skip
+             ("grep" if own else "Grep", {"pattern": "Found", "path": str(env.home / ".copilot")}),
+             # found under the home folder by its name, and read
+             ("bash" if own else "Bash", {"command": "find $HOME -name events.jsonl -exec cat {} +"})]  # fmt: skip
     for tool, args in reads:
         answer = copilot.send("preToolUse", toolName=tool, toolArgs=args)
         assert answer.denied and "spilled-result" in answer.reason, (tool, args, answer.data)
@@ -212,6 +211,10 @@ def test_reading_the_session_log_back_is_refused(copilot: Copilot, env: Env) -> 
         ("view" if own else "Read", {"path" if own else "file_path": str(env.home / ".copilot" / "mcp-config.json")}),
         ("view" if own else "Read", {"path" if own else "file_path": str(env.project / "events.jsonl")}),
         ("bash" if own else "Bash", {"command": "grep -rn cache ~/src/app ~/.config/app"}),
+        # names listed are no contents read; a search of the whole home folder is no aim at the log
+        ("glob" if own else "Glob", {"pattern": "**/events.jsonl", "path": str(log.parent.parent)}),
+        ("bash" if own else "Bash", {"command": "find ~ -name events.jsonl"}),
+        ("grep" if own else "Grep", {"pattern": "TODO", "path": str(env.home)}),
     ):
         assert copilot.send("preToolUse", toolName=tool, toolArgs=args).silent, (tool, args)  # fmt: skip
 

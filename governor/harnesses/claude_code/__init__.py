@@ -45,7 +45,7 @@ NAME = "claude-code"
 TITLE = "Claude Code"
 MAX_STRING = 10_000
 AGENT_DIRS = (".claude/agents",)  # subagent definitions, under the project and under HOME
-FILE_TOOLS = ("Read", "Grep", "Glob", "Bash")  # tools that can read a spilled result back
+FILE_TOOLS = {"Read": "read", "Grep": "search", "Glob": "list", "Bash": "shell"}  # tools that can read a spill back
 # Its row in docs/harnesses.md: what it can express, and how the governor uses it.
 CAPABILITIES = {
     "deny": "yes: `permissionDecision: deny`; the model gets the reason (2.1.332: after `PreToolUse:<tool> hook error: `)",
@@ -168,7 +168,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         elif kind == ev.PRE_TOOL and tool_name in FILE_TOOLS and tool_input:
             from governor.harnesses.claude_code.spills import spill_read
 
-            fields["spilled"] = spill_read(tool_input, payload)
+            fields["spilled"] = spill_read(FILE_TOOLS[tool_name], tool_input, payload, env)
     elif kind == ev.PROMPT:
         prompt = _text(payload, "prompt") or ""
         fields["prompt"] = prompt

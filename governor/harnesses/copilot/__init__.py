@@ -269,7 +269,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
             from governor.harnesses.copilot.session_log import FILE_TOOLS, log_read
 
             if tool_name in FILE_TOOLS:  # the session log keeps every result untrimmed
-                fields["spilled"] = log_read(tool_input, env)
+                fields["spilled"] = log_read(tool_name, tool_input, env or {}, fields["cwd"] or "")
         if kind == ev.POST_TOOL:
             result = _field(payload, "toolResult", "tool_result")
             if isinstance(result, dict):
