@@ -173,6 +173,10 @@ def bare() -> float:
     return time.perf_counter() - started
 
 
+# An ordinary command of the kind every session runs: a variable, a command substitution, a quoted regex.
+SHELL = 'git commit -qm "release $(date +%F)" && grep -n "def .*(" src/app/main.py | head -5'
+
+
 def hook_cases(unit: str) -> dict[str, Any]:
     return {
         "UserPromptSubmit": lambda s: s.payload("UserPromptSubmit", prompt="where did we leave off with the importer?"),
@@ -180,6 +184,9 @@ def hook_cases(unit: str) -> dict[str, Any]:
         "PreToolUse (memory tool)": lambda s: s.payload("PreToolUse", tool_name="mcp__engram__mem_search",
                                                         tool_input={"query": "importer", "limit": 10}),
         "PreToolUse (non-memory tool)": lambda s: s.payload("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}),
+        "PreToolUse (shell command)": lambda s: s.payload("PreToolUse", tool_name="Bash", tool_input={"command": SHELL}),
+        "PreToolUse (file tool)": lambda s: s.payload("PreToolUse", tool_name="Read",
+                                                      tool_input={"file_path": str(s.dir / "project" / "README.md")}),
         "PostToolUse (search result)": lambda s: s.payload("PostToolUse", tool_name="mcp__engram__mem_search",
                                                            tool_input={"query": "q", "limit": 3}, tool_response=SEARCH),
         "PostToolUse (50 KB fetch)": lambda s: s.payload("PostToolUse", tool_name="mcp__engram__mem_get_observation",
@@ -483,6 +490,8 @@ COLD_CASES = {
     "UserPromptSubmit": 2,
     "PreToolUse (memory tool)": 2,
     "PreToolUse (non-memory tool)": 2,
+    "PreToolUse (shell command)": 2,
+    "PreToolUse (file tool)": 2,
     "PostToolUse (search result)": 4,
 }  # target × bare (a shell command's hook: PreToolUse's)
 
