@@ -22,7 +22,7 @@ import os
 from governor.engine.expansion import MAX_ALTERNATIVES, Expansion, glob_chars, home_of, printed, resolve
 from governor.engine.programs import _GIT, _GIT_OPTIONS, Given, base, operands_of, options_of, spec, without
 from governor.engine.shell import Budget, Command, Script, Unfinished, parse
-from governor.engine.words import ANY, HERE, PART, decided, glob_match
+from governor.engine.words import ANY, HERE, PART, QUERY, STAR, decided, glob_match
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -396,9 +396,9 @@ class _Walk:
         if folder is None or _remote(folder, program):
             return
         self.word(folder, "s", r.state, r.depth)
-        for word in sources:
+        for word in sources:  # the file it makes there: named by the source, never a glob of its own
             name = word.rstrip("/").rsplit("/", 1)[-1] or PART
-            self.word(folder.rstrip("/") + "/" + name, "w", r.state, r.depth)
+            self.word(folder.rstrip("/") + "/" + name.replace(STAR, PART).replace(QUERY, PART), "w", r.state, r.depth)
 
     def _folder(self, word: str, state: _State) -> bool:
         """Could `word` be a folder (an existing one, or one named at run time)?"""
@@ -425,9 +425,12 @@ class _Walk:
                 end = i + 1
                 while end < len(words) and words[end] not in (";", "+"):
                     end += 1
-                found = _found(roots, names)
+                found, where = _found(roots, names), r.state
+                if word.endswith("dir"):  # run in the found file's folder, with `./name` for {}
+                    where = _State(found.rsplit("/", 1)[0], r.state.env)
+                    found = "./" + found.rsplit("/", 1)[1]
                 if end > i + 1:
-                    self.run([w.replace("{}", found) for w in words[i + 1 : end]], r.state, None, r.depth + 1)
+                    self.run([w.replace("{}", found) for w in words[i + 1 : end]], where, None, r.depth + 1)
                 i = end
             elif word == "-delete":
                 self.use("m", _found(roots, names))
@@ -535,9 +538,8 @@ _KINDS = frozenset(n[5:] for n in dir(_Walk) if n.startswith("kind_"))
 def _found(roots: list[str], names: list[str]) -> str:
     """What `find` hands an action: a path under its start, named as its -name says when it does."""
     root = roots[0] if len(roots) == 1 else ANY
-    name = names[-1] if names else ""
-    tail = "/" + name.replace("*", PART).replace("?", PART) if name and "/" not in name else ""
-    return root.rstrip("/") + "/" + ANY + tail
+    name = names[-1] if names and "/" not in names[-1] else PART
+    return root.rstrip("/") + "/" + ANY + "/" + (name.replace("*", PART).replace("?", PART) or PART)
 
 
 def _remote(word: str, program: str) -> bool:

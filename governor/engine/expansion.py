@@ -17,7 +17,7 @@ import os
 
 from governor.engine.programs import base
 from governor.engine.shell import ARITH, LIT, MAX_TEXT, PARAM, SUB, Budget, Script, Unfinished, Word, name_end
-from governor.engine.words import ANY, CLASS, PART, QUERY, STAR, decided
+from governor.engine.words import ANY, CLASS, HERE, PART, QUERY, STAR, decided
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -300,7 +300,12 @@ def normalise(path: str) -> str:
         if piece in ("", "."):
             continue
         if piece == ".." and out and out[-1] != ANY:
-            out.pop()
+            gone = out.pop()
+            if HERE in gone:  # climbing out of the working directory: what is left of it is still not written
+                if out:
+                    out[-1] += HERE
+                else:
+                    lead += HERE
         elif piece != "..":
             out.append(piece)
     joined = lead + "/".join(out)

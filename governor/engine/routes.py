@@ -139,17 +139,41 @@ def _taken(call: Call, route: dict[str, Any], words: list[str] | None, places: d
     targets = [one for target in route.get("writes") or () for one in _placed(target, places)]
     for path in call.removes:  # a target, or a folder above one, removed or moved: the target goes with it
         for target in targets:
-            if could_be(path, target) or _above(path, target):
+            if (could_be(path, target) or _above(path, target)) and not _none_named(path, target):
                 return _writes(path, target, "removes or moves")
     for path in call.writes:
         for target in targets:
-            if could_be(path, target):
+            if could_be(path, target) and not _none_named(path, target):
                 return _writes(path, target, "writes")
     for line in call.runs:
         for target in route.get("runs") or ():
             if could_be(line, target, sep=" ", first=True):
                 return f"it runs `{_quoted(line)}`" + ("" if decided(line) else f", which can be `{target}`. {UNSURE}")
     return None
+
+
+MAX_LISTED = 2000  # entries of a protected folder looked at for a file a search would change
+
+
+def _none_named(path: str, target: str) -> bool:
+    """A file found at run time under some folder (`find ~ -name core -exec rm {} +`) and a target
+    that is anything in a known folder: is no file in that folder named so? Then the command
+    cannot change one there. False when that cannot be told in bounds."""
+    name = path.rsplit("/", 1)[-1]
+    folder = target[:-2]
+    if not target.endswith("/*") or "*" in folder or ANY not in path or not name or ANY in name:
+        return False
+    from governor.engine.words import STAR, glob_match
+
+    pattern = name.replace(PART, STAR)
+    seen = 0
+    for _, folders, files in os.walk(folder):
+        seen += len(folders) + len(files)
+        if seen > MAX_LISTED:
+            return False
+        if any(glob_match(entry, pattern) for entry in (*folders, *files)):
+            return False
+    return True
 
 
 def _writes(path: str, target: str, verb: str) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from governor.engine.words import CLASS, HERE, QUERY, STAR, could_be, decided
+from governor.engine.words import CLASS, HERE, QUERY, RUNTIME, STAR, could_be, decided
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,11 +56,13 @@ def reads(kind: str, tool_input: dict[str, Any], cwd: str, env: Mapping[str, str
     return out
 
 
-def read_back(found: list[tuple[str, bool]], folder: str, home: str, roots: tuple[str, ...] = ()) -> str | None:
+def read_back(found: list[tuple[str, bool]], folder: str, home: str, roots: tuple[str, ...] = (),
+              names: tuple[str, ...] = ("*",)) -> str | None:  # fmt: skip
     """For a call that reads back a file kept in `folder`: its name ('' for any file there, a
     whole-folder read or a read that cannot be told apart); None when it reads none. A folder above
     `folder` read whole counts when it lies strictly inside the home folder, or at or inside one of
-    `roots` (the harness's own folder)."""
+    `roots` (the harness's own folder); a file found anywhere under the home folder (`find ~ …
+    -exec cat {} +`) counts only when it is named as the kept files are (`names`, globs)."""
     folder = os.path.normpath(folder)
     home = os.path.normpath(home) if home not in ("", "/") else ""
     inside = [os.path.normpath(r) for r in roots if r not in ("", "/")]
@@ -73,14 +75,20 @@ def read_back(found: list[tuple[str, bool]], folder: str, home: str, roots: tupl
                 return ""
             continue
         plain = path.replace(HERE, "")
+        known = plain if decided(plain) else plain[: min(plain.find(m) for m in RUNTIME if m in plain)]
+        known = known if decided(plain) else known.rsplit("/", 1)[0]  # the folder it is certainly under
+        if known == folder or known.startswith(folder + "/"):
+            return plain[len(folder) + 1 :].split("/", 1)[0] if decided(plain) else ""
+        if not folder.startswith(known.rstrip("/") + "/"):
+            continue  # beside the kept folder, not above it
+        aimed = any(_inside(known, r) for r in inside)
         if decided(plain):
-            if plain.startswith(folder + "/"):
-                return plain[len(folder) + 1 :].split("/", 1)[0]
-            above = folder.startswith(plain.rstrip("/") + "/")
-            if recursive and (plain == folder or (above and any(_inside(plain, r) for r in inside))):
+            if recursive and aimed:
                 return ""
-        elif could_be(path, folder + "/*") or (recursive and could_be(path, folder)):
+        elif aimed and (could_be(path, folder + "/*") or (recursive and could_be(path, folder))):
             return ""
+        elif any(could_be(plain.rsplit("/", 1)[-1], name, first=True) for name in names):
+            return ""  # found under the home folder or above it, by the kept files' own name
     return None
 
 

@@ -79,7 +79,7 @@ def spill_read(kind: str, tool_input: dict[str, Any], payload: dict[str, Any], e
     cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else ""
     home = (env or os.environ).get("HOME") or os.path.expanduser("~")
     claude = os.path.dirname(os.path.dirname(os.path.dirname(transcript)))  # ~/.claude, above projects/<project>/
-    name = read_back(reads(kind, tool_input, cwd or "/", env), folder, home, (claude,))
+    name = read_back(reads(kind, tool_input, cwd or "/", env), folder, home, (claude,), ("mcp-*.txt",))
     if not name:
         return name
     if not name.startswith("mcp-"):

@@ -38,5 +38,7 @@ def log_read(tool_name: str, tool_input: dict[str, Any], env: Mapping[str, str],
     home = env.get("HOME") or os.path.expanduser("~")
     copilot = env.get("COPILOT_HOME") or os.path.join(home, ".copilot")
     folder = os.path.join(copilot, LOG_FOLDER)
-    found = read_back(reads(FILE_TOOLS[tool_name], tool_input, cwd or "/", env), folder, home, (copilot,))
+    found = read_back(
+        reads(FILE_TOOLS[tool_name], tool_input, cwd or "/", env), folder, home, (copilot,), ("events.jsonl",)
+    )
     return None if found is None else ""
