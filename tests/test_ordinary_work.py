@@ -169,6 +169,15 @@ REACHING = [
     ("python3 -c \"open('.memory-governor/hook','w').write('exit 0')\"", "harness-settings", ".memory-governor/hook"),
     ("memory-governor policy accept --yes", "governor-state", "runs `memory-governor policy accept"),
     ("echo 'export MEMORY_GOVERNOR=/tmp/mg' >> ~/.bashrc", "governor-state", "MEMORY_GOVERNOR"),
+    # what the first reading missed, each from what the command does
+    ("exec 3<>/dev/tcp/127.0.0.1/7437; cat <&3", "engram-http-api", "/dev/tcp/127.0.0.1/7437"),
+    ("python3 -c \"import subprocess; subprocess.run(['engram', 'search', 'jwt'])\"", "engram-cli", "'engram', 'search'"),
+    ("tar czf /tmp/m.tgz -C ~ .engram", "engram-database", ".engram/"),
+    ("echo 'engram search jwt' > /tmp/s.sh && bash /tmp/s.sh", "engram-cli", "runs `engram search jwt`"),
+    ("cat > q.py <<'EOF'\nimport sqlite3; sqlite3.connect('/srv/.engram/engram.db')\nEOF\npython3 q.py", "engram-database",
+     "engram.db"),
+    ("busybox sh -c 'engram search jwt'", "engram-cli", "runs `engram search jwt`"),
+    ("git -c alias.x='!engram search jwt' x", "engram-cli", "runs `engram search jwt`"),
 ]  # fmt: skip
 
 
@@ -198,3 +207,15 @@ def test_twenty_kilobytes_of_doubling_before_the_memory_command_is_refused(agent
     command = chunk * (20_000 // len(chunk)) + "engram search jwt"
     reason = agent.refusal("Bash", {"command": command})
     assert reason is not None and "route 'engram-cli'" in reason, reason
+
+
+def test_a_route_is_refused_even_when_the_ledger_cannot_record_it(agent: Agent) -> None:
+    """A ledger the model made unusable (here a folder where the file should be) must not turn a
+    refusal into an answer of nothing: the route is known without the ledger. Ordinary commands
+    open no ledger at all, so they are not touched."""
+    state = Path(agent.vars["MEMORY_GOVERNOR_STATE_DIR"])
+    (state / "ledger.db").unlink(missing_ok=True)
+    (state / "ledger.db").mkdir(parents=True)
+    reason = agent.refusal("Bash", {"command": "engram search jwt"})
+    assert reason is not None and "route 'engram-cli'" in reason, reason
+    assert agent.refusal("Bash", {"command": 'git commit -m "release $(date +%F)"'}) is None

@@ -32,6 +32,17 @@ MAX_MATCHES = 32  # paths one glob may add
 MAX_LISTINGS = 64  # folders one command line's globs may list
 MAX_USES = 512  # paths, addresses and code texts one command line may add
 _PRINTERS = frozenset(("echo", "printf", "cat", "tee"))  # what they print is known from their words or input
+_GIT_RUNS = frozenset(
+    (
+        "core.pager",
+        "core.editor",
+        "core.sshcommand",
+        "sequence.editor",
+        "diff.external",
+        "core.fsmonitor",
+        "core.hookspath",
+    )
+)  # git settings that name a command it runs
 # A file a shell runs when it starts: what is written into it is a script, run later.
 _STARTUP = (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile",
             ".zlogin", ".kshrc", ".mkshrc", ".config/fish/config.fish")  # fmt: skip
@@ -106,10 +117,11 @@ def effects(command: object, cwd: str, env: Mapping[str, str] | None = None, bud
 
 
 class _Walk:
-    __slots__ = ("budget", "effects", "home")
+    __slots__ = ("budget", "effects", "home", "written")
 
     def __init__(self, found: Effects, budget: Budget, home: str) -> None:
         self.effects, self.budget, self.home = found, budget, home
+        self.written: dict[str, list[str]] = {}  # files this command line wrote, with the text it wrote
 
     def script(self, script: Script | str, state: _State, depth: int) -> None:
         """Judge a script (or a command line's text) in order; a pipe feeds what a command prints on."""
@@ -144,12 +156,14 @@ class _Walk:
             stdin = self.redirect(redirect, expand, state) or stdin
         for argv in argvs:
             self.run(argv, state, stdin, depth)
-        output = [printed(argv, state.cwd, stdin) for argv in argvs if base(argv[0]) in _PRINTERS] or None
-        if output and any(_startup(path, self.home) for path in self.effects.writes[before:]):
-            for text in output:  # written into a file the shell runs when it starts: code, a script
-                self.code(text, state)
-                self.script(text, state.copy(), depth + 1)
-        return output
+        output = [printed(argv, state.cwd, stdin) for argv in argvs if base(argv[0]) in _PRINTERS]
+        for path in self.effects.writes[before:] if output else ():
+            self.written[path.replace(HERE, "")] = output
+            if _startup(path, self.home):
+                for text in output:  # written into a file the shell runs when it starts: code, a script
+                    self.code(text, state)
+                    self.script(text, state.copy(), depth + 1)
+        return output or None
 
     def argvs(self, words: list[list[list[str]]]) -> list[list[str]]:
         """The argument lists a command's words may make (at most MAX_ALTERNATIVES in all)."""
@@ -340,6 +354,8 @@ class _Walk:
             self.script(operands[0], r.state.copy(), r.depth + 1)
         elif operands and "-s" not in r.flags:
             self.word(operands[0], "r", r.state, r.depth)
+            for text in self._written(operands[0], r.state):  # a script this command line wrote first
+                self.script(text, r.state.copy(), r.depth + 1)
         else:
             for text in r.stdin or ():
                 self.script(text, r.state.copy(), r.depth + 1)
@@ -369,7 +385,10 @@ class _Walk:
                 for text in r.stdin or ():
                     self.code(text, r.state)
                 return
-            self.word(operands.pop(0), "r", r.state, r.depth)  # the script
+            script = operands.pop(0)
+            self.word(script, "r", r.state, r.depth)  # the script, and its code where this line wrote it
+            for text in self._written(script, r.state):
+                self.code(text, r.state)
         for word in operands:
             self.word(word, "w" if in_place else "_", r.state, r.depth)
 
@@ -399,6 +418,10 @@ class _Walk:
         for word in sources:  # the file it makes there: named by the source, never a glob of its own
             name = word.rstrip("/").rsplit("/", 1)[-1] or PART
             self.word(folder.rstrip("/") + "/" + name.replace(STAR, PART).replace(QUERY, PART), "w", r.state, r.depth)
+
+    def _written(self, word: str, state: _State) -> list[str]:
+        """The text this command line wrote into the file `word` names, when it wrote it."""
+        return self.written.get(resolve(word, state.cwd).replace(HERE, ""), [])
 
     def _folder(self, word: str, state: _State) -> bool:
         """Could `word` be a folder (an existing one, or one named at run time)?"""
@@ -504,6 +527,10 @@ class _Walk:
                 inner.cwd = resolve(word, r.state.cwd, folder=True)
         if not r.assigned:
             return None
+        for word, _, option in r.given:  # `-c alias.x='!cmd'`, `-c core.pager=cmd`: a command git runs
+            key, _, value = word.partition("=")
+            if option == "-c" and (key.lower() in _GIT_RUNS or (key.lower().startswith("alias.") and value[:1] == "!")):
+                self.script(value.removeprefix("!"), inner.copy(), r.depth + 1)
         verb = r.assigned[0][0]
         options, operands, _ = options_of([w for w, _ in r.assigned[1:]], _GIT_OPTIONS, "")
         for word, role, _ in options:

@@ -124,14 +124,10 @@ def _governs_spill(case: Case, name: str) -> bool:
 def _route(case: Case, name: str, instead: str, reason: str | None = None, why: str = "") -> Decision:
     """A way to the memory around its tools, or to the governor's own files: refused, so that what
     the model reads is counted. `why`: what the call does that takes the route."""
+    from governor.engine.routes import refusal
+
     case.enter_turn()
-    which = f"route '{name}'" + (f": {why}" if why else "")
-    if reason:
-        said = f"{reason} ({which})"
-    else:
-        said = (f"this {case.event.tool_name} call reads the memory outside its tools ({which}), where this "
-                f"turn's memory limits cannot count it. {instead}")  # fmt: skip
-    decision = Decision(ev.DENY, f"route:{name}", f"memory-governor: {said}")
+    decision = refusal({"name": name, "reason": reason, "why": why}, case.event.tool_name, instead)
     case.record(decision, "route")
     return decision
 

@@ -63,7 +63,7 @@ _DOCKER = ("v:v w:_ e:_ p:_ u:_ l:_ m:_ t:_ f:r --mount:_ --env:_ --workdir:_ --
 
 PROGRAMS: dict[str, tuple[str, ...]] = {
     **_each("cat tac nl less more most bat view strings od hexdump file md5sum sha1sum sha224sum sha256sum "
-            "sha384sum sha512sum b2sum cksum wc diff cmp comm paste rev zcat zless zmore bzcat xzcat source . open "
+            "sha384sum sha512sum b2sum cksum wc diff cmp comm paste rev zcat zless zmore bzcat xzcat open "
             "xdg-open fold fmt expand unexpand tsort column pr", _READ),
     "head": ("n:_ c:_ --lines:_ --bytes:_", "r*"),
     "tail": ("n:_ c:_ s:_ --lines:_ --bytes:_ --pid:_ --sleep-interval:_", "r*"),
@@ -123,7 +123,7 @@ PROGRAMS: dict[str, tuple[str, ...]] = {
             "journalctl service mvn gradle dotnet composer nix tox nox pytest mypy ruff black isort flake8 pylint "
             "eslint prettier tsc jest vitest mocha", _TOOL),
     **_each("npx pnpx bunx uvx pipx", ("p:_ --package:_ --from:_ --with:_ --python:_", "n", "wrapper")),
-    **_each("sh bash zsh dash ksh ash fish mksh yash busybox rbash", _SHELL),
+    **_each("sh bash zsh dash ksh ash fish mksh yash rbash source .", _SHELL),
     "eval": ("", "S*", "eval"),
     **_each("python python2 python3 pypy pypy3 ipython", ("c:x! m:_! W:_ X:_ Q:_", "r _*", "interpreter")),
     **_each("node nodejs tsx ts-node", ("e:x! p:x! r:_ C:_ --eval:x! --print:x! --require:_ --import:_ --loader:_",
@@ -153,7 +153,7 @@ PROGRAMS: dict[str, tuple[str, ...]] = {
     "command": ("", "n", "command"),
     "exec": ("a:_", "n", "wrapper"),
     **_each("nohup setsid builtin unbuffer chronic caffeinate firejail torsocks proxychains proxychains4 catchsegv "
-            "dbus-run-session ssh-agent tsp coproc", _WRAP),
+            "dbus-run-session ssh-agent tsp coproc busybox", _WRAP),
     "faketime": ("f:_", "_ n", "wrapper"),
     "valgrind": ("--log-file:w --tool:_ --suppressions:r", "n", "wrapper"),
     **_each("strace ltrace", ("e:_ o:w p:_ s:_ E:_ u:_", "n", "wrapper")),

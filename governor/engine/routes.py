@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from governor.engine.effects import Effects
-    from governor.engine.events import Event
+    from governor.engine.events import Decision, Event
     from governor.engine.rules import CompiledPolicy
 
 CHECK_SECONDS = 1.5  # wall-clock time a command's reading may take (the harnesses wait 10 s or more)
@@ -62,7 +62,7 @@ class Call:
         self.runs.append(f"{PART}unfinished:{why}")
 
     def add(self, found: Effects) -> None:
-        self.opened += found.paths()
+        self.opened += found.paths() + [path + "/" for path, whole in found.reads if whole]  # a folder read whole
         self.addresses += found.addresses
         self.code += found.code
         self.runs += found.runs
@@ -102,6 +102,21 @@ def route_of(event: Event, policy: CompiledPolicy, state: str, ledger: str, env:
     """The route a non-memory tool's call takes, if any (judged without the ledger)."""
     return route_taken(event.tool_input, policy.routes_for(event.tool_name), policy.route_words(event.tool_name),
                        state, ledger, event.cwd or event.project or "", event.project or "", env)  # fmt: skip
+
+
+def refusal(route: dict[str, Any], tool_name: str, instead: str | None = None) -> Decision:
+    """The refusal of a call that takes `route` (with its `why`), as the model reads it."""
+    from governor.engine.events import DENY, Decision
+
+    name, why = route["name"], route.get("why") or ""
+    which = f"route '{name}'" + (f": {why}" if why else "")
+    if route.get("reason"):
+        said = f"{route['reason']} ({which})"
+    else:
+        instead = instead or f"Use the memory server's {route.get('use') or 'mem_search'} tool instead."
+        said = (f"this {tool_name} call reads the memory outside its tools ({which}), where this turn's memory "
+                f"limits cannot count it. {instead}")  # fmt: skip
+    return Decision(DENY, f"route:{name}", f"memory-governor: {said}")
 
 
 def route_taken(tool_input: Any, routes: list[dict[str, Any]], needs: list[list[str] | None] | None = None,

@@ -165,9 +165,21 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
         if event.kind == ev.SESSION_START:
             notices = notices + _installed_changes(env, event.harness, policy.project)
         _sync_warm_server_switch(env, policy)
-        if not _concerns(event, policy) or _no_route(event, policy, env):
+        route = _route_only(event, policy, env)
+        if route is False or not _concerns(event, policy):
             return out
-        decision, ledger_notices = _decide(event, policy, env, adapter.AGENT_DIRS, now)
+        try:
+            decision, ledger_notices = _decide(event, policy, env, adapter.AGENT_DIRS, now)
+        except BaseException as err:
+            if not isinstance(route, dict):
+                raise
+            # The call takes a route whatever the ledger says: it is refused without being recorded.
+            from governor.engine.routes import refusal
+
+            _on_error(out, adapter, name, event, policy, env, err)
+            answer = adapter.render(name or "", refusal(route, event.tool_name or "")) or {}
+            out.answer = {**(out.answer or {}), **answer}
+            return out
         out.answer = adapter.render(name or "", decision)
         _notify(out, event, env, notices + ledger_notices + decision.notices)
     except BaseException as err:  # the governor's own failure (an encoder's panic too): on_error decides, visibly
@@ -296,20 +308,20 @@ def _concerns(event: Event, policy: CompiledPolicy) -> bool:
     return event.server is not None and event.tool is not None and policy.tool(event.server, event.tool) is not None
 
 
-def _no_route(event: Event, policy: CompiledPolicy, env: Mapping[str, str]) -> bool:
-    """A call that concerns the governor only as a possible route around the memory's tools (a
-    shell command, a file tool) and takes none: nothing to decide or count, so no ledger is opened.
-    A route taken is decided through the ledger, which records the refusal in its turn."""
+def _route_only(event: Event, policy: CompiledPolicy, env: Mapping[str, str]) -> dict[str, Any] | bool | None:
+    """For a call that concerns the governor only as a possible route around the memory's tools (a
+    shell command, a file tool): the route it takes, or False when it takes none (nothing to decide
+    or count, so no ledger is opened). None for any other event."""
     if event.kind != ev.PRE_TOOL or event.spilled is not None or event.dispatches is not None:
-        return False
+        return None
     if event.tool_name in policy.data["briefing"]["dispatch_tools"] or not policy.routes_for(event.tool_name):
-        return False
+        return None
     if event.server is not None and event.tool is not None and policy.tool(event.server, event.tool) is not None:
-        return False
+        return None
     from governor.engine.routes import route_of
     from governor.state import URL_VARIABLE, state_dir
 
-    return route_of(event, policy, state_dir(env), env.get(URL_VARIABLE) or "", env) is None
+    return route_of(event, policy, state_dir(env), env.get(URL_VARIABLE) or "", env) or False
 
 
 def _decide(
