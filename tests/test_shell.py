@@ -86,7 +86,8 @@ def test_data_is_no_path_and_no_command(home: Path) -> None:
     found = run("cat > notes.md <<'EOF'\nrun engram search jwt to see\nEOF", home)
     assert plain(found.writes) == ["/work/project/notes.md"] and not any("engram" in r for r in found.runs)
     found = run("python3 -c \"import os; os.system('engram search x')\"", home)
-    assert found.code == ["import os; os.system('engram search x')"] and not found.reads
+    assert found.code == ["import os; os.system('engram search x')"]
+    assert "engram search x" in found.runs, "the command line the code runs is read as one"
 
 
 def test_what_a_program_writes_is_what_it_writes(home: Path) -> None:
@@ -213,10 +214,12 @@ def test_a_glob_matches_a_name_as_fnmatch_would(name: str, pattern: str) -> None
 
 def test_cd_and_a_folder_destination_say_which_file_is_written(home: Path) -> None:
     (home / "bin").mkdir()
-    assert str(home / "bin" / "memory-governor") in plain(run("cd bin && cp /tmp/fake memory-governor", str(home) and home,
+    assert str(home / "bin" / "memory-governor") in plain(run("cd bin && cp /tmp/fake memory-governor", home,
                                                               cwd=str(home)).writes)  # fmt: skip
     assert str(home / "bin" / "memory-governor") in plain(
         run("cp /tmp/x/memory-governor bin", home, cwd=str(home)).writes
     )
-    unknown = run("cd $(mktemp -d) && cp /tmp/fake memory-governor", home, cwd=str(home)).writes
+    unknown = run("cd $(some-tool --dir) && cp /tmp/fake memory-governor", home, cwd=str(home)).writes
     assert any(w.startswith(ANY) and w.endswith("/memory-governor") for w in unknown), unknown
+    made = run("cd $(mktemp -d) && cp /tmp/fake memory-governor", home, cwd=str(home)).writes
+    assert f"/tmp/tmp.{PART}/memory-governor" in made, made  # a fresh folder under /tmp, never the user's own

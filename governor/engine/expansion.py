@@ -27,6 +27,7 @@ MAX_ALTERNATIVES = 16  # spellings one word may have at once (unknown variables 
 MAX_FIELDS = 64  # words one word may become (brace expansion, splitting)
 MAX_VALUE = MAX_TEXT  # characters of one expanded word
 MAX_GROWTH = 65536  # characters a parameter operator may make of a value (`${x//a/$x}`), else a run-time part
+BREAK = "\x06"  # where an unquoted value's blanks split a word into words
 
 
 Env = dict  # name -> the spellings its value may have
@@ -36,11 +37,11 @@ class Expansion:
     """What words expand to in one place of a script: its variables, folder and home; `output`
     says what a command substitution prints (and judges the commands it runs)."""
 
-    __slots__ = ("budget", "cwd", "env", "home", "output")
+    __slots__ = ("budget", "cwd", "env", "home", "output", "pipe")
 
     def __init__(self, env: dict[str, list[str]], cwd: str, home: str, budget: Budget,
-                 output: Callable[[Script], list[str]]) -> None:  # fmt: skip
-        self.env, self.cwd, self.home, self.budget, self.output = env, cwd, home, budget, output
+                 output: Callable[[Script], list[str]], pipe: Callable[[Script], str]) -> None:  # fmt: skip
+        self.env, self.cwd, self.home, self.budget, self.output, self.pipe = env, cwd, home, budget, output, pipe
 
     def word(self, word: Word, split: bool = True) -> list[list[str]]:
         """`word`'s spellings, each the list of words it becomes (braces, splitting); at most
@@ -59,33 +60,45 @@ class Expansion:
                 values = self.output(value)
             elif kind == ARITH:
                 values = [self._arithmetic(value)]
-            else:  # PROC: the pipe's name
-                self.output(value)
-                values = ["/dev/fd/63"]
+            else:  # PROC: the name of the pipe its output comes from
+                values = [self.pipe(value)]
             grown = []
             self.budget.spend(sum(len(one) for one in values) // 64)  # a value used again and again costs its length
+            separators = self._separators() if split and not quoted else ""
             for fields in spellings:
                 for one in values:
-                    pieces = one.split() if split and not quoted and (" " in one or "\t" in one) else [one]
-                    if len(pieces) > 1:
-                        grown.append([*fields[:-1], fields[-1] + pieces[0], *pieces[1:-1], pieces[-1]])
-                    else:
-                        grown.append([field + (pieces[0] if pieces else "") for field in fields])
+                    for c in separators:  # split where IFS's characters are: marked, cut at the end
+                        one = one.replace(c, BREAK)
+                    grown.append([field + one for field in fields])
             spellings = grown
             if len(spellings) > MAX_ALTERNATIVES:
                 raise Unfinished("a word has too many possible spellings to check")
+        spellings = [[p for f in fields for p in (f.split(BREAK) if BREAK in f else [f]) if p or BREAK not in f]
+                     for fields in spellings]  # fmt: skip
         for fields in spellings:
             if len(fields) > MAX_FIELDS or any(len(field) > MAX_VALUE for field in fields):
                 raise Unfinished("a word expands to too much text to check")
         return spellings
+
+    def _separators(self) -> str:
+        """The characters field splitting splits at: IFS's, as the command set it (bash's own default
+        when it did not, whatever the environment says)."""
+        ifs = self.env.get("IFS")
+        if ifs is None:
+            return " \t\n"
+        known = "".join(c for c in dict.fromkeys("".join(ifs)) if c not in (ANY, PART))
+        return known if len(ifs) == 1 and len(known) == len(set(ifs[0])) else " \t\n" + known
 
     def _unquoted(self, text: str, first: bool) -> list[str]:
         """Unquoted literal text: brace expansion, then `~` at its start, globs marked active."""
         out = []
         for one in braces(text, self.budget) if "{" in text else [text]:
             if first and (one == "~" or one.startswith("~/")):
-                one = self.home + one[1:]
-            out.append(one.replace("*", STAR).replace("?", QUERY).replace("[", CLASS))
+                one = self.home + HERE + one[1:]  # the home folder: not a name the command wrote
+            one = one.replace("*", STAR).replace("?", QUERY)
+            if "[" in one and "]" in one[one.find("[") + 1 :]:  # a bracket expression ([ alone is a program)
+                one = one.replace("[", CLASS, 1)
+            out.append(one)
         return out
 
     def value(self, name: str) -> list[str] | None:
@@ -93,9 +106,11 @@ class Expansion:
         if name == "PWD":
             return [self.cwd]
         if name == "HOME":
-            return [self.home]
+            return [self.home + HERE]
+        if name == "IFS" and name not in self.env:
+            return [" \t\n"]  # what bash starts with, whatever the environment says
         if name[:1].isdigit() or name in ("@", "*", "#", "?", "$", "!", "-", "OLDPWD", "RANDOM", "_"):
-            return [PART]
+            return self.env.get(name) or [PART]  # the positional ones where a `sh -c` or `set --` gave them
         return self.env.get(name)
 
     def _parameter(self, name: str, op: str, argument: Word | None) -> list[str]:
@@ -118,7 +133,13 @@ class Expansion:
         return [_operate(v, op, g) for v in found for g in given]
 
     def _arithmetic(self, body: str) -> str:
-        """`$((body))` on integers, known variables and + - * / % ( ); else a run-time part."""
+        """`$((body))` on integers, known variables and + - * / % ( ); else a run-time part (and a
+        command substitution in it is judged as it runs)."""
+        if "$(" in body or "`" in body:
+            from governor.engine.shell import parse
+
+            self.output(parse(f"echo {body}", self.budget))
+            return PART
         tokens: list[str] = []
         i = 0
         while i < len(body):
@@ -252,11 +273,11 @@ def braces(word: str, budget: Budget) -> list[str]:
                 continue
             choices = sequence
         out: list[str] = []
+        budget.spend(1 + len(word) * len(choices) // 64)  # each choice makes the word again
         for choice in choices:
-            for rest in braces(head + choice + tail, budget):
-                out.append(rest)
-                if len(out) >= MAX_FIELDS:
-                    return out
+            out += braces(head + choice + tail, budget)
+            if len(out) > MAX_FIELDS:
+                raise Unfinished("a brace expansion makes too many words to check")
         return out
     return [word]
 
@@ -320,14 +341,16 @@ def glob_chars(text: str) -> bool:
     return STAR in text or QUERY in text or CLASS in text
 
 
-def printed(argv: list[str], cwd: str, stdin: list[str] | None) -> str:
+def printed(argv: list[str], cwd: str, stdin: list[str] | None, env: dict[str, list[str]] | None = None) -> str:
     """What a command prints when it only prints (echo, printf, pwd, basename, dirname, which, cat
     or tee of its input); a run-time part otherwise."""
     program, words = base(argv[0]), argv[1:]
     if program == "echo":
+        escapes = False
         while words and words[0] in ("-n", "-e", "-E", "-ne", "-en"):
+            escapes = escapes or "e" in words[0]
             words = words[1:]
-        return " ".join(words)
+        return _escaped(" ".join(words)) if escapes else " ".join(words)
     if program == "printf" and words:
         return _format(words[0], words[1:])
     if program == "pwd":
@@ -341,10 +364,21 @@ def printed(argv: list[str], cwd: str, stdin: list[str] | None) -> str:
         return ANY + "/" + words[-1]
     if program in ("realpath", "readlink") and words:
         return resolve(words[-1], cwd)
-    if program == "mktemp":
-        return ANY
+    if program == "mktemp":  # a new name in the temporary folder (or the one it is told)
+        folder = next((w.split("=", 1)[1] for w in words if w.startswith(("--tmpdir=", "-p="))), None)
+        folder = folder or next((words[n + 1] for n, w in enumerate(words[:-1]) if w in ("-p", "--tmpdir")), None)
+        folder = folder or next((w.rsplit("/", 1)[0] for w in words if "/" in w and not w.startswith("-")), None)
+        found = (env or {}).get("TMPDIR")
+        folder = folder or (found[0] if found and len(found) == 1 else "/tmp")
+        template = next((w.rsplit("/", 1)[-1] for w in words if not w.startswith("-") and "XXX" in w), "tmp.XXX")
+        fresh = template.split("XXX", 1)[0] + PART  # a name that did not exist: no folder above anything
+        return folder.rstrip("/") + "/" + fresh if folder.startswith("/") else ANY
     if program in ("cat", "tee") and stdin and (program == "tee" or not words):
         return stdin[0].rstrip("\n")
+    if program in ("head", "tail", "sort", "uniq") and stdin:  # lines of what it was handed
+        return stdin[0].rstrip("\n")
+    if program == "ls" and any(STAR in w or QUERY in w for w in words):  # the paths its globs name
+        return "\n".join(w for w in words if not w.startswith("-"))
     return PART
 
 
@@ -354,19 +388,26 @@ def _format(fmt: str, args: list[str]) -> str:
     i, used = 0, 0
     while i < len(fmt):
         c = fmt[i]
-        if c == "\\" and i + 1 < len(fmt):
-            out.append({"n": "\n", "t": "\t", "\\": "\\", "'": "'", '"': '"'}.get(fmt[i + 1], "\\" + fmt[i + 1]))
-            i += 2
-        elif c == "%" and i + 1 < len(fmt):
+        if c == "%" and i + 1 < len(fmt):
             if fmt[i + 1] == "%":
                 out.append("%")
             elif fmt[i + 1] in "sbd":
-                out.append(args[used] if used < len(args) else "")
+                arg = args[used] if used < len(args) else ""
+                out.append(_escaped(arg) if fmt[i + 1] == "b" else arg)
                 used += 1
             else:
                 return PART
             i += 2
         else:
-            out.append(c)
-            i += 1
+            end = fmt.find("%", i + 1)
+            end = len(fmt) if end < 0 else end
+            out.append(_escaped(fmt[i:end]))
+            i = end
     return "".join(out)
+
+
+def _escaped(text: str) -> str:
+    """`text` with printf's and `echo -e`'s backslash escapes (newline, tab, octal, hex) decoded."""
+    from governor.engine.shell import ansi_c
+
+    return ansi_c(text.replace("'", "\\'") + "'", 0)[0] if "\\" in text else text

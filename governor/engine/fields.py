@@ -49,13 +49,14 @@ SHELL_FIELDS = frozenset(("command", "cmd"))
 PATH_FIELDS = frozenset(("file_path", "path", "notebook_path", "filePath", "absolute_path", "dir_path", "directory",
                          "paths", "file_paths", "filename", "target_file", "absolutePath", "dirPath"))  # fmt: skip
 ADDRESS_FIELDS = frozenset(("url", "uri"))
+GLOB_FIELDS = frozenset(("glob", "include"))  # a search tool's file-name patterns, under its path
 
 
 def roles(tool_input: Any, only: list[str] | None = None) -> dict[str, list[Any]]:
     """A call's fields by what they are: "shell" (a command line, or a program and its arguments),
     "path", "address", and "data" (fields `only` names that are none of those); `only`: just those
     fields."""
-    out: dict[str, list[Any]] = {"shell": [], "path": [], "address": [], "data": []}
+    out: dict[str, list[Any]] = {"shell": [], "path": [], "address": [], "glob": [], "data": []}
     if not isinstance(tool_input, dict):
         return out
     for name, value in list(tool_input.items())[:MAX_FIELDS]:
@@ -65,6 +66,7 @@ def roles(tool_input: Any, only: list[str] | None = None) -> dict[str, list[Any]
             out["shell"].append(value if isinstance(value, str) else [str(v) for v in value])
             continue
         kind = "path" if name in PATH_FIELDS else "address" if name in ADDRESS_FIELDS else "data"
+        kind = "glob" if name in GLOB_FIELDS else kind
         if kind == "data" and only is None:
             continue
         out[kind] += [judged(text) for text in text_fields(value)]

@@ -50,7 +50,7 @@ _COPY = ("t:s! S:_ --target-directory:s! --suffix:_ --backup:_", "r r*", "copy")
 _TOOL = ("t:u r:r c:r e:r C:c o:w --target:u --requirement:r --constraint:r --editable:r --target-dir:u "
          "--manifest-path:r --prefix:u --cwd:c --directory:c --project:c --output:w --out-dir:u --outDir:u "
          "--log-file:w --cache-dir:u --root:u -m:d --message:d --title:d --body:d --description:d --comment:d "
-         "--notes:d --subject:d", "_*", "tool")
+         "--notes:d --subject:d", "r*", "tool")
 _CURL = ("o:w O:_ d:d H:d u:_ X:_ A:_ e:_ b:_ c:w K:r T:r F:d x:a m:_ w:d D:w --output:w --data:d --data-binary:d "
          "--data-raw:d --data-urlencode:d --json:d --header:d --user:_ --request:_ --user-agent:_ --referer:_ "
          "--cookie:_ --cookie-jar:w --config:r --upload-file:r --form:d --proxy:a --max-time:_ --connect-timeout:_ "
@@ -62,7 +62,7 @@ _DOCKER = ("v:v w:_ e:_ p:_ u:_ l:_ m:_ t:_ f:r --mount:_ --env:_ --workdir:_ --
 
 
 PROGRAMS: dict[str, tuple[str, ...]] = {
-    **_each("cat tac nl less more most bat view strings od hexdump file md5sum sha1sum sha224sum sha256sum "
+    **_each("cat tac nl less more most bat view strings od hexdump md5sum sha1sum sha224sum sha256sum "
             "sha384sum sha512sum b2sum cksum wc diff cmp comm paste rev zcat zless zmore bzcat xzcat open "
             "xdg-open fold fmt expand unexpand tsort column pr", _READ),
     "head": ("n:_ c:_ --lines:_ --bytes:_", "r*"),
@@ -76,14 +76,17 @@ PROGRAMS: dict[str, tuple[str, ...]] = {
     "base64": ("w:_ --wrap:_", "r"),
     "split": ("b:_ l:_ n:_ a:_ C:_ t:_ --bytes:_ --lines:_ --number:_ --additional-suffix:_", "r w"),
     "tr": _DATA,
+    "sd": ("", "d d w*"),
+    "mount": ("o:_ t:_ B:_ --bind:_", "r m"),
+    "duckdb": ("c:x! cmd:x! init:r", "w x*", "sqlite"),
     "jq": ("f:r! L:_ --from-file:r! --arg:__ --argjson:__ --slurpfile:__ --rawfile:__ --indent:_", "(d) r*"),
-    "yq": ("f:r! --from-file:r! --arg:__ I:_ o:_ --output-format:_ p:_", "(d) r*"),
-    **_each("ls dir vdir tree du df stat realpath readlink basename dirname namei lsattr", _LIST),
+    "yq": ("f:r! --from-file:r! --arg:__ I:_ o:_ --output-format:_ p:_", "(d) r*", "in-place"),
+    **_each("ls dir vdir tree du df stat file realpath readlink basename dirname namei lsattr", _LIST),
     **_each("grep egrep fgrep zgrep zegrep zfgrep", _GREP),
     **_each("rg ag ack ack-grep ugrep", _SEARCH),
     "sed": ("e:d! f:r! --expression:d! --file:r! l:_ --line-length:_", "(d) r*", "in-place"),
     **_each("awk gawk mawk nawk", ("f:r! v:_ F:_ i:r --file:r! --assign:_ --field-separator:_ --include:r", "(x) r*")),
-    **_each("echo printf test [ [[ true false : alias unalias set shopt trap ulimit umask wait jobs fg bg disown "
+    **_each("echo printf test [ [[ true false : alias unalias shopt ulimit umask wait jobs fg bg disown "
             "hash help history type whence where which whereis hostname uname whoami id groups date cal sleep seq "
             "yes exit return break continue shift let kill pkill pgrep killall ps top htop free uptime lsof nproc "
             "clear tput stty locale getconf printenv logger notify-send say man info apropos whatis tldr expr bc "
@@ -91,11 +94,12 @@ PROGRAMS: dict[str, tuple[str, ...]] = {
     **_each("cp install rsync scp", _COPY),
     "mv": ("t:s! S:_ --target-directory:s! --suffix:_ --backup:_", "m m*", "copy"),
     "ln": ("t:s! S:_ --target-directory:s! --suffix:_", "_ _*", "copy"),
-    **_each("rm rmdir unlink shred trash trash-put srm", ("n:_ s:_", "m*")),
+    **_each("rm unlink shred trash trash-put srm", ("n:_ s:_", "m*")),
+    "rmdir": ("", "_*"),  # an empty folder only: nothing in it goes
     "touch": ("d:_ r:r t:_ --date:_ --reference:r", "w*"),
     **_each("mkdir mkfifo mknod", ("m:_ Z:_ --mode:_ --context:_", "w*")),
     "truncate": ("s:_ r:r --size:_ --reference:r", "w*"),
-    **_each("chmod chown chgrp chattr setfacl", ("--reference:r! --from:_", "(_) w*")),
+    **_each("chmod chown chgrp chattr setfacl", ("--reference:r! --from:_", "(_) w*", "mode")),
     "tee": ("", "w*"),
     **_each("vi vim nvim nano emacs pico ed ex code subl gedit kate micro joe mcedit patch", ("", "w*")),
     **_each("gzip gunzip bzip2 bunzip2 xz unxz lzma zstd unzstd lz4 compress uncompress", ("S:_ --suffix:_", "w*")),
@@ -109,16 +113,17 @@ PROGRAMS: dict[str, tuple[str, ...]] = {
              "--directory-prefix:u --input-file:r --header:d --post-data:d --post-file:r --user:_ --password:_ "
              "--tries:_ --timeout:_", "a*"),
     **_each("nc ncat netcat telnet socat", ("p:a s:a w:_ i:_ q:_ x:a X:_ e:S c:S", "a*", "address")),
-    **_each("http https xh xhs", ("", "_ a d*")),
+    **_each("http https xh xhs", ("", "a a d*")),
     "redis-cli": ("h:a p:a u:a s:a a:_ n:_ r:_ i:_ --user:_ --pass:_ --cacert:r --cert:r --key:r --eval:r", "x*"),
     "sqlite3": ("-cmd:x -init:r -separator:_ -newline:_ -nullvalue:_", "w x*", "sqlite"),
     **_each("psql mysql mariadb", ("c:x f:r h:a p:a d:_ U:_ u:_ o:w e:x --command:x --file:r --host:a --port:a "
                                    "--output:w --execute:x", "_ _*")),
-    "ssh": ("p:_ i:r F:r o:_ l:_ J:a L:_ R:_ D:_ W:_ b:_ c:_ e:_ m:_ O:_ Q:_ S:_ w:_ E:w B:_", "a S", "ssh"),
+    "ssh": ("p:_ i:r F:r o:_ l:_ J:a L:a R:a D:a W:a b:_ c:_ e:_ m:_ O:_ Q:_ S:_ w:_ E:w B:_", "a S", "ssh"),
     "git": ("C:c c:_ --git-dir:_ --work-tree:c --namespace:_ --exec-path:_", "_ _*", "git"),
     **_each("docker podman nerdctl", _DOCKER),
     "make": ("C:c f:r j:_ l:_ o:_ W:_ I:_ --directory:c --file:r --makefile:r --jobs:_", "_*"),
     **_each("pip pip3 uv poetry pdm hatch conda mamba micromamba gem bundle npm pnpm yarn bun deno cargo go rustup "
+            "pipenv pixi mise asdf direnv nix devbox rye just task "
             "brew apt apt-get dnf yum apk pacman snap flatpak kubectl helm terraform gh glab aws gcloud az systemctl "
             "journalctl service mvn gradle dotnet composer nix tox nox pytest mypy ruff black isort flake8 pylint "
             "eslint prettier tsc jest vitest mocha", _TOOL),
@@ -128,7 +133,7 @@ PROGRAMS: dict[str, tuple[str, ...]] = {
     **_each("python python2 python3 pypy pypy3 ipython", ("c:x! m:_! W:_ X:_ Q:_", "r _*", "interpreter")),
     **_each("node nodejs tsx ts-node", ("e:x! p:x! r:_ C:_ --eval:x! --print:x! --require:_ --import:_ --loader:_",
                                         "r _*", "interpreter")),
-    **_each("perl perl5", ("e:x! E:x! M:_ m:_ I:_ l:_ 0:_ x:_", "r r*", "interpreter")),
+    **_each("perl perl5", ("e:x! E:x! M:_ m:_ I:_ x:_", "r r*", "interpreter")),
     "ruby": ("e:x! r:_ I:_ C:c x:_", "r _*", "interpreter"),
     "php": ("r:x! f:r! d:_ c:_ B:x E:x R:x F:r", "r _*", "interpreter"),
     **_each("lua luajit", ("e:x! l:_", "r _*", "interpreter")),
@@ -143,8 +148,17 @@ PROGRAMS: dict[str, tuple[str, ...]] = {
     "env": ("u:_ C:c S:S --unset:_ --chdir:c --split-string:S", "n", "env"),
     **_each("sudo doas", ("u:_ g:_ h:_ p:_ C:_ D:c r:_ t:_ U:_ T:_ --user:_ --group:_ --host:_ --prompt:_ "
                           "--chdir:c --close-from:_", "n", "wrapper")),
-    **_each("su runuser", ("c:S s:_ g:_ G:_ u:_ --command:S --shell:_ --group:_ --supp-group:_ --user:_", "_*",
-                           "su")),
+    "su": ("c:S s:_ g:_ G:_ --command:S --shell:_ --group:_ --supp-group:_", "_*", "su"),
+    "runuser": ("c:S! s:_ g:_ G:_ u:_ --command:S! --shell:_ --group:_ --supp-group:_ --user:_", "n", "wrapper"),
+    "sg": ("c:S!", "_ S", "wrapper"),
+    **_each("setpriv chpst parallel entr", ("u:_ g:_ --reuid:_ --regid:_ --groups:_ -j:_ --jobs:_", "n", "wrapper")),
+    "gdb": ("--args:n ex:_ x:r batch:_", "r _*"),
+    **_each("xterm gnome-terminal konsole", ("e:n --command:S T:_ title:_", "_*", "wrapper")),
+    "at": ("f:r q:_ t:_", "_*", "su"),
+    "tmux": ("c:_ f:r L:_ S:_ t:_ s:_ n:_ x:_ y:_ F:_", "_*", "tmux"),
+    "screen": ("S:_ c:r dmS:_ -dmS:_", "n", "wrapper"),
+    "nix-shell": ("--run:S! --command:S! -p:_ --packages:_ -I:_", "_*"),
+    "expect": ("c:x! f:r", "r _*", "interpreter"),
     "timeout": ("s:_ k:_ --signal:_ --kill-after:_", "_ n", "wrapper"),
     **_each("nice renice", ("n:_ --adjustment:_", "n", "wrapper")),
     "ionice": ("c:_ n:_ p:_ P:_ u:_ --class:_ --classdata:_", "n", "wrapper"),
@@ -168,6 +182,8 @@ PROGRAMS: dict[str, tuple[str, ...]] = {
     **_each("cd pushd", ("", "c", "cd")),
     **_each("export declare typeset local readonly", ("", "_*", "assign")),
     "unset": ("", "_*", "unset"),
+    "set": ("", "_*", "set"),
+    "trap": ("", "S _*"),
     "read": ("p:d d:_ n:_ N:_ t:_ u:_ a:_ i:_", "_*", "read"),
 }
 # fmt: on
@@ -209,8 +225,8 @@ _UNKNOWN_OPTIONS = {**_each("-o --output --out --outfile --out-file --output-fil
 
 
 # git: what a verb does with its operands (files it writes, removes or reads; refs and names otherwise).
-_GIT = {"add": "r", "rm": "m", "mv": "m", "checkout": "w", "restore": "w", "apply": "r", "am": "r", "init": "w",
-        "blame": "r", "grep": "d"}  # fmt: skip
+_GIT = {"add": "r", "rm": "m", "mv": "m", "checkout": "u", "restore": "u", "stash": "w", "apply": "r", "am": "r",
+        "init": "w", "blame": "r", "grep": "d", "diff": "r", "show": "_", "log": "_"}  # fmt: skip
 _GIT_OPTIONS = {**dict.fromkeys(("-m", "--message", "--grep", "-S", "-G", "--format", "--pretty", "-e"), "d"),
                 **dict.fromkeys(("-F", "--file", "--template"), "r"), **dict.fromkeys(("-o", "--output"), "w"),
                 **dict.fromkeys(("--author", "--date", "-C", "-c", "-b", "-B", "--since", "--until", "-n",
@@ -233,7 +249,7 @@ def options_of(words: list[str], options: dict[str, str], kind: str) -> tuple[Gi
         if word == "--":
             operands += words[i + 1 :]
             break
-        if word[:1] != "-" or word == "-" or word[1:2] in (PART, ANY, ""):
+        if word[:1] != "-" or word == "-" or word[1:2] in (PART, ANY, "") or (kind == "mode" and _mode(word)):
             operands.append(word)
             i += 1
             continue
@@ -269,13 +285,18 @@ def options_of(words: list[str], options: dict[str, str], kind: str) -> tuple[Gi
     return given, operands, flags
 
 
+def _mode(word: str) -> bool:
+    """Is `word` a permission mode that starts with `-` (`chmod -w FILE`)?"""
+    return all(c in "rwxXstugoa+-=," for c in word) and any(c in "rwxXst" for c in word)
+
+
 def operands_of(operands: list[str], roles: list[str], repeat: bool, kind: str) -> list[tuple[str, str]]:
     """Each operand with its role: in order, the last role repeating (else `_` past the end). An
     unknown program's operand with spaces in it is a message, not a file."""
     out = []
     for n, word in enumerate(operands):
         role = roles[n] if n < len(roles) else (roles[-1] if repeat and roles else "_")
-        if kind == "unknown" and (" " in word or "\n" in word):
+        if kind in ("unknown", "tool") and (" " in word or "\n" in word):
             role = "_"
         out.append((word, role))
     return out

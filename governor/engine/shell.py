@@ -68,19 +68,21 @@ class Word:
 class Redirect:
     """`op` (`>`, `>>`, `<`, `<<`, `<<<`, `&>`, …) and its target word, or its text (heredoc)."""
 
-    __slots__ = ("body", "expands", "op", "target")
+    __slots__ = ("body", "expands", "fd", "op", "target")
 
-    def __init__(self, op: str, target: Word | None = None) -> None:
+    def __init__(self, op: str, target: Word | None = None, fd: str = "") -> None:
         self.op = op
+        self.fd = fd  # the file descriptor written before the operator (`2>`, `3<<`), if any
         self.target = target
         self.body: Word | None = None  # a heredoc's or here-string's text, as a word
         self.expands = True  # a heredoc whose delimiter was quoted is taken as it is written
 
 
 class Command:
-    """One simple command (kind "simple"), a loop's variable and words ("for"), or a test ("test")."""
+    """One simple command (kind "simple"), a loop's variable and words ("for"), a test ("test"), or
+    the start and end of a subshell ("push", "pop": what it changes does not outlive it)."""
 
-    __slots__ = ("assigns", "kind", "name", "piped", "redirects", "words")
+    __slots__ = ("assigns", "kind", "name", "piped", "pipes", "redirects", "words")
 
     def __init__(self, kind: str = "simple") -> None:
         self.kind = kind
@@ -89,6 +91,7 @@ class Command:
         self.words: list[Word] = []
         self.redirects: list[Redirect] = []
         self.piped = False  # its input is the output of the command before it
+        self.pipes = False  # its output goes to the command after it (so it runs in a subshell)
 
 
 class Script:
@@ -170,9 +173,10 @@ class _Scanner:
         return j < len(self.text) and self.text[j] in "<>" and not self.text.startswith("(", j + 1)
 
     def _redirect(self, i: int, close: str, out: list[object], heredocs: list[tuple[Redirect, str, bool]]) -> int:
-        text = self.text
+        text, start = self.text, i
         while text[i].isdigit():
             i += 1
+        fd = text[start:i]
         op = next((o for o in _REDIRECTS if text.startswith(o, i)), None)
         if op is None:  # a lone `&` or `&&`: an operator
             op = "&&" if text.startswith("&&", i) else "&"
@@ -181,7 +185,7 @@ class _Scanner:
         i += len(op)
         while i < len(text) and text[i] in _BLANK:
             i += 1
-        redirect = Redirect(op)
+        redirect = Redirect(op, fd=fd)
         if i < len(text) and text[i] not in _META:
             redirect.target, i = self.word(i, close)
         if op in ("<<", "<<-") and redirect.target is not None:
@@ -246,7 +250,7 @@ class _Scanner:
                     parts.append((LIT, text[i + 1 : i + 2], True))
                     i += 2
             elif c == "$" and text.startswith("'", i + 1):
-                decoded, i = _ansi_c(text, i + 2)
+                decoded, i = ansi_c(text, i + 2)
                 parts.append((LIT, decoded, True))
             elif c == "$" and text.startswith('"', i + 1):
                 i = self._double(text, i + 2, parts, '"')
@@ -392,7 +396,7 @@ def _closing(text: str, i: int, budget: Budget, opening: str = "(", closing: str
     return len(text)
 
 
-def _ansi_c(text: str, i: int) -> tuple[str, int]:
+def ansi_c(text: str, i: int) -> tuple[str, int]:
     """The text of a `$'…'` starting at `i` (after the quote), decoded, and the index after it."""
     out: list[str] = []
     n = len(text)
@@ -434,8 +438,8 @@ def _ansi_c(text: str, i: int) -> tuple[str, int]:
 
 # -- tokens into commands ----------------------------------------------------------------------
 
-_SKIPPED = frozenset(("if", "then", "elif", "else", "fi", "do", "done", "while", "until", "!", "{", "}", "time",
-                      "esac", "coproc"))  # fmt: skip
+_SKIPPED = frozenset(("if", "then", "elif", "else", "fi", "do", "done", "while", "until", "!", "{", "}", "esac",
+                      "coproc"))  # fmt: skip
 _ENDS = frozenset(("\n", ";", "&", "&&", "||", ";;", ";&", ";;&", "|", "|&", "(", ")"))
 
 
@@ -460,12 +464,16 @@ def _commands(tokens: list[object], budget: Budget) -> list[Command]:
     state = ""  # "case": a case's word, up to `in`; "pattern": a case pattern, up to `)`; "for": a loop's words;
     piped = False  # "function": a function's name
 
-    def finish(kind: str = "simple") -> None:
+    def finish(kind: str = "simple", pipes: bool = False) -> None:
         nonlocal current
         if current.words or current.assigns or current.redirects or current.kind == "for":
-            current.piped = piped
+            current.piped, current.pipes = piped, pipes
             out.append(current)
         current = Command(kind)
+
+    def scope(kind: str) -> None:
+        finish()
+        out.append(Command(kind))
 
     for token in tokens:
         budget.spend()
@@ -483,17 +491,25 @@ def _commands(tokens: list[object], budget: Budget) -> list[Command]:
                 state, piped = "pattern", False
                 continue
             if token == "(" and len(current.words) == 1 and not current.assigns and current.kind == "simple":
-                current.words = []  # `name () { …; }`: a function's name
+                current.words, state = [], "function"  # `name () { …; }`: a function's name, then its `)`
+                continue
+            if state == "function" and token == ")":
+                state = ""
                 continue
             if state != "case":
                 state = ""
-                finish()
+                if token == "(" and not current.words:
+                    scope("push")  # a subshell: what it changes ends with it
+                elif token == ")":
+                    scope("pop")
+                else:
+                    finish(pipes=token in ("|", "|&"))
                 piped = token in ("|", "|&")
             continue
         word = token
         assert isinstance(word, Word)
         literal = word.literal()
-        if state == "function":
+        if state == "function":  # `function name`: the name
             state = ""
             continue
         if state in ("case", "pattern"):

@@ -22,6 +22,11 @@ ANY = "\x00"  # run-time text that may hold "/": a folder decided when the comma
 PART = "\x01"  # run-time text without "/": part of one name
 STAR, QUERY, CLASS = "\x02", "\x03", "\x04"  # a glob's active `*`, `?` and `[`
 HERE = "\x05"  # zero-width: what precedes it is the call's working directory, not the command's text
+PLACED = "\x07"  # zero-width, in a target: what precedes it is a placeholder's value, not the target's own name
+# Folder names too common to say where a command aims (`cp x /usr/bin/$NAME` aims at no file in particular).
+GENERIC = frozenset(("bin", "sbin", "lib", "lib64", "usr", "local", "tmp", "var", "etc", "opt", "home", "root", "srv",
+                     "mnt", "share", "include", "src", "private", "Users", "build", "dist", "out", "target", ".local",
+                     "state", ".config", "config", ".cache", "cache", "data", "site-packages"))  # fmt: skip
 RUNTIME = ANY + PART + STAR + QUERY + CLASS
 MAX_PATTERN = 512  # characters of a word compared with a target
 
@@ -38,11 +43,15 @@ def shown(text: str) -> str:
     return text.translate(_SHOWN)
 
 
-def could_be(text: str, target: str, sep: str = "/", first: bool = False) -> bool:
+def could_be(text: str, target: str, sep: str = "/", first: bool = False, pointed: bool = False) -> bool:
     """Could `text` (a path, or with `sep=" "` a command line) be a text matching `target`?
     A decided text must match it; one with run-time parts must be able to, and some component
     of the target that is not `*` alone must begin with two characters the command wrote (or
-    one, for a name of one character; `first`: the target's first component, the program)."""
+    one, for a name of one character; `first`: the target's first component, the program) unless
+    `pointed` says the text already points at it (a decided folder, anything under it)."""
+    placed = target.rfind(PLACED) + 1  # the target's own name begins there
+    target = target.replace(PLACED, "")
+    placed -= target[:placed].count(PLACED) if placed else 0
     if decided(text):
         return matches(text.replace(HERE, ""), target)
     here = text.find(HERE)
@@ -50,18 +59,20 @@ def could_be(text: str, target: str, sep: str = "/", first: bool = False) -> boo
     written = here if 0 <= here <= len(text) else 0
     ends = len(text), len(target)
     starts = [j == 0 or (target[j - 1] == sep and not first) for j in range(len(target))]
-    distinct = [starts[j] and target[j] not in ("*", sep) for j in range(len(target))]
-    # pointed: 0 no name reached yet; 1 a name begun by one character the command wrote; 2 reached
-    seen = {(0, 0, 0)}
-    todo = [(0, 0, 0)]
+    names = {j: target[j : (target.find(sep, j) + 1 or len(target) + 1) - 1] for j in range(len(target)) if starts[j]}
+    distinct = [starts[j] and j >= placed and target[j] not in ("*", sep) and names[j] not in GENERIC
+                for j in range(len(target))]  # fmt: skip
+    # reach: 0 no name reached yet; 1 a name begun by one character the command wrote; 2 reached
+    seen = {(0, 0, 2 if pointed else 0)}
+    todo = list(seen)
     while todo:
-        i, j, pointed = todo.pop()
-        if (i, j) == ends and pointed == 2:
+        i, j, reach = todo.pop()
+        if (i, j) == ends and reach == 2:
             return True
         a = text[i] if i < ends[0] else ""
         b = target[j] if j < ends[1] else ""
         moves = []
-        held = 2 if pointed == 2 else 0  # a name begun and not continued by what was written is not reached
+        held = 2 if reach == 2 else 0  # a name begun and not continued by what was written is not reached
         if b == "*":
             moves.append((i, j + 1, held))
             if a:
@@ -71,12 +82,12 @@ def could_be(text: str, target: str, sep: str = "/", first: bool = False) -> boo
             if b and b != "*" and (a == ANY or b != sep):
                 moves.append((i, j + 1, held))
         elif a and b and b != "*" and a == b:
-            step = pointed
+            step = reach
             if i >= written and distinct[j]:
-                step = max(pointed, 2 if j + 1 == ends[1] or target[j + 1] == sep else 1)
-            elif i >= written and pointed == 1:
+                step = max(reach, 2 if j + 1 == ends[1] or target[j + 1] == sep else 1)
+            elif i >= written and reach == 1:
                 step = 2
-            elif pointed == 1:
+            elif reach == 1:
                 step = 0
             moves.append((i + 1, j + 1, step))
         for move in moves:
