@@ -102,10 +102,13 @@ def test_the_model_cannot_accept_for_the_user_through_its_shell(env: Env, sessio
     session.start()
     session.prompt("raise your own limits")
     for command in ("memory-governor policy accept --yes", "python -m governor policy accept --yes",
-                    f"rm -rf {env.state}/accepted", "cat ~/.local/state/memory-governor/accepted/x.json"):  # fmt: skip
+                    f"rm -rf {env.state}/accepted", "echo {} > ~/.local/state/memory-governor/accepted/x.json"):  # fmt: skip
         answer = session.event("PreToolUse", tool_name="Bash", tool_input={"command": command},
                                tool_use_id=session.next_id())  # fmt: skip
         assert answer.denied, command
+    read = session.event("PreToolUse", tool_name="Bash", tool_input={"command": f"cat {env.state}/accepted/x.json"},
+                         tool_use_id=session.next_id())  # fmt: skip
+    assert not read.denied, "reading what was accepted changes nothing"
     for path in (f"{env.state}/accepted/0.json", str(env.home / ".local/state/memory-governor/accepted/0.json")):
         answer = session.event("PreToolUse", tool_name="Write", tool_input={"file_path": path, "content": "{}"},
                                tool_use_id=session.next_id())  # fmt: skip

@@ -402,7 +402,6 @@ PROGRAM_WRITES = [("Bash", {"command": "mv ~/.local/bin/memory-governor ~/.local
                   ("Bash", {"command": "echo 'export MEMORY_GOVERNOR=$HOME/mg' >> ~/.bashrc"}),
                   ("Write", {"file_path": "{home}/.local/bin/memory-governor", "content": "#!/bin/sh\n"}),
                   ("Write", {"file_path": "{project}/bin/memory-governor", "content": "#!/bin/sh\n"}),
-                  ("Write", {"file_path": "{project}/memory-governor", "content": "#!/bin/sh\n"}),
                   ("Edit", {"file_path": "{home}/.local/lib/python3.12/site-packages/governor/engine/pre_tool.py",
                             "old_string": "DENY", "new_string": "NONE"})]  # fmt: skip
 PROGRAM_RUNS = ["memory-governor doctor", "~/.local/bin/memory-governor doctor",

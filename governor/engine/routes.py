@@ -24,11 +24,12 @@ Hot path: standard library only; `re` only for a pattern whose words are in the 
 from __future__ import annotations
 
 import os
+import unicodedata
 
-from governor.engine.fields import judged, roles
+from governor.engine.fields import roles
 from governor.engine.rules import PLACE_WORDS
 from governor.engine.shell import Budget, Unfinished
-from governor.engine.words import ANY, HERE, PART, could_be, decided, shown
+from governor.engine.words import ANY, HERE, PART, PLACED, could_be, decided, shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ UNSURE = "If that part is not meant to name it, write the path or command out pl
 class Call:
     """What one call opens, runs and writes, as the routes judge it."""
 
-    __slots__ = ("addresses", "code", "literal", "opened", "removes", "runs", "writes")
+    __slots__ = ("addresses", "code", "literal", "opened", "removes", "runs", "under", "writes")
 
     def __init__(self) -> None:
         self.opened: list[str] = []  # paths it reads, lists or writes (absolute, run-time parts marked)
@@ -55,6 +56,7 @@ class Call:
         self.runs: list[str] = []
         self.writes: list[str] = []
         self.removes: list[str] = []
+        self.under: list[str] = []  # folders anything may be written under
         self.literal = ""  # the command's own text, when its reading could not finish
 
     def unfinished(self, command: Any, why: str) -> None:
@@ -62,7 +64,9 @@ class Call:
         self.runs.append(f"{PART}unfinished:{why}")
 
     def add(self, found: Effects) -> None:
-        self.opened += found.paths() + [path + "/" for path, whole in found.reads if whole]  # a folder read whole
+        reads = [path for path, _ in found.reads] + [path + "/" for path, whole in found.reads if whole]
+        self.opened += reads + found.writes + found.removes  # opened: a name only listed is not
+        self.under += found.under
         self.addresses += found.addresses
         self.code += found.code
         self.runs += found.runs
@@ -72,7 +76,8 @@ class Call:
 
 def read_call(tool_input: Any, fields: list[str] | None, cwd: str, env: Mapping[str, str] | None = None) -> Call:
     """What the call does, from its fields (`fields`: only those)."""
-    from governor.engine.effects import effects
+
+    from governor.engine.effects import startup
 
     call = Call()
     by_role = roles(tool_input, fields)
@@ -80,21 +85,52 @@ def read_call(tool_input: Any, fields: list[str] | None, cwd: str, env: Mapping[
     folder = next((text for text in by_role["path"] if text.startswith("/") and len(by_role["shell"]) == 1), None)
     home = (env or os.environ).get("HOME") or os.path.expanduser("~")
     for command in by_role["shell"]:
-        try:
-            call.add(effects(command, folder or base, env, Budget(seconds=CHECK_SECONDS), home))
-        except (Unfinished, RecursionError, MemoryError) as err:
-            call.unfinished(command, str(err) or "its reading ran too deep")
-        except Exception as err:  # the reading's own failure: the command is judged on its text, never let through
-            call.unfinished(command, f"its reading failed: {type(err).__name__}")
-    for text in by_role["path"]:
+        found = reading(command, folder or base, env, home)
+        if isinstance(found, str):
+            call.unfinished(command, found)
+        else:
+            call.add(found)
+    paths = by_role["path"] + [os.path.join(p, g) for p in by_role["path"][:1] or [base] for g in by_role["glob"]]
+    for text in paths:
         path = home + text[1:] if text == "~" or text.startswith("~/") else text
         path = os.path.normpath(path if path.startswith("/") else os.path.join(base, path))
-        call.opened += [text, path]
+        real = os.path.realpath(path)  # through a symbolic link: the file it opens
+        call.opened += [text, path, path + "/", real] if real != path else [text, path, path + "/"]
         if not by_role["shell"]:  # a file tool's path (a shell tool's is the folder it runs in)
-            call.writes.append(path)
+            call.writes += [path, real] if real != path else [path]
+            if startup(path, home):  # a shell's startup file: what is written into it runs later
+                call.code += [
+                    text for name in ("content", "new_string", "new_str") for text in _texts(tool_input, name)
+                ]
     call.addresses += by_role["address"]
     call.code += by_role["data"]  # fields a route names that hold no path: searched as written
     return call
+
+
+_readings: list[tuple[object, str, object, str, Effects | str]] = []  # the last few commands read, by this process
+
+
+def reading(command: Any, cwd: str, env: Mapping[str, str] | None, home: str) -> Effects | str:
+    """What `command` does, or why its reading could not finish (judged once per decision: the
+    routes, and an adapter's look for kept results, ask for the same command)."""
+    from governor.engine.effects import effects
+
+    for seen, where, environment, at_home, found in _readings:
+        if seen == command and where == cwd and environment is env and at_home == home:
+            return found
+    try:
+        result: Effects | str = effects(command, cwd, env, Budget(seconds=CHECK_SECONDS), home)
+    except (Unfinished, RecursionError, MemoryError) as err:
+        result = str(err) or "its reading ran too deep"
+    except Exception as err:  # the reading's own failure: the command is judged on its text, never let through
+        result = f"its reading failed: {type(err).__name__}"
+    _readings[:] = [*_readings[-3:], (command, cwd, env, home, result)]
+    return result
+
+
+def _texts(tool_input: Any, name: str) -> list[str]:
+    value = tool_input.get(name) if isinstance(tool_input, dict) else None
+    return [value] if isinstance(value, str) else []
 
 
 def route_of(event: Event, policy: CompiledPolicy, state: str, ledger: str, env: Mapping[str, str] | None = None
@@ -125,7 +161,7 @@ def route_taken(tool_input: Any, routes: list[dict[str, Any]], needs: list[list[
     """The first of `routes` the call takes, with `why` (what it does that reaches the target),
     or None. `needs`: each route's required words (the compiled policy's); `{state}` in a route
     is the state directory `state`, `{ledger}` the Redis the ledger is on (`ledger`)."""
-    places = _places(state, cwd, project)
+    places = _Places(state, cwd, project, env)
     calls: dict[tuple[str, ...] | None, Call] = {}
     for number, route in enumerate(routes):
         fields = route.get("fields")
@@ -142,27 +178,39 @@ def route_taken(tool_input: Any, routes: list[dict[str, Any]], needs: list[list[
     return None
 
 
-def _taken(call: Call, route: dict[str, Any], words: list[str] | None, places: dict[str, str], state: str,
+def _taken(call: Call, route: dict[str, Any], words: list[str] | None, places: _Places, state: str,
            ledger: str) -> str | None:  # fmt: skip
     """What the call does that takes `route`, or None."""
     pattern = route.get("pattern")
     if pattern and pattern != "(?!)":
         texts = [*call.opened, *call.addresses, *call.code]
+        if not all(t.isascii() for t in texts):  # a name a resolver or a decoder reads as its plain form
+            import unicodedata
+
+            texts += [unicodedata.normalize("NFKC", t) for t in texts if not t.isascii()]
         found = _search(pattern, [shown(t) for t in texts], words, state, ledger)
         if found is not None:
             return f"it reaches `{_quoted(found)}`"
-    targets = [one for target in route.get("writes") or () for one in _placed(target, places)]
+    targets = [one for target in route.get("writes") or () for one in places.fill(target)]
     for path in call.removes:  # a target, or a folder above one, removed or moved: the target goes with it
         for target in targets:
-            if (could_be(path, target) or _above(path, target)) and not _none_named(path, target):
-                return _writes(path, target, "removes or moves")
+            plain = target.rstrip("/")  # a target ending in / is a folder: removed or moved, not made
+            if could_be(path, plain) and not _none_named(path, plain):
+                return _writes(path, plain, "removes or moves")
+            if _above(path, plain) and not _none_named(path, plain):
+                return _writes(path, plain, "removes or moves", above=True)
     for path in call.writes:
         for target in targets:
-            if could_be(path, target) and not _none_named(path, target):
+            if not target.endswith("/") and could_be(path, target) and not _none_named(path, target):
                 return _writes(path, target, "writes")
+    for path in call.under:  # what is unpacked or mounted there is not known: a protected folder, or one in it
+        for target in targets:
+            folder = target.removesuffix("/*").rstrip("/")
+            if target.endswith(("/", "/*")) and could_be(path.rstrip("/") + "/" + PART, folder + "/*"):
+                return _writes(path, folder, "may write anything under")
     for line in call.runs:
         for target in route.get("runs") or ():
-            if could_be(line, target, sep=" ", first=True):
+            if could_be(line.lower(), target, sep=" ", first=True):  # names as a case-blind file system or pip has them
                 return f"it runs `{_quoted(line)}`" + ("" if decided(line) else f", which can be `{target}`. {UNSURE}")
     return None
 
@@ -191,23 +239,22 @@ def _none_named(path: str, target: str) -> bool:
     return True
 
 
-def _writes(path: str, target: str, verb: str) -> str:
-    plain = path.replace(HERE, "")
+def _writes(path: str, target: str, verb: str, above: bool = False) -> str:
+    plain, target = path.replace(HERE, ""), target.replace(PLACED, "")
     if decided(plain):
-        return f"it {verb} {plain}"
-    return f"it {verb} `{_quoted(plain)}`, which can be {target}. {UNSURE}"
+        return f"it {verb} {plain}" + (f", and {target} in it" if above else "")
+    return f"it {verb} `{_quoted(plain)}`, which can be {'a folder holding ' if above else ''}{target}. {UNSURE}"
 
 
 def _above(path: str, target: str) -> bool:
     """Could removing or moving `path` take `target` with it (a folder above it)? Only for a target
-    anchored at a known folder: `*/…` names no folder in particular."""
+    anchored at a known folder: `*/…` names no folder in particular. A decided path is above it
+    wherever it was written from."""
     if target.startswith("*"):
         return False
-    plain = path.replace(HERE, "").rstrip("/")
-    if decided(plain):
-        fixed = target.split("*", 1)[0]
-        return plain != "" and (fixed.startswith(plain + "/") or (fixed == plain + "/"))
-    return could_be(path.rstrip("/") + "/" + ANY, target)
+    known = decided(path)
+    plain = path.replace(HERE, "") if known else path
+    return plain.rstrip("/") not in ("", ANY) and could_be(plain.rstrip("/") + "/" + ANY, target, pointed=known)
 
 
 def _quoted(text: str) -> str:
@@ -248,19 +295,17 @@ def _redis(where: str) -> tuple[str, str, str]:
     return scheme, host, port
 
 
-def _unfinished(call: Call, route: dict[str, Any], words: list[str] | None, places: dict[str, str], state: str,
+def _unfinished(call: Call, route: dict[str, Any], words: list[str] | None, places: _Places, state: str,
                 ledger: str) -> str | None:  # fmt: skip
     """A command whose reading could not finish, judged on its literal text: does it name what the
     route protects (a required word of its pattern, or the name a target or command is known by)?"""
     home = os.path.expanduser("~")
-    text = judged(call.literal)
+    text = unicodedata.normalize("NFKC", call.literal)  # all of it: a long command's middle too
     for quote in ("'", '"', "\\\n", "\\"):
         text = text.replace(quote, "")
     text = text.replace("${HOME}", home).replace("$HOME", home).replace("~/", home + "/").lower()
     names = [_word(w, state, ledger) for w in words or ()]
-    for target in [t for one in route.get("writes") or () for t in _placed(one, places)] + list(
-        route.get("runs") or ()
-    ):
+    for target in [t for one in route.get("writes") or () for t in places.fill(one)] + list(route.get("runs") or ()):
         names.append(max(target.split("*"), key=len).strip().lower())
     named = next((n for n in names if len(n) >= 4 and n in text), None)
     if named is None:
@@ -272,28 +317,52 @@ def _unfinished(call: Call, route: dict[str, Any], words: list[str] | None, plac
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]", "::1")
 
 
-def _places(state: str, cwd: str, project: str) -> dict[str, str]:
-    """What a target's placeholders stand for: the state directory, the home folder, the project,
-    the governor's installed package and the environment (sys.prefix) its interpreter runs in."""
-    import sys
+class _Places:
+    """What a target's placeholders stand for: `{state}` the state directory, `{home}` the home folder,
+    `{project}` the project and each folder above it, `{path}` each folder on PATH, `{package}` the
+    governor's installed package, `{prefix}` the environment (sys.prefix) its interpreter runs in,
+    `{cwd}` the folder the call runs in, `{$NAME}` the variable NAME's value (a target whose variable
+    is not set names nothing); each also through any symbolic link."""
 
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    prefix = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))  # a venv: even under -S
-    prefix = prefix if os.path.isfile(os.path.join(prefix, "pyvenv.cfg")) else sys.prefix
-    here = cwd or os.getcwd()
-    return {"{state}": os.path.abspath(state) if state else "/nonexistent-state-directory",
-            "{home}": os.path.expanduser("~").rstrip("/") or "/nonexistent-home", "{package}": package,
-            "{prefix}": prefix, "{cwd}": here, "{project}": project or here}  # fmt: skip
+    __slots__ = ("env", "known")
+
+    def __init__(self, state: str, cwd: str, project: str, env: Mapping[str, str] | None = None) -> None:
+        import sys
+
+        self.env = os.environ if env is None else env
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        prefix = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))  # a venv: even under -S
+        prefix = prefix if os.path.isfile(os.path.join(prefix, "pyvenv.cfg")) else sys.prefix
+        here = cwd or os.getcwd()
+        home = self.env.get("HOME") or os.path.expanduser("~")
+        ancestors = [project or here]
+        while len(ancestors) < 12 and os.path.dirname(ancestors[-1]) not in ("/", ancestors[-1]):
+            ancestors.append(os.path.dirname(ancestors[-1]))
+        path = [os.path.join(project or here, p).rstrip("/") for p in self.env.get("PATH", "").split(":")[:32]]
+        self.known = {"{state}": [os.path.abspath(state) if state else "/nonexistent-state-directory"],
+                      "{home}": [home.rstrip("/") or "/nonexistent-home"], "{package}": [package],
+                      "{prefix}": [prefix], "{cwd}": [here], "{project}": ancestors,
+                      "{path}": path or ["/nonexistent-path"]}  # fmt: skip
+        for name, values in self.known.items():
+            self.known[name] = _linked(values)
+
+    def fill(self, target: str) -> list[str]:
+        """`target` with its placeholders filled, with each of their values."""
+        out = [target]
+        while out and "{" in out[0]:
+            start = out[0].index("{")
+            end = out[0].find("}", start)
+            name = out[0][start : end + 1] if end > 0 else out[0][start:]
+            values = self.known.get(name)
+            if values is None:
+                value = self.env.get(name[2:-1], "") if name.startswith("{$") else ""
+                values = self.known[name] = _linked([value.rstrip("/")]) if value.startswith("/") else []
+            out = [t.replace(name, v + PLACED) for t in out for v in values]
+        return out
 
 
-def _placed(target: str, places: dict[str, str]) -> list[str]:
-    """`target` with its placeholders filled, as spelled and through any symbolic link."""
-    spelled = real = target
-    for name, value in places.items():
-        if name in target:
-            spelled = spelled.replace(name, value)
-            real = real.replace(name, os.path.realpath(value))
-    return [spelled] if real == spelled else [spelled, real]
+def _linked(values: list[str]) -> list[str]:
+    return list(dict.fromkeys([*values, *(os.path.realpath(v) for v in values)]))
 
 
 def _spellings(path: str) -> str:

@@ -35,19 +35,21 @@ def reads(kind: str, tool_input: dict[str, Any], cwd: str, env: Mapping[str, str
     fields = roles(tool_input)
     home = (env or os.environ).get("HOME") or os.path.expanduser("~")
     if kind == "shell":
-        from governor.engine.effects import effects
-        from governor.engine.shell import Budget, Unfinished
+        from governor.engine.routes import reading
 
         out: list[tuple[str, bool]] = []
         for command in fields["shell"]:
-            try:
-                out += effects(command, cwd, env, Budget(seconds=1.0), home).reads
-            except (Unfinished, RecursionError, MemoryError, Exception):  # not read: judged on its text
+            found = reading(command, cwd, env, home)  # the routes ask for the same reading after
+            if isinstance(found, str):  # not read: judged on its text
                 out.append((UNREAD + (command if isinstance(command, str) else " ".join(command)), True))
+            else:
+                out += found.reads
         return out
     if kind == "list":
         return []
     paths = fields["path"] or ([cwd] if kind == "search" else [])
+    if kind == "search" and fields["glob"]:  # a search narrowed to file names: the files it reads
+        paths = [os.path.join(p, g) for p in paths for g in fields["glob"]]
     out = []
     for path in paths:
         path = home + path[1:] if path == "~" or path.startswith("~/") else path
@@ -89,6 +91,8 @@ def read_back(found: list[tuple[str, bool]], folder: str, home: str, roots: tupl
             return ""
         elif any(could_be(plain.rsplit("/", 1)[-1], name, first=True) for name in names):
             return ""  # found under the home folder or above it, by the kept files' own name
+        elif home and plain.startswith(home + "/") and could_be(home + HERE + plain[len(home) :], folder + "/*"):
+            return ""  # a pattern from home that names the kept folder itself (`**/tool-results/*.txt`)
     return None
 
 

@@ -122,8 +122,10 @@ class Route(Strict):
     writes: list[Target] | None = Field(
         None,
         description="Files a call may not write, create, move or remove (a file tool's path, what a shell command "
-        "writes), however it spells them (`*`: any text; `{state}`, `{home}`, `{project}`, `{package}` the "
-        "governor's installed package, `{prefix}` its environment). A part decided only at run time counts "
+        "writes), however it spells them (`*`: any text; `{state}`, `{home}`, `{project}` (it and each folder "
+        "above it), `{path}` (each folder on PATH), `{package}` the governor's installed package, `{prefix}` its "
+        "environment, `{$NAME}` the variable NAME's value: a target whose variable is not set names nothing). "
+        "A part decided only at run time counts "
         "where the command's own text points at the target around it.",
     )
     runs: list[Target] | None = Field(

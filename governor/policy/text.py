@@ -236,8 +236,9 @@ def render_markdown(policy: dict[str, Any], source_name: str) -> str:
         lines += ["## Routes around the memory tools", "",
                   "A call of one of these tools is refused when its pattern is found in what the call opens, "
                   "connects to or runs as code, or when it writes or removes one of the files, or runs one of "
-                  "the commands, listed ({state}: the governor's state directory; {project}, {home}, {package}, "
-                  "{prefix}: the project, the home folder, the governor's package and its environment).",
+                  "the commands, listed ({state}: the governor's state directory; {project}, {home}, {path}, "
+                  "{package}, {prefix}: the project and the folders above it, the home folder, each folder on "
+                  "PATH, the governor's package and its environment; {$NAME}: the variable NAME's value).",
                   ""]  # fmt: skip
         rows = [[r["name"], ", ".join(r["tools"]), ", ".join(r.get("fields") or ["the command, paths and URLs"]),
                  f"`` {r['pattern']} ``" if r.get("pattern") else "",
