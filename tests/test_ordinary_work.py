@@ -82,8 +82,12 @@ def _in_project(value: Any, env: Env) -> Any:
     return value
 
 
-# Calls of the corpus that do reach the memory or the governor's files, with why (none, today).
-REACHES: dict[str, str] = {}
+# Calls of the corpus that do reach the memory or the governor's files, with why: refused, as they must be.
+REACHES: dict[str, str] = {
+    # NL2Bash's "move all files in the current folder to ~/play": every file of the project goes,
+    # the project's hook launcher (.memory-governor/hook) and its hook settings among them
+    "1208": "find . -exec mv '{}' ~/play/ \\;",
+}
 
 
 def test_real_agents_tool_calls_are_not_refused(agent: Agent) -> None:
@@ -92,10 +96,16 @@ def test_real_agents_tool_calls_are_not_refused(agent: Agent) -> None:
     memory nor the governor is refused; today none is."""
     rows = [json.loads(line) for line in shared_data(CORPUS).read_text().splitlines() if line.strip()]
     refused = []
+    reached = set()
     for row in rows:
         reason = agent.refusal(row["tool"], _in_project(row["input"], agent.env))
-        if reason is not None and str(row.get("id")) not in REACHES:
+        if str(row.get("id")) in REACHES:
+            assert row["input"].get("command") == REACHES[str(row["id"])]
+            if reason is not None:
+                reached.add(str(row["id"]))
+        elif reason is not None:
             refused.append((row.get("id"), row["tool"], json.dumps(row["input"])[:200], reason))
+    assert reached == set(REACHES), "a call that reaches the governor's files was let through"
     assert len(rows) >= 2000
     assert len(refused) <= len(rows) // 1000, "\n".join(map(str, refused))
     assert not refused, "\n".join(map(str, refused))
@@ -131,7 +141,11 @@ IDIOMS = [
     "npm install && npm test", "pip install -e '.[dev]'", "uv run pytest -q", "make -j4", "go test ./...",
     "docker compose up -d", "kubectl get pods -n default", "gh pr create --title 'Fix engram search docs' --body 'see notes'",
     "ssh deploy@host 'systemctl restart app'", "rsync -av dist/ deploy@host:/srv/app/", "tree -L 2 src",
-    "du -sh node_modules", "chmod +x scripts/*.sh", "git stash push -m 'wip: .claude rules'", "sleep 2 && curl -sf localhost:8080",
+    "du -sh node_modules", "chmod +x scripts/*.sh", "mkdir memory-governor-notes && rm -rf /tmp/memory-governor",
+    "mkdir -p .github/workflows && cp ci.yml .github/workflows/", "rm -rf tests/fixtures/.claude",
+    'tmp=$(mktemp -d); mkdir -p "$tmp/.claude"; echo {} > "$tmp/.claude/settings.json"; rm -rf "$tmp"',
+    "[ -f ~/.engram/engram.db ] && ls -la ~/.engram/engram.db", "cd && rm -f \"$f\"",
+    'python3 -c "import json; d=json.load(open(\'.claude/settings.json\')); open(\'out.json\', \'w\').write(str(d))"', "git stash push -m 'wip: .claude rules'", "sleep 2 && curl -sf localhost:8080",
 ]  # fmt: skip
 
 FILE_CALLS = [
@@ -163,7 +177,7 @@ REACHING = [
     ("python3 -c \"import os; os.system('engram search jwt')\"", "engram-cli", "engram search jwt"),
     ("echo '{}' > .claude/settings.local.json", "harness-settings", "writes {project}/.claude/settings.local.json"),
     ('X=ude; echo x > ".cla$X/settings.json"', "harness-settings", "writes {project}/.claude/settings.json"),
-    ('echo x > ".cla$(cat name)/settings.json"', "harness-settings", "which can be */.claude/settings*.json"),
+    ('echo x > ".cla$(cat name)/settings.json"', "harness-settings", "which can be {project}/.claude/settings*.json"),
     ("rm -rf .memory-governor", "harness-settings", "removes or moves {project}/.memory-governor"),
     ('rm -f "$STATE_HOME/memory-governor/ledger.db"', "governor-state", "ledger.db"),
     ("python3 -c \"open('.memory-governor/hook','w').write('exit 0')\"", "harness-settings", ".memory-governor/hook"),
@@ -172,8 +186,8 @@ REACHING = [
     # what the first reading missed, each from what the command does
     ("exec 3<>/dev/tcp/127.0.0.1/7437; cat <&3", "engram-http-api", "/dev/tcp/127.0.0.1/7437"),
     ("python3 -c \"import subprocess; subprocess.run(['engram', 'search', 'jwt'])\"", "engram-cli", "'engram', 'search'"),
-    ("tar czf /tmp/m.tgz -C ~ .engram", "engram-database", ".engram/"),
-    ("echo 'engram search jwt' > /tmp/s.sh && bash /tmp/s.sh", "engram-cli", "runs `engram search jwt`"),
+    ("tar czf /tmp/m.tgz -C ~ .engram", "engram-database", ".engram"),
+    ("echo 'engram search jwt' > /tmp/s.sh && bash /tmp/s.sh", "engram-cli", "engram search jwt"),
     ("cat > q.py <<'EOF'\nimport sqlite3; sqlite3.connect('/srv/.engram/engram.db')\nEOF\npython3 q.py", "engram-database",
      "engram.db"),
     ("busybox sh -c 'engram search jwt'", "engram-cli", "runs `engram search jwt`"),
