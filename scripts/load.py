@@ -196,15 +196,14 @@ def main() -> int:
     (scratch / ".memory-governor" / "policy.yaml").write_text("window:\n" + "".join(
         f"  {name}: {{value: 0, enforce: 'off'}}\n"
         for name in ("max_search_calls", "max_full_fetches", "max_memory_tokens_injected")))  # fmt: skip
-    start = {
-        "session_id": "load-start",
-        "cwd": str(scratch),
-        "transcript_path": "/dev/null",
-        "hook_event_name": "SessionStart",
-        "source": "startup",
-    }  # a folder's first session accepts its policy
-    subprocess.run([sys.executable, "-I", "-S", str(ENTRY), "claude-code"], input=json.dumps(start).encode(),
-                   capture_output=True, env=envs[0], timeout=60, check=True)  # fmt: skip
+    # A folder's first session accepts its policy. It runs in a process of its own, as a person's does:
+    # one the load's workers descend from would run a governed session, and every load session nest in it.
+    start = {"session_id": "load-start", "cwd": str(scratch), "transcript_path": "/dev/null",
+             "hook_event_name": "SessionStart", "source": "startup"}  # fmt: skip
+    person = "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:]).returncode)"
+    subprocess.run([sys.executable, "-c", person, sys.executable, "-I", "-S", str(ENTRY), "claude-code"],
+                   input=json.dumps(start).encode(), capture_output=True, env=envs[0], timeout=60,
+                   check=True)  # fmt: skip
     tasks = calls(args.sessions, turns, str(scratch))
     random.Random(args.seed).shuffle(tasks)
     try:

@@ -110,6 +110,20 @@ def test_a_persons_own_agent_from_their_terminal_still_arms_recall(env: Env) -> 
     assert "explicit recall" in json.dumps(of(rows, "person", "UserPromptSubmit")[0]["answer"])
 
 
+def test_an_agent_resuming_the_users_own_session_is_nested_too(env: Env) -> None:
+    """`claude -p --resume <the user's session id>` from the model's shell: the same session id, run by
+    another process under the user's. Its prompt is still the model's: nothing armed, no new turn."""
+    nested = agent(env, "user", [{"event": "SessionStart", "source": "resume"},
+                                 {"event": "UserPromptSubmit", "prompt": RECALL, "prompt_id": "resumed-p"},
+                                 {"event": "PreToolUse", "tool_name": CONTEXT, "tool_input": {},
+                                  "tool_use_id": "toolu_ctx_resumed"}, *search("toolu_r1"), *search("toolu_r2")])  # fmt: skip
+    rows = play(env, agent(env, "user", [{"event": "SessionStart", "source": "startup"},
+                                         {"event": "UserPromptSubmit", "prompt": "what did we decide about auth?"},
+                                         *search("toolu_u1"), {"start": nested, "how": "plain"}]))  # fmt: skip
+    assert denied(of(rows, "user", "PreToolUse", CONTEXT)[0])
+    assert [denied(r) for r in of(rows, "user", "PreToolUse", SEARCH)] == [False, False, True]
+
+
 def test_three_agents_in_a_loop_share_the_users_turn(env: Env) -> None:
     """Three nested runs one after the other: two searches in the user's turn in all, never more."""
     runs = [{"start": agent(env, f"loop-{n}", [{"event": "SessionStart", "source": "startup"},

@@ -66,12 +66,8 @@ def decide(event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -
     return decision
 
 
-_READ_IN_LOCK = (
-    "need",
-    "saved_by",
-    "window_used",
-    "window_binds",
-)  # what a decision's first try read or set inside its transaction
+# What a decision's first try read or set inside its transaction.
+_READ_IN_LOCK = ("need", "saved_by", "window_used", "window_binds")
 
 
 def _locked(case: Case, handler: Any) -> Decision:

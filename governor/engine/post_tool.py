@@ -1,7 +1,7 @@
 """Deciding a governed call after it ran: count the real result in the policy's unit, record
 the ids it surfaced, replace entries this context already holds by pointers (delivered-once),
-trim it to the turn's token budget or what the user's window has left (whole entries), commit; a failed call releases its
-reservation; a dispatch's end closes its subagent's window.
+trim it to the turn's token budget, or what the user's window has left (whole entries), commit;
+a failed call releases its reservation; a dispatch's end closes its subagent's window.
 
 Hot path: standard library only.
 """

@@ -1,7 +1,7 @@
 """Deciding a governed call before it runs: the retrieval ladder (L1 clamp and cap, L2/L3
 only for a surfaced id, the L3 cap), mem_context's triggers, subagent tiers, save discipline,
-the per-user window, the token budget's pre-check, and the reservation; routes around the memory's tools and
-subagent dispatches (briefing budget, no raw L3 body).
+the per-user window, the token budget's pre-check, and the reservation; routes around the
+memory's tools and subagent dispatches (briefing budget, no raw L3 body).
 
 Hot path: standard library only.
 """

@@ -100,10 +100,11 @@ def check(case: Case, role: str) -> tuple[Decision | None, str]:
         said = _said(case, name, counts)
         if enforce == "warn":
             return None, f"memory-governor: {said} (window.{name}={limit}, warn only)."
-        case.notices.append(
-            f"memory-governor: {said}; memory calls in every session of yours are refused until it frees up "
-            "(`memory-governor status` shows it)."
-        )
+        if case.policy.mode == "enforce":  # monitor mode tells the user what enforce would have done
+            case.notices.append(
+                f"memory-governor: {said}; memory calls in every session of yours are refused until it frees up "
+                "(`memory-governor status` shows it)."
+            )
         return Decision(
             ev.DENY,
             f"window:{name}",
