@@ -179,3 +179,19 @@ def test_a_hook_run_by_hand_in_a_persons_shell_names_no_process(env: Env) -> Non
     with sqlite3.connect(env.state / "ledger.db") as db:
         assert db.execute("SELECT COUNT(*) FROM decisions WHERE event='prompt'").fetchone()[0] == 1
         assert db.execute("SELECT process FROM processes").fetchall() == []
+
+
+def test_the_proxys_own_process_is_its_parent_even_a_shell() -> None:
+    """The MCP proxy is started by its client with no shell between (its adapter's STARTED_DIRECTLY):
+    its parent is its session's own process, exactly. One a model starts from its shell is then seen
+    under the model's harness (here, this test process), not as that harness's own session."""
+    from governor import harnesses
+    from governor.runtime.lineage import key_of
+
+    assert harnesses.adapter("mcp-proxy").STARTED_DIRECTLY
+    probe = ("import json, os, sys; sys.path.insert(0, sys.argv[1]); from governor.runtime.lineage import of, key_of; "
+             "x = of(os.getpid(), {}, direct=True); print(json.dumps([x.own, list(x.above), key_of(os.getppid())]))")  # fmt: skip
+    line = f"{shlex.join([sys.executable, '-c', probe, str(ROOT)])}; true"  # `; true`: bash forks, it stays the parent
+    out = subprocess.run(["bash", "-c", line], capture_output=True, text=True, check=True, timeout=60)
+    own, above, shell = json.loads(out.stdout)
+    assert own == shell and key_of(os.getpid()) in above
