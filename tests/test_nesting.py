@@ -195,3 +195,21 @@ def test_the_proxys_own_process_is_its_parent_even_a_shell() -> None:
     out = subprocess.run(["bash", "-c", line], capture_output=True, text=True, check=True, timeout=60)
     own, above, shell = json.loads(out.stdout)
     assert own == shell and key_of(os.getpid()) in above
+
+
+def test_a_resume_the_model_starts_arms_nothing_and_a_persons_does(env: Env) -> None:
+    """`claude -p --resume <an earlier session>` from the model's shell: its session start is the
+    model's doing, so the resume trigger stays unarmed; the same resume from a person's terminal arms it
+    (a policy that arms it at once, `min_idle_minutes: 0`)."""
+    env.write(".memory-governor/policy.yaml",
+              "mem_context:\n  unlocked_by:\n    session_resume: {scope: next_turn, uses: 1, min_idle_minutes: 0}\n")  # fmt: skip
+    play(env, agent(env, "earlier", [{"event": "SessionStart", "source": "startup"},
+                                     {"event": "UserPromptSubmit", "prompt": "what did we decide about auth?"}]))  # fmt: skip
+    resumed = [{"event": "SessionStart", "source": "resume"},
+               {"event": "PreToolUse", "tool_name": CONTEXT, "tool_input": {}, "tool_use_id": "toolu_ctx_resume"}]  # fmt: skip
+    rows = play(env, agent(env, "user", [{"event": "SessionStart", "source": "startup"},
+                                         {"event": "UserPromptSubmit", "prompt": "what did we decide about auth?"},
+                                         {"start": agent(env, "earlier", resumed), "how": "plain"}]))  # fmt: skip
+    assert denied(of(rows, "earlier", "PreToolUse", CONTEXT)[-1]), "a resume the model started armed session_resume"
+    mine = play(env, agent(env, "earlier", [{**resumed[0]}, {**resumed[1], "tool_use_id": "toolu_ctx_mine"}]))
+    assert not denied(of(mine, "earlier", "PreToolUse", CONTEXT)[-1]), "a person's own resume must arm it"

@@ -56,7 +56,9 @@ def place(case: Case) -> None:
     event, ledger = case.event, case.ledger
     if event.agent_id:  # a subagent's own session id counts as the session that dispatched it
         case.session = ledger.dispatching_session(case.session)  # a link once made never changes
-    lineage = case.world.lineage() if case.world.lineage is not None else None
+    if case.world.lineage is None or not _counted(case):
+        return
+    lineage = case.world.lineage()
     if lineage is None:
         return
     if lineage.own and event.kind in RECORDED and not event.agent_id:
@@ -70,6 +72,15 @@ def place(case: Case) -> None:
     if not event.agent_id:  # its conversation is a context of its own (a resume of the parent's id too)
         case.agent = (case.session if parent != case.session else key(f"nested:{lineage.own}"), "")
     case.session = parent
+
+
+def _counted(case: Case) -> bool:
+    """Does where this event counts matter? Not for a tool that is neither the memory's nor a dispatch
+    (a shell command checked against the routes: its refusal counts in no turn's budget)."""
+    event = case.event
+    if event.kind not in (ev.PRE_TOOL, ev.POST_TOOL, ev.TOOL_FAILED) or event.dispatches is not None:
+        return True
+    return case.spec() is not None or event.tool_name in case.policy.data["briefing"]["dispatch_tools"]
 
 
 def record(case: Case) -> None:

@@ -72,6 +72,8 @@ def _machine_prompt(case: Case) -> Decision:
 
 
 def _may_arm(case: Case) -> bool:
+    if case.nested:  # the model started it: nothing it does unlocks mem_context (governor.engine.nesting)
+        return False
     return not case.event.agent_id or bool(case.policy.data["mem_context"]["subagents_may_arm"])
 
 
