@@ -138,13 +138,13 @@ def _window(rows: list[Any], window: dict[str, Any]) -> dict[str, Any]:
 
 
 def table(report: dict[str, Any]) -> str:
-    lines = [f"{'session':14} {'turn':>4} {'searches':>8} {'fetches':>7} {'saves':>5} {'tokens':>8} "
+    lines = [f"{'session':14} {'turn':>5} {'searches':>7} {'fetches':>7} {'saves':>5} {'tokens':>8} "
              f"{'denied':>6} {'trimmed':>7} {'saved':>6}"]  # fmt: skip
     for t in report["turns"]:
         u, limits = t["usage"], t.get("limits") or report["limits"]
         mark = "*" if "max_memory_tokens_injected" in t["at_limit"] else " "
         denied = f"{t['denied']}" + (f"(+{t['would_deny']})" if t["would_deny"] else "")
-        lines.append(f"{t['session'][-14:]:14} {t['turn_number']:>4} {u['max_search_calls']:>5}/{limits['max_search_calls']:<2} "
+        lines.append(f"{t['session'][-14:]:14} {turn_label(t):>5} {u['max_search_calls']:>4}/{limits['max_search_calls']:<2} "
                      f"{u['max_full_fetches']:>4}/{limits['max_full_fetches']:<2} {u['max_save_calls_per_turn']:>3}/"
                      f"{limits['max_save_calls_per_turn']:<1} {u['max_memory_tokens_injected']:>7}{mark} {denied:>6} "
                      f"{t['trimmed']:>7} {t['tokens_saved']:>6}")  # fmt: skip
