@@ -224,10 +224,10 @@ def pipx_install(base: Path, clone: Path) -> Path:
     need(shutil.which("pipx") is not None, "pipx is not installed (apt-get install pipx)")
     env = {**os.environ, "PIPX_HOME": str(base / "pipx"), "PIPX_BIN_DIR": str(base / "bin"),
            "PIPX_MAN_DIR": str(base / "man")}  # fmt: skip
-    say(f"$ pipx install './{clone.name}[{EXTRAS}]'")
-    done = offline(lambda pip: subprocess.run(["pipx", "install", "--force", f"./{clone.name}[{EXTRAS}]"],
-                                              cwd=clone.parent, env={**env, **pip}, capture_output=True, text=True,
-                                              timeout=900), clone)  # fmt: skip
+    say(f"{clone.name}$ pipx install '.[{EXTRAS}]'")
+    done = offline(lambda pip: subprocess.run(["pipx", "install", "--force", f".[{EXTRAS}]"], cwd=clone,
+                                              env={**env, **pip}, capture_output=True, text=True, timeout=900),
+                   clone)  # fmt: skip
     if done.returncode != 0:
         raise Failed(f"pipx install failed:\n{done.stdout}\n{done.stderr}")
     return base / "bin"

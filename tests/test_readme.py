@@ -60,8 +60,8 @@ def test_the_readme_opens_with_the_two_commands_then_what_this_is_and_how_to_ins
         assert what in said, f"the test command's comment does not say {what!r}: {said}"
     first_screen = "\n".join(lines[:50])
     assert "keeps a coding agent's memory" in first_screen, "what this is, on the first screen"
-    assert "## Install" in first_screen and "pipx install ./memory-governor" in first_screen, "how to install it"
-    assert "uv tool install ./memory-governor" in first_screen
+    assert "## Install" in first_screen and "pipx install ." in first_screen, "how to install it"
+    assert "uv tool install ." in first_screen
     readme = "\n".join(lines)
     assert "python3 -m pip install /path" not in readme and "pip install memory-governor" not in readme, (
         "an isolated install, never a bare pip install into the user's Python"
