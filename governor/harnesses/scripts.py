@@ -22,7 +22,7 @@ from typing import Any
 
 from governor.harnesses import hook_command, launcher
 from governor.harnesses.checks import BAD, OK, WARN, Check, isolation, run_hook_command
-from governor.harnesses.settings import Change, SettingsError, read_text
+from governor.harnesses.settings import Change, SettingsError, governed_names, read_text, route_tools
 
 CONFIG_LINE = "const CONFIG = {} // memory-governor: the install writes this line"
 CLIENT_LINE = "// memory-governor: the shared client (client.js) is written here by the install"
@@ -188,15 +188,11 @@ class ScriptSetup:
 
     def governed_tools(self, policy: dict[str, Any]) -> dict[str, list[str]]:
         """The name the harness gives each tool the policy governs -> [server, tool]."""
-        from governor.harnesses.settings import governed_names
-
         return {name: list(pair) for name, pair in governed_names(policy, self.spell).items()}
 
     def config(self, policy: dict[str, Any], scope: str) -> dict[str, Any]:
         """The script's CONFIG: how it runs the governor, the governed names, and the other tools
         whose calls it forwards (the policy's dispatch tools and the tools its routes name)."""
-        from governor.harnesses.settings import route_tools
-
         governed = self.governed_tools(policy)
         others = [*policy["briefing"]["dispatch_tools"], *route_tools(policy)]
         forward = [name for name in dict.fromkeys(others) if name not in governed]

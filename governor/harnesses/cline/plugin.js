@@ -25,6 +25,7 @@ const state = {
   cwd: process.cwd(),
   gov: null,
   started: false, // session_start sent
+  lead: "", // the session's own agent (see agent())
   runs: new Map(), // a root agent's run id -> {prompt: the user's message id, context: a line for the model}
   callKey: governorCallKeys(), // Cline's call id -> the id the governor knows the call by
   mcpOf: governorTools(CONFIG.tools, /^(.+?)__(mem_[a-z0-9_]+)$/), // and the memory under another server name
@@ -39,9 +40,14 @@ function client() {
   return state.gov
 }
 
+// The agent at work. The session's lead is the first agent without a parent this process ran (the same agent
+// runs every prompt of a session); another agent without one (a teammate) is counted as the lead's subagent,
+// so that its runs open no turn of their own.
 function agent(snapshot) {
-  return { agentId: snapshot?.agentId ?? "", parentAgentId: snapshot?.parentAgentId ?? null,
-    agentRole: snapshot?.agentRole ?? null }
+  const id = snapshot?.agentId ?? ""
+  if (!snapshot?.parentAgentId && !state.lead) state.lead = id
+  const parent = snapshot?.parentAgentId ?? (id !== state.lead ? state.lead : null)
+  return { agentId: id, parentAgentId: parent, agentRole: snapshot?.agentRole ?? null }
 }
 
 // The governor's answer to a message, or on_error's when none came (a governed call refused under closed).
@@ -71,7 +77,7 @@ const plugin = {
   hooks: {
     // A root agent's run is one user prompt; a subagent's run (parentAgentId set) is no prompt of the user's.
     async beforeRun({ snapshot }) {
-      if (snapshot?.parentAgentId) return
+      if (agent(snapshot).parentAgentId) return
       const users = (snapshot?.messages ?? []).filter((m) => m?.role === "user")
       const prompt = users[users.length - 1]
       let context = ""
