@@ -45,3 +45,32 @@ class Scripted:
         return self.send("tool_result", toolName=self.spell("engram", tool), toolCallId=call_id, input=tool_input,
                          mcp={"server": "engram", "tool": tool}, content=[{"type": "text", "text": text}],
                          isError=False)  # fmt: skip
+
+
+def without_a_governor(env: Env, harness: str, spell: Callable[[str, str], str]) -> None:
+    """The project install's launcher on a machine with no governor, under on_error: closed: the
+    session start tells the user, a memory call is refused, another tool's call is let through."""
+    import subprocess
+
+    (env.project / ".memory-governor").mkdir(exist_ok=True)
+    (env.project / ".memory-governor" / "policy.yaml").write_text("version: 1\non_error: closed\n")
+    assert env.cli("install", harness, "--project", str(env.project)).returncode == 0
+    launcher = str(env.project / ".memory-governor" / "hook")
+    bare = {"PATH": "/usr/bin:/bin", "HOME": str(env.home), "LANG": "C.UTF-8"}
+
+    def ask(payload: dict[str, Any]) -> dict[str, Any]:
+        compact = json.dumps(payload, separators=(",", ":"))  # as JSON.stringify writes it
+        run = subprocess.run(["sh", launcher, harness], input=compact, capture_output=True, text=True,
+                             env=bare, cwd=env.project, timeout=60)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        return json.loads(run.stdout) if run.stdout.strip() else {}
+
+    base = {"sessionId": "s1", "cwd": str(env.project)}
+    told = ask({**base, "event": "session_start", "reason": "startup"})
+    assert "memory-governor is not installed on this machine" in told["systemMessage"], told
+    refused = ask({**base, "event": "tool_call", "toolName": spell("engram", "mem_search"), "toolCallId": "c1",
+                   "input": {"query": "auth"}, "mcp": {"server": "engram", "tool": "mem_search"}})  # fmt: skip
+    assert refused.get("deny", "").startswith("memory-governor is not installed"), refused
+    ordinary = ask({**base, "event": "tool_call", "toolName": "edit", "toolCallId": "c2", "input": {"path": "a.py"},
+                    "mcp": None})  # fmt: skip
+    assert ordinary == {}, "ordinary work is never refused"

@@ -15,7 +15,7 @@ import pytest
 
 from governor.harnesses.cline import parse, tool_name
 from tests.conftest import Env, fixture_text
-from tests.harnesses.scripted import Scripted
+from tests.harnesses.scripted import Scripted, without_a_governor
 
 SEARCH = fixture_text("engram/search_v1.txt")
 
@@ -105,3 +105,7 @@ def test_install_is_idempotent_and_reversible_in_both_scopes(env: Env) -> None:
     assert env.cli("uninstall", "cline", "--project", str(env.project)).returncode == 0 and not project_file.exists()
     assert env.cli("uninstall", "cline", "--project", str(env.project), "--scope", "user").returncode == 0
     assert not user_file.exists()
+
+
+def test_the_committed_launcher_without_a_governor_tells_the_user_and_refuses_memory_calls(env: Env) -> None:
+    without_a_governor(env, "cline", tool_name)

@@ -21,7 +21,7 @@ import pytest
 from governor.harnesses.payload import BadPayload
 from governor.harnesses.pi import parse, tool_name
 from tests.conftest import Env, fixture_text
-from tests.harnesses.scripted import Scripted
+from tests.harnesses.scripted import Scripted, without_a_governor
 
 SEARCH = fixture_text("engram/search_v1.txt")
 
@@ -171,3 +171,7 @@ def test_pis_own_settings_and_extensions_are_out_of_the_models_reach(pi: Pi) -> 
                              ("read", {"path": ".pi/mcp.json"})]:  # fmt: skip
         _, answer = pi.before(tool, **tool_input)
         assert answer is None, (tool, tool_input, answer)
+
+
+def test_the_committed_launcher_without_a_governor_tells_the_user_and_refuses_memory_calls(env: Env) -> None:
+    without_a_governor(env, "pi", tool_name)
