@@ -1,6 +1,6 @@
 """memory-governor: per-turn limits on what a coding agent's memory server injects."""
 
-__version__ = "0.2.0"  # semantic: CHANGELOG.md says what each release changes, and what an upgrade does
+__version__ = "0.3.0"  # semantic: CHANGELOG.md says what each release changes, and what an upgrade does
 
 COMMIT_FILE = "COMMIT"  # beside this file in a build from a git checkout: the commit it was built from
 
@@ -44,7 +44,7 @@ def checkout_commit(folder: str) -> str | None:
 
 
 def described_version() -> str:
-    """The version as a person and a collector read it: `0.2.0`, or `0.2.0+g<commit>` for a copy
+    """The version as a person and a collector read it: `0.3.0`, or `0.3.0+g<commit>` for a copy
     built from (or running in) a git checkout, so teammates' builds can be told apart."""
     found = commit()
     return f"{__version__}+g{found}" if found else __version__

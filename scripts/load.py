@@ -11,7 +11,9 @@ the same decision function in a loop (more calls per second, the same SQLite con
 free loopback port and runs every hook against it (MEMORY_GOVERNOR_LEDGER_URL), half of them on
 each of two state directories standing in for two hosts.
 
-Checks afterwards, from the ledger: in every turn exactly 2 searches were allowed and 1 denied
+One uid plays every session, far past a person's pace: the per-user window is off (a project
+policy in the scratch folder). Checks afterwards, from the ledger: in every turn exactly 2
+searches were allowed and 1 denied
 (no lost or double count), every allowed search committed exactly its result's tokens, no
 hook printed an error, and after `gc --days 0` the state directory (or the Redis) is small again.
 Exit 1 if any check fails.
@@ -188,6 +190,20 @@ def main() -> int:
         server, url = start_redis(scratch)
         envs = [{**env, "MEMORY_GOVERNOR_LEDGER_URL": url, "MEMORY_GOVERNOR_STATE_DIR": str(scratch / host)}
                 for host in ("host-a", "host-b")]  # fmt: skip
+    # One uid plays every session: hundreds of turns a minute, far past any person's pace. The checks
+    # are per turn, so the per-user window (which would refuse most of them) is off for the load.
+    (scratch / ".memory-governor").mkdir()
+    (scratch / ".memory-governor" / "policy.yaml").write_text("window:\n" + "".join(
+        f"  {name}: {{value: 0, enforce: 'off'}}\n"
+        for name in ("max_search_calls", "max_full_fetches", "max_memory_tokens_injected")))  # fmt: skip
+    # A folder's first session accepts its policy. It runs in a process of its own, as a person's does:
+    # one the load's workers descend from would run a governed session, and every load session nest in it.
+    start = {"session_id": "load-start", "cwd": str(scratch), "transcript_path": "/dev/null",
+             "hook_event_name": "SessionStart", "source": "startup"}  # fmt: skip
+    person = "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:]).returncode)"
+    subprocess.run([sys.executable, "-c", person, sys.executable, "-I", "-S", str(ENTRY), "claude-code"],
+                   input=json.dumps(start).encode(), capture_output=True, env=envs[0], timeout=60,
+                   check=True)  # fmt: skip
     tasks = calls(args.sessions, turns, str(scratch))
     random.Random(args.seed).shuffle(tasks)
     try:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up on a fresh machine and run every test (end-to-end ones included).
 # Installs: the project and its test tools into .venv; Debian's chromium (for the HTML report
-# test) and redis-server (the Redis ledger's tests start their own on a free loopback port and
-# never use a service the package may start), when missing and this user may install packages.
+# test), redis-server (the Redis ledger's tests start their own on a free loopback port and
+# never use a service the package may start) and pipx (the journeys install memory-governor as the
+# README does), when missing and this user may install packages.
 # The end-to-end tests install the pinned harness binaries from npm (and the Claude Agent SDK's wheel
 # from PyPI, with pip) into a cache outside the checkout
 # (~/.cache/memory-governor-e2e, see tests/e2e/npm.py) on first use.
@@ -24,6 +25,7 @@ install_missing() {  # install_missing COMMAND PACKAGE WHY
 }
 install_missing chromium chromium "the HTML report test"
 install_missing redis-server redis-server "the Redis ledger's tests"
+install_missing pipx pipx "the newcomers' journeys (scripts/journeys.py install memory-governor as the README does)"
 # Side by side on every core (pytest-xdist); under loadgroup tests/conftest.py keeps each e2e
 # module, per Claude Code pin, in one worker. MEMORY_GOVERNOR_TEST_WORKERS=0 runs in one process.
 pytest=(python -m pytest -n "${MEMORY_GOVERNOR_TEST_WORKERS:-auto}" --dist loadgroup)

@@ -257,6 +257,10 @@ def _run_here(harness: str, data: bytes, env: dict[str, str], cwd: str) -> subpr
 
 
 FIXTURES = ROOT / "tests" / "fixtures"
+# A team policy for tests that play many people's worth of sessions as one OS user, in seconds:
+# the per-user window (governor.engine.window), which would refuse most of them, is off.
+NO_WINDOW = "window:\n" + "".join(f"  {name}: {{value: 0, enforce: 'off'}}\n" for name in (
+    "max_search_calls", "max_full_fetches", "max_memory_tokens_injected"))  # fmt: skip
 
 
 def fresh_process(probe: str) -> str:

@@ -22,7 +22,7 @@ from governor.engine.decide import World, decide
 from governor.engine.events import PRE_TOOL, Event
 from governor.engine.stores import open_ledger
 from governor.runtime.runner import respond
-from tests.conftest import HOOK, ROOT, Env, Session, fixture_text, run_hook
+from tests.conftest import HOOK, NO_WINDOW, ROOT, Env, Session, fixture_text, run_hook
 
 EVENTS = ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "PreCompact",
           "SubagentStart", "SubagentStop", "Stop", "Notification", "", "pretooluse"]  # fmt: skip
@@ -133,6 +133,8 @@ def test_a_5mb_result_is_trimmed_to_the_budget(env: Env, session: Session) -> No
 
 def test_hooks_killed_mid_write_leave_a_consistent_ledger(env: Env) -> None:
     """Hook processes SIGKILLed at random moments; the ledger stays consistent and usable."""
+    env.write(".memory-governor/policy.yaml", NO_WINDOW)  # 48 searches of one user in seconds
+    Session(env, "first").start()  # the folder's first session accepts it, before any hook is killed
     rng = random.Random(5)
     for round_ in range(6):
         procs = []

@@ -15,7 +15,7 @@ import pytest
 
 from governor.engine.ledger import LedgerBusy, key
 from governor.engine.stores import open_ledger
-from tests.conftest import ROOT, Env, Session, fixture_text, run_hook
+from tests.conftest import NO_WINDOW, ROOT, Env, Session, fixture_text, run_hook
 
 # A worker process: waits for the start signal, then tries one reservation in one transaction.
 # With a URL, on the Redis ledger there, its state directory standing in for its host.
@@ -456,6 +456,7 @@ def test_hooks_deciding_alone_keep_the_wal_short_and_every_decision(env: Env) ->
     from governor.engine.sqlite_ledger import WAL_LIMIT
     from tests.conftest import HOOK
 
+    env.write(".memory-governor/policy.yaml", NO_WINDOW)  # 60 sessions of one user in seconds
     wal = env.state / "ledger.db-wal"
     largest = 0
     for n in range(60):  # ~37 KB of WAL a decision here: past the limit about once every 28
@@ -493,6 +494,7 @@ def test_a_reader_holding_the_wal_costs_the_hooks_no_wait_and_no_decision(env: E
         assert json.loads(proc.stdout)["hookSpecificOutput"]["updatedInput"]["limit"] == 3, proc.stderr
         return time.monotonic() - started
 
+    env.write(".memory-governor/policy.yaml", NO_WINDOW)  # 40 sessions of one user in seconds
     hook(0)
     reader = sqlite3.connect(str(env.state / "ledger.db"), isolation_level=None)
     try:

@@ -48,3 +48,21 @@ def test_what_a_user_reads_names_no_outside_design_documents() -> None:
             texts[f"memory-governor {command} {sub} --help"] = helped.stdout
     found = [(where, word) for where, text in texts.items() for word in cited if word in " ".join(text.split())]
     assert not found, found
+
+
+def test_the_readme_opens_with_the_two_commands_then_what_this_is_and_how_to_install_it() -> None:
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    commands = [line.split("#")[0].strip() for line in lines[:12] if line.startswith("./scripts/")]
+    assert commands[:2] == ["./scripts/demo.sh", "./scripts/test.sh"], commands
+    test_line = next(i for i, line in enumerate(lines) if line.startswith("./scripts/test.sh"))
+    said = " ".join(line.split("#", 1)[-1] for line in lines[test_line : test_line + 4])
+    for what in ("chromium", "redis-server", "A first run takes"):
+        assert what in said, f"the test command's comment does not say {what!r}: {said}"
+    first_screen = "\n".join(lines[:50])
+    assert "keeps a coding agent's memory" in first_screen, "what this is, on the first screen"
+    assert "## Install" in first_screen and "pipx install ." in first_screen, "how to install it"
+    assert "uv tool install ." in first_screen
+    readme = "\n".join(lines)
+    assert "python3 -m pip install /path" not in readme and "pip install memory-governor" not in readme, (
+        "an isolated install, never a bare pip install into the user's Python"
+    )

@@ -65,19 +65,43 @@ def session_status(ledger: Ledger, policy: CompiledPolicy, session: str, now: fl
     }
 
 
+def window_status(ledger: Ledger, policy: CompiledPolicy, user: str, now: float) -> dict[str, Any]:
+    """`user`'s window (every session and harness of theirs on this ledger) against each of its limits."""
+    from governor.engine.window import LIMITS, read, user_key
+
+    spec = policy.data["window"]
+    used = read(ledger, user_key(user), policy.data, now)
+    frees = used["frees_at"]
+    return {
+        "user": user,
+        "minutes": spec["minutes"],
+        "limits": [
+            {"limit": name, "used": used[name], "value": spec[name]["value"], "enforce": spec[name]["enforce"]}
+            for name in LIMITS
+        ],
+        "oldest_leaves_in_s": None if frees is None else max(0, round(frees - now)),
+    }
+
+
 @click.command("status")
 @click.option("--session", "session_id", help="A session id (default: the most recently active session).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 def status(session_id: str | None, fmt: str) -> int:
-    """The current turn's usage against each limit, pending reservations and armed triggers."""
+    """The current turn's usage against each limit, pending reservations and armed triggers, and
+    your window (every session and harness of yours on this ledger) against its limits."""
+    from governor.engine.window import user_key
+    from governor.runtime.runner import user_name
+
     ledger, policy = _open()
+    user = user_name(os.getuid())
     try:
         latest = key(session_id) if session_id is not None else ledger.latest_session()
         if latest is None:
             click.echo("no sessions recorded yet", err=True)
             return 1
-        with ledger.read(latest):
+        with ledger.read(latest, user_key(user)):
             report = session_status(ledger, policy, latest, time.time())
+            report["window"] = window_status(ledger, policy, user, time.time())
     finally:
         ledger.close()
     if fmt == "json":
@@ -94,6 +118,13 @@ def status(session_id: str | None, fmt: str) -> int:
     for item in report["triggers"]:
         state = "usable now" if item["usable_now"] else "not usable now"
         click.echo(f"  trigger {item['trigger']} ({item['scope']}, {item['uses_left']} use(s) left): {state}")
+    window = report["window"]
+    click.echo(f"window ({window['minutes']} min, every session of {window['user']}):")
+    for item in window["limits"]:
+        unit = f" {report['unit']}" if item["limit"] == "max_memory_tokens_injected" else ""
+        click.echo(f"  {item['limit']:28} {item['used']:>6} / {item['value']}{unit}  ({item['enforce']})")
+    if window["oldest_leaves_in_s"] is not None:
+        click.echo(f"  the oldest of it leaves the window in {window['oldest_leaves_in_s'] // 60 + 1} min")
     return 0
 
 

@@ -49,7 +49,7 @@ def report(session_id: str | None, since: str | None, fmt: str, output: str | No
     try:
         state = state_dir(env)
         data = reporting.build(ledger, policy.limits, policy.unit, key(session_id) if session_id else None, moment,
-                               lambda digest: history.limits_of(state, digest))  # fmt: skip
+                               lambda digest: history.limits_of(state, digest), policy.data["window"])  # fmt: skip
     finally:
         ledger.close()
     data["in_force"] = {"digest": policy.digest, "managed": managed.policy if managed else None}

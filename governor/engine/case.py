@@ -15,7 +15,7 @@ from governor.engine.ledger import key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any
 
     from governor.engine.events import Decision, Event
@@ -36,20 +36,51 @@ class PartsUncounted(Exception):
     parts are counted outside it, and the event is decided again (governor.engine.decide)."""
 
 
+class Lineage:
+    """Where an event's process stands: `own`, the key of the process the session runs in (None
+    when none could be told); `above`, the keys of the processes above it, nearest first; `marker`,
+    the governor's marker from the environment (a live process's key), if any. A key names one
+    process for its lifetime on one boot (the runtime's governor.runtime.lineage makes them)."""
+
+    __slots__ = ("above", "marker", "own")
+
+    def __init__(self, own: str | None = None, above: tuple[str, ...] = (), marker: str | None = None) -> None:
+        self.own = own
+        self.above = above
+        self.marker = marker
+
+    def candidates(self) -> list[str]:
+        """The processes a parent session may run in, the nearest first: ancestors, then the marker."""
+        out = [key for key in self.above if key != self.own]
+        if self.marker and self.marker != self.own and self.marker not in out:
+            out.append(self.marker)
+        return out
+
+
 class World:
     """What a decision needs from outside the event: the time, the project, the folders where
     the harness keeps subagent definitions (which may declare an access tier), and the
-    deadline, in this thread's CPU seconds (so a busy machine never trips it; only work does)."""
+    deadline, in this thread's CPU seconds (so a busy machine never trips it; only work does).
 
-    __slots__ = ("agent_dirs", "deadline", "env", "now", "project")
+    `user`: who the call is for, as the per-user window is keyed (governor.engine.window): the
+    runtime's name for the caller's OS user (`<uid>@<host>`), never something the event says.
+    `lineage`: asked once per decision, where the event's process stands among governed
+    sessions (`Lineage`, governor.engine.nesting), or None where the runtime cannot tell.
+    `env`: the environment the harness runs its tools with (None: this process's)."""
+
+    __slots__ = ("agent_dirs", "deadline", "env", "lineage", "now", "project", "user")
 
     def __init__(self, now: float, project: str, agent_dirs: list[str] | None = None,
-                 deadline: float | None = None, env: Mapping[str, str] | None = None) -> None:  # fmt: skip
+                 deadline: float | None = None, user: str = "",
+                 lineage: Callable[[], Lineage | None] | None = None,
+                 env: Mapping[str, str] | None = None) -> None:  # fmt: skip
         self.now = now
         self.project = project
         self.agent_dirs = agent_dirs or []
         self.deadline = deadline
-        self.env = env  # the environment the harness runs its tools with (None: this process's)
+        self.user = user
+        self.lineage = lineage
+        self.env = env
 
     def check(self) -> None:
         """Between the slow steps of a decision: stop once its CPU time is spent."""
@@ -60,8 +91,8 @@ class World:
 class Case:
     """One event being decided: its ids as ledger keys, and the turn it belongs to."""
 
-    __slots__ = ("agent", "event", "ledger", "notices", "policy", "prepared", "seq", "session", "started", "turn",
-                 "world")  # fmt: skip
+    __slots__ = ("agent", "event", "ledger", "nested", "notices", "policy", "prepared", "seq", "session", "started",
+                 "turn", "window", "world")  # fmt: skip
 
     def __init__(self, event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -> None:
         self.event = event
@@ -75,10 +106,13 @@ class Case:
         self.prepared: dict[str, Any] = {}  # work done before the transaction (see _prepare)
         self.notices: list[str] = []  # for the user, once per session (Decision.notices)
         self.started = time.perf_counter()  # the audit row says how long the decision took
+        self.nested = False  # started under a governed session, and counted in it (governor.engine.nesting)
+        self.window = ""  # the ledger key of the caller's window, when this event is counted in it
 
     def enter_turn(self, new: bool = False) -> None:
         turn_id = key(self.event.turn_id) if self.event.turn_id else None
-        self.turn, self.seq = self.ledger.turn(self.session, turn_id, self.world.now, new=new)
+        self.turn, self.seq = self.ledger.turn(self.session, turn_id, self.world.now, new=new and not self.nested,
+                                              join=self.nested)  # fmt: skip
 
     def record(self, decision: Decision, role: str = "", call_id: str | None = None, **tokens: int) -> None:
         """The decision's audit row. `call_id`: the ledger id of the tool call it decided, which
@@ -111,6 +145,7 @@ class Case:
                 "known_names": self.policy.known_names(
                     event.server, event.tool if event.server else event.tool_name, self.agent[1]
                 ),
+                "user": self.world.user,
             }
         )
 

@@ -4,8 +4,8 @@ The engine knows no harness. Each event is decided inside one ledger write trans
 what it counts, compares and reserves is one atomic step across concurrent hook processes.
 
 - prompt: starts a turn, classifies its memory need, arms explicit recall, advises the agent;
-  a machine-made prompt (a background task reporting back) does none of that and joins the
-  turn that launched the task.
+  a machine-made prompt (a background task reporting back) or a nested session's (one started
+  under a governed session: governor.engine.nesting) does none of that and joins a turn.
 - session_start: compaction and resume arm the triggers that unlock mem_context.
 - pre_tool: the ladder (L1 clamp and cap, L2/L3 only for a surfaced id, L3 cap), mem_context
   triggers, subagent tiers, save discipline, and the token budget's pre-check; reserves.
@@ -28,6 +28,8 @@ from __future__ import annotations
 from governor.engine import events as ev
 from governor.engine.case import Case, DecisionTimeout, PartsUncounted, World
 from governor.engine.events import Decision, Event
+from governor.engine.nesting import place, record
+from governor.engine.window import key_for as window_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,14 +47,15 @@ def decide(event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -
         return Decision()
     handler = getattr(where[0](), where[1])  # only the module this event needs is imported
     case = Case(event, policy, ledger, world)
+    place(case)  # the session it counts in: a subagent's dispatcher's, a nested session's parent's
     _prepare(case)
-    if event.agent_id:  # a subagent's own session id counts as the session that dispatched it
-        case.session = ledger.dispatching_session(case.session)  # a link once made never changes
+    case.window = window_key(case)
     try:
         decision = _locked(case, handler)
     except PartsUncounted:  # a trim needs each entry's cost: counted outside the lock, then decided again
         again = Case(event, policy, ledger, world)
-        again.session, again.started = case.session, case.started  # its audit row times the whole decision
+        again.session, again.started, again.agent = case.session, case.started, case.agent  # placed once; its
+        again.nested, again.window = case.nested, case.window  # audit row times the whole decision
         again.prepared = {k: v for k, v in case.prepared.items() if k not in _READ_IN_LOCK}
         _count_parts(again)
         case = again
@@ -63,13 +66,15 @@ def decide(event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -
     return decision
 
 
-_READ_IN_LOCK = ("need", "saved_by")  # what a decision's first try read or set inside its transaction
+# What a decision's first try read or set inside its transaction.
+_READ_IN_LOCK = ("need", "saved_by", "window_used", "window_binds")
 
 
 def _locked(case: Case, handler: Any) -> Decision:
-    with case.ledger.write(case.session):
+    with case.ledger.write(case.session, *((case.window,) if case.window else ())):
         if case.event.agent_id:
             case.ledger.remember_agent(case.session, case.agent[0])
+        record(case)
         decision: Decision = handler(case)
     return decision
 
@@ -82,7 +87,7 @@ def _prepare(case: Case) -> None:
     wait microseconds, not seconds, whatever one of them was sent."""
     event, policy = case.event, case.policy
     case.prepared["detail"] = case.detail()
-    if event.kind == ev.PROMPT and event.machine_made:
+    if event.kind == ev.PROMPT and (event.machine_made or case.nested):
         return  # nothing of its text is used
     if event.kind == ev.PROMPT:
         from governor.engine import patterns

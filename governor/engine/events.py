@@ -65,6 +65,12 @@ class Event:
     `harness`: the name of the adapter that read the event (set by the runner), for the audit trail
     and telemetry only: no rule reads it.
 
+    What is not the event's to say comes through `World` (governor.engine.case): whose per-user
+    window a call counts in (`World.user`, the caller's OS user as the runtime knows it, never a
+    field of the payload), and where the event's process stands among governed sessions
+    (`World.lineage`: a session started under a governed one is decided as part of it,
+    governor.engine.nesting). An adapter sets neither.
+
     `context_unseen`: the harness says neither when the model's context is emptied (compaction,
     /clear) nor which agent made a call (an MCP connection). Delivered-once then never replaces
     an entry by a pointer for it: the model might no longer hold, or never have held, the entry.

@@ -44,18 +44,23 @@ def text_fields(tool_input: Any, depth: int = 0) -> Iterator[str]:
 
 # What each field of a tool's arguments is, by the names the harnesses give them: a shell command,
 # a path the tool opens, an address it fetches; any other field is data it carries (a file's new
-# text, a search pattern, a prompt), which no route reads unless it names the field.
+# text, a search pattern, a prompt), which no route reads unless it names the field. A list of
+# records (Cline's `files: [{path, …}]`, `requests: [{url, prompt}]`) is read field by field.
 SHELL_FIELDS = frozenset(("command", "cmd"))
+COMMANDS_FIELDS = frozenset(("commands",))  # a list of command lines, each run on its own
 PATH_FIELDS = frozenset(("file_path", "path", "notebook_path", "filePath", "absolute_path", "dir_path", "directory",
                          "paths", "file_paths", "filename", "target_file", "absolutePath", "dirPath"))  # fmt: skip
 ADDRESS_FIELDS = frozenset(("url", "uri"))
 GLOB_FIELDS = frozenset(("glob", "include"))  # a search tool's file-name patterns, under its path
+PATCH_FIELDS = frozenset(("input", "patch"))  # a patch: the files its headers name are written
+_PATCH_START = "*** Begin Patch"
+_PATCH_HEADERS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
 
 
-def roles(tool_input: Any, only: list[str] | None = None) -> dict[str, list[Any]]:
+def roles(tool_input: Any, only: list[str] | None = None, depth: int = 0) -> dict[str, list[Any]]:
     """A call's fields by what they are: "shell" (a command line, or a program and its arguments),
     "path", "address", and "data" (fields `only` names that are none of those); `only`: just those
-    fields."""
+    fields (at the top level; a record in a list keeps its own fields' roles)."""
     out: dict[str, list[Any]] = {"shell": [], "path": [], "address": [], "glob": [], "data": []}
     if not isinstance(tool_input, dict):
         return out
@@ -65,12 +70,29 @@ def roles(tool_input: Any, only: list[str] | None = None) -> dict[str, list[Any]
         if name in SHELL_FIELDS and (isinstance(value, str) or _argv(value)):
             out["shell"].append(value if isinstance(value, str) else [str(v) for v in value])
             continue
+        if name in COMMANDS_FIELDS and isinstance(value, list):
+            out["shell"] += [v for v in value[:MAX_FIELDS] if isinstance(v, str)]
+            continue
+        if name in PATCH_FIELDS and isinstance(value, str) and value.lstrip().startswith(_PATCH_START):
+            out["path"] += [judged(path) for path in patched(value)]
+            continue
+        if isinstance(value, list) and depth < 3 and any(isinstance(v, dict) for v in value):
+            for record in value[:MAX_FIELDS]:
+                for kind, found in roles(record, None, depth + 1).items():
+                    out[kind] += found
+            continue
         kind = "path" if name in PATH_FIELDS else "address" if name in ADDRESS_FIELDS else "data"
         kind = "glob" if name in GLOB_FIELDS else kind
         if kind == "data" and only is None:
             continue
         out[kind] += [judged(text) for text in text_fields(value)]
     return out
+
+
+def patched(patch: str) -> list[str]:
+    """The files a patch in the `*** Begin Patch` form adds, updates, deletes or moves to."""
+    return [line[len(header) :].strip() for line in patch.splitlines()[:4096] for header in _PATCH_HEADERS
+            if line.startswith(header)]  # fmt: skip
 
 
 def _argv(value: Any) -> bool:

@@ -85,9 +85,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 # 2 added `fetched`, 3 `call_keys`, 4 `agents`, 5 `turn_links`, 6 `delivered` and the audit trail's
-# `tokens_deduped` column, 7 the audit trail's `harness`, `memory_need`, `duration_ms` and `call_id` (for telemetry);
-# tables (and defaulted columns) are only ever added, so an older file upgrades in place
-SCHEMA_VERSION = 8
+# `tokens_deduped` column, 7 the audit trail's `harness`, `memory_need`, `duration_ms` and `call_id` (for telemetry),
+# 8 its `known_names`, 9 `processes`, `window_use` and its `user`; tables (and defaulted columns) are only ever
+# added, so an older file upgrades in place
+SCHEMA_VERSION = 9
 DB_NAME = "ledger.db"
 SEEN_STEP = 1.0  # seconds: how far behind a session's last-seen time may be before a decision writes it
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
@@ -170,7 +171,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     memory_need TEXT NOT NULL DEFAULT '',
     duration_ms REAL NOT NULL DEFAULT 0,
     call_id TEXT NOT NULL DEFAULT '',
-    known_names INTEGER NOT NULL DEFAULT 0
+    known_names INTEGER NOT NULL DEFAULT 0,
+    user TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS decisions_by_time ON decisions (ts);
 CREATE INDEX IF NOT EXISTS decisions_by_session ON decisions (session, turn);
@@ -216,11 +218,25 @@ CREATE TABLE IF NOT EXISTS topics (
     topic TEXT PRIMARY KEY,
     seen REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS processes (
+    session TEXT NOT NULL,
+    process TEXT NOT NULL,
+    seen REAL NOT NULL,
+    PRIMARY KEY (process)
+);
+CREATE TABLE IF NOT EXISTS window_use (
+    session TEXT NOT NULL,
+    bucket INTEGER NOT NULL,
+    searches INTEGER NOT NULL DEFAULT 0,
+    fetches INTEGER NOT NULL DEFAULT 0,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (session, bucket)
+);
 """
 
 # Rows a session owns, for isolation checks and pruning.
 SESSION_TABLES = ("calls", "turns", "surfaced", "triggers", "saves", "decisions", "fetched", "call_keys", "agents",
-                  "turn_links", "delivered")  # fmt: skip
+                  "turn_links", "delivered", "processes")  # fmt: skip
 # Columns added to a table after it first shipped: (table, column, its definition).
 _ADDED_COLUMNS = (
     ("decisions", "tokens_deduped", "INTEGER NOT NULL DEFAULT 0"),
@@ -229,12 +245,13 @@ _ADDED_COLUMNS = (
     ("decisions", "duration_ms", "REAL NOT NULL DEFAULT 0"),
     ("decisions", "call_id", "TEXT NOT NULL DEFAULT ''"),
     ("decisions", "known_names", "INTEGER NOT NULL DEFAULT 0"),
+    ("decisions", "user", "TEXT NOT NULL DEFAULT ''"),
 )
 # known_names: which of the row's names its policy names itself (rules.KNOWN_*; telemetry exports only those).
 # The audit row as audit_after gives it: every column but `detail` (which may hold text, if the policy says so).
 AUDIT_COLUMNS = ("id", "ts", "session", "turn", "agent_id", "agent_type", "event", "tool", "role", "decision", "code",
                  "mode", "tokens_counted", "tokens_delivered", "tokens_saved", "tokens_deduped", "policy", "harness",
-                 "memory_need", "duration_ms", "call_id", "known_names")  # fmt: skip
+                 "memory_need", "duration_ms", "call_id", "known_names", "user")  # fmt: skip
 
 
 class LedgerError(Exception):
@@ -363,13 +380,15 @@ class Ledger:
             self.q("UPDATE sessions SET seen=? WHERE session=?", now, session)
         return row[0], row[1]
 
-    def turn(self, session: str, turn_id: str | None, now: float, new: bool = False) -> tuple[str, int]:
+    def turn(self, session: str, turn_id: str | None, now: float, new: bool = False,
+             join: bool = False) -> tuple[str, int]:  # fmt: skip
         """The (turn, seq) an event belongs to.
 
         `turn_id` is the harness's own turn id (e.g. a prompt id) when it sends one;
         without it an event belongs to the session's current turn, and `new` (a prompt)
         starts the next one. An unseen turn id starts a new turn too, unless it was joined to
-        an existing turn (`join_turn`).
+        an existing turn (`join_turn`), or `join` says so (a nested session's events: they never
+        start a turn): then it joins the current turn.
         """
         current, seq = self.touch_session(session, now)
         if turn_id is None:
@@ -389,6 +408,9 @@ class Ledger:
             )  # fmt: skip
             if joined is not None:
                 return joined[0], joined[1]
+            if join:
+                self.join_turn(session, turn_id, current)
+                return current, seq
         seq += 1
         self.q(
             "INSERT OR IGNORE INTO turns (session, turn, seq, started) VALUES (?, ?, ?, ?)", session, turn_id, seq, now
@@ -512,6 +534,48 @@ class Ledger:
         """Subagent `agent` works for `session`, should the harness later name it as a session."""
         if agent and agent != session:
             self.q("INSERT OR IGNORE INTO agents (session, agent) VALUES (?, ?)", session, agent)
+
+    # -- sessions started under a governed session (governor.engine.nesting) --------------
+
+    def remember_process(self, session: str, process: str, now: float) -> None:
+        """Process `process` (its key) runs a session whose calls count in `session`; the session it
+        ran last is the one a session started under it is charged to."""
+        self.q("INSERT OR REPLACE INTO processes (session, process, seen) VALUES (?, ?, ?)", session, process, now)
+
+    def sessions_of(self, processes: list[str]) -> dict[str, str]:
+        """Of `processes` (keys), those known to run a governed session: process -> the session."""
+        out: dict[str, str] = {}
+        for start in range(0, len(processes), 500):
+            chunk = processes[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for process, session in self.q(f"SELECT process, session FROM processes WHERE process IN ({marks})",
+                                           *chunk):  # fmt: skip
+                out[str(process)] = str(session)
+        return out
+
+    # -- the per-user window (governor.engine.window) -------------------------------------
+
+    def window_used(self, user: str, since: float) -> tuple[int, int, int, float | None]:
+        """(searches, full fetches, tokens, start of the oldest bucket) charged to `user`'s window in
+        the buckets that start after `since`."""
+        row = self.one(
+            "SELECT COALESCE(SUM(searches), 0), COALESCE(SUM(fetches), 0), COALESCE(SUM(tokens), 0), MIN(bucket) "
+            "FROM window_use WHERE session=? AND bucket>?",
+            user, since,
+        )  # fmt: skip
+        return int(row[0]), int(row[1]), int(row[2]), (None if row[3] is None else float(row[3]))
+
+    def charge_window(self, user: str, bucket: int, searches: int, fetches: int, tokens: int,
+                      drop_to: float) -> None:  # fmt: skip
+        """Add to `user`'s window in `bucket`; buckets that start at or before `drop_to` are gone."""
+        # (no upsert: the Redis store's change triggers need a plain insert or update)
+        if self.one("SELECT 1 FROM window_use WHERE session=? AND bucket=?", user, bucket) is None:
+            self.q("INSERT INTO window_use (session, bucket, searches, fetches, tokens) VALUES (?, ?, ?, ?, ?)",
+                   user, bucket, searches, fetches, tokens)  # fmt: skip
+        else:
+            self.q("UPDATE window_use SET searches=searches+?, fetches=fetches+?, tokens=tokens+? "
+                   "WHERE session=? AND bucket=?", searches, fetches, tokens, user, bucket)  # fmt: skip
+        self.q("DELETE FROM window_use WHERE session=? AND bucket<=?", user, drop_to)
 
     # -- calls with no harness id, matched by key ---------------------------------------
 
@@ -692,18 +756,19 @@ class Ledger:
         self.q(
             "INSERT INTO decisions (ts, session, turn, agent_id, agent_type, event, tool, role, decision, code, mode, "
             "tokens_counted, tokens_delivered, tokens_saved, policy, detail, tokens_deduped, harness, memory_need, "
-            "duration_ms, call_id, known_names) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "duration_ms, call_id, known_names, user) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             row["ts"], row["session"], row["turn"], row.get("agent_id", ""), row.get("agent_type", ""),
             row["event"], row.get("tool", ""), row.get("role", ""), row["decision"], row.get("code", ""),
             row.get("mode", "enforce"), row.get("tokens_counted", 0), row.get("tokens_delivered", 0),
             row.get("tokens_saved", 0), row.get("policy", ""), row.get("detail", ""), row.get("tokens_deduped", 0),
             row.get("harness", ""), row.get("memory_need", ""), row.get("duration_ms", 0.0), row.get("call_id", ""),
             row.get("known_names", 0),
+            row.get("user", ""),
         )  # fmt: skip
 
     def audit(self, session: str | None = None, since: float | None = None) -> list[Any]:
         """The audit trail, oldest first: (ts, session, turn, agent_type, event, role, decision, code,
-        mode, tokens_delivered, tokens_saved, tokens_deduped, turn number, policy digest)."""
+        mode, tokens_delivered, tokens_saved, tokens_deduped, turn number, policy digest, user)."""
         where: list[str] = ["1=1"]
         args: list[Any] = []
         if session is not None:
@@ -714,7 +779,7 @@ class Ledger:
             args.append(since)
         return self.q(
             "SELECT d.ts, d.session, d.turn, d.agent_type, d.event, d.role, d.decision, d.code, d.mode, "
-            "d.tokens_delivered, d.tokens_saved, d.tokens_deduped, COALESCE(t.seq, 0), d.policy FROM decisions d "
+            "d.tokens_delivered, d.tokens_saved, d.tokens_deduped, COALESCE(t.seq, 0), d.policy, d.user FROM decisions d "
             "LEFT JOIN turns t ON t.session=d.session AND t.turn=d.turn "
             f"WHERE {' AND '.join(where)} ORDER BY d.ts, d.id",
             *args,
@@ -800,6 +865,7 @@ class Ledger:
                 self.q(f"DELETE FROM {table} WHERE session=?", session)
             self.q("DELETE FROM sessions WHERE session=?", session)
         self.q("DELETE FROM decisions WHERE ts<?", cutoff)
+        self.q("DELETE FROM window_use WHERE bucket<?", cutoff)
         self.q("DELETE FROM usage WHERE last_used<?", now - 10 * retention_days * 86400)
         self.q("DELETE FROM topics WHERE seen<?", now - 10 * retention_days * 86400)
         return len(stale)

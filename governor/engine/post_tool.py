@@ -1,7 +1,7 @@
 """Deciding a governed call after it ran: count the real result in the policy's unit, record
 the ids it surfaced, replace entries this context already holds by pointers (delivered-once),
-trim it to the turn's token budget (whole entries), commit; a failed call releases its
-reservation; a dispatch's end closes its subagent's window.
+trim it to the turn's token budget, or what the user's window has left (whole entries), commit;
+a failed call releases its reservation; a dispatch's end closes its subagent's window.
 
 Hot path: standard library only.
 """
@@ -75,6 +75,12 @@ def _count_and_trim(case: Case, spec: dict[str, Any], call_id: str | None, prior
         own = tokens if state == "committed" else reserved if state == "pending" and expires > now else 0
     budget, enforce = case.limit("max_memory_tokens_injected")
     left = max(0, budget - (usage["tokens"] - own))
+    from governor.engine import window
+
+    window_left = window.tokens_left(case)
+    if window_left is not None and (enforce != "block" or window_left < left):  # the window holds less
+        left, enforce = window_left, "block"
+        case.prepared["window_binds"] = True
     max_entries = case.policy.ladder["L1"].get("max_limit") if role == "search" else None
     too_many = max_entries is not None and len(parsed.entries) > max_entries
     from governor.engine import delivery
@@ -101,7 +107,8 @@ def _count_and_trim(case: Case, spec: dict[str, Any], call_id: str | None, prior
             _truncate(parsed, chosen.truncated, chosen.truncate_to, tally)
         rendered, delivered, kept = _render_within(case, parsed, kept, room, budget, tally, total)
         kept_all = set(kept)
-        code = ("trimmed" if over and enforce == "block" else "l1_max_results" if too_many
+        code = ("window_trimmed" if over and case.prepared.get("window_binds") else "trimmed" if over
+                and enforce == "block" else "l1_max_results" if too_many
                 else "delivered_in_place" if event.result_elsewhere else "deduped")  # fmt: skip
         decision = Decision(ev.REPLACE, code, updated_output=rendered)
         deduped = sum(case.prepared["saved_by"].get(i, 0) for i in kept_all)
@@ -123,6 +130,7 @@ def _count_and_trim(case: Case, spec: dict[str, Any], call_id: str | None, prior
     else:
         ledger.add_committed(case.session, case.turn, call_id or f"anon:{now}", role, event.tool or "", case.agent,
                              delivered, now)  # fmt: skip
+    window.charge(case, tokens=delivered)
     if case.prepared.get("topics"):  # what the memory holds, whatever of it was delivered
         ledger.remember_topics(case.prepared["topics"], now)
     if role in ("search", "timeline"):
@@ -159,6 +167,10 @@ def _point_repeats(case: Case, parsed: Any, context: str | None, tally: Any) -> 
 
 def _note(case: Case, held: int, total: int, left: int, budget: int, size: int = 0) -> str:
     unit = case.policy.unit
+    if case.prepared.get("window_binds") and size > left:
+        from governor.engine.window import note
+
+        return note(case, held, total, left)
     max_limit = case.policy.ladder["L1"].get("max_limit")
     if (case.spec() or {}).get("role") == "search" and max_limit is not None and size <= left and total > max_limit:
         return (

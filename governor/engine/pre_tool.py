@@ -1,7 +1,7 @@
 """Deciding a governed call before it runs: the retrieval ladder (L1 clamp and cap, L2/L3
 only for a surfaced id, the L3 cap), mem_context's triggers, subagent tiers, save discipline,
-the token budget's pre-check, and the reservation; routes around the memory's tools and
-subagent dispatches (briefing budget, no raw L3 body).
+the per-user window, the token budget's pre-check, and the reservation; routes around the
+memory's tools and subagent dispatches (briefing budget, no raw L3 body).
 
 Hot path: standard library only.
 """
@@ -9,6 +9,7 @@ Hot path: standard library only.
 from __future__ import annotations
 
 from governor.engine import events as ev
+from governor.engine import window
 from governor.engine.arguments import is_count, own_project, rewritten
 from governor.engine.budgets import budget_left, spent
 from governor.engine.events import Decision
@@ -76,6 +77,7 @@ def pre_tool(case: Case) -> Decision:
     else:
         ttl = case.policy.data["ledger"]["reservation_ttl_seconds"]
         ledger.reserve(case.session, case.turn, call_id, role, event.tool or "", case.agent, expected, now, ttl)
+        window.charge(case, searches=int(role == "search"), fetches=int(role == "fetch"))
         if event.call_key and decision.kind == ev.REWRITE and decision.updated_input is not None:
             rewritten = key(ev.call_key(event.tool_name, decision.updated_input))
             ledger.also_known_as(case.session, rewritten, call_id)
@@ -184,7 +186,7 @@ def _attribute(case: Case) -> None:
     """A call from a harness that does not say which agent made it: the subagent a dispatch in
     this turn started and that is still running, the most restrictive when several are."""
     event = case.event
-    if not event.agent_unknown or event.agent_id:
+    if not event.agent_unknown or event.agent_id or case.agent[0]:  # known, or a nested session's own
         return
     running = case.ledger.running_agents(case.session, case.turn, case.world.now)
     if not running:
@@ -219,6 +221,16 @@ def _judge(case: Case, spec: dict[str, Any]) -> tuple[Decision, int]:
         ), 0
     if role in ("save", "summary"):
         return _judge_save(case, spec), 0
+    held, warning = window.check(case, role)  # before a turn's rules spend anything (a trigger)
+    if held is not None:
+        return held, 0
+    decision, expected = _judge_retrieval(case, spec, role)
+    if warning:
+        decision.tell_user(warning)
+    return decision, expected
+
+
+def _judge_retrieval(case: Case, spec: dict[str, Any], role: str) -> tuple[Decision, int]:
     usage = case.ledger.usage(case.session, case.turn, case.world.now)
     if role == "other":
         return _judge_other(case, usage), 0

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def prompt(case: Case) -> Decision:
-    if case.event.machine_made:
+    if case.event.machine_made or case.nested:
         return _machine_prompt(case)
     case.enter_turn(new=True)
     if case.event.twin and case.event.turn_id and case.ledger.memory_need(case.session, case.turn) is not None:
@@ -51,10 +51,11 @@ def prompt(case: Case) -> Decision:
 
 
 def _machine_prompt(case: Case) -> Decision:
-    """A prompt the harness wrote (a background task reporting back) is no user request: no
-    advice, nothing armed from its text, and no budget of its own. Its turn joins the turn that
-    launched the task, else the session's current turn, so what it spends comes out of that
-    turn's remainder: launching work that reports back never opens a fresh budget."""
+    """A prompt the harness wrote (a background task reporting back), or a nested session's (the
+    model wrote it: governor.engine.nesting), is no user request: no advice, nothing armed from
+    its text, and no budget of its own. Its turn joins the turn that launched the task, else the
+    session's current turn, so what it spends comes out of that turn's remainder: launching work
+    that reports back, or starting another agent, never opens a fresh budget."""
     event, ledger = case.event, case.ledger
     launched = ledger.launched_in(case.session, key(event.origin_call_id)) if event.origin_call_id else None
     current, _ = ledger.touch_session(case.session, case.world.now)
@@ -62,12 +63,17 @@ def _machine_prompt(case: Case) -> Decision:
     if event.turn_id and joined:
         ledger.join_turn(case.session, key(event.turn_id), joined)
     case.enter_turn()
-    decision = Decision(code="machine_prompt:launching_turn" if launched else "machine_prompt:current_turn")
+    if case.nested:
+        decision = Decision(code="nested_prompt")
+    else:
+        decision = Decision(code="machine_prompt:launching_turn" if launched else "machine_prompt:current_turn")
     case.record(decision)
     return decision
 
 
 def _may_arm(case: Case) -> bool:
+    if case.nested:  # the model started it: nothing it does unlocks mem_context (governor.engine.nesting)
+        return False
     return not case.event.agent_id or bool(case.policy.data["mem_context"]["subagents_may_arm"])
 
 
@@ -75,6 +81,8 @@ _SOURCE_TRIGGERS = {"compact": "post_compact", "resume": "session_resume"}
 
 
 def session_start(case: Case) -> Decision:
+    if case.nested:  # another agent started under a governed session: it arms nothing, empties its own context
+        return observe(case)
     info = case.ledger.session_info(case.session)
     case.enter_turn()
     from governor.engine.delivery import reset
@@ -142,10 +150,10 @@ def observe(case: Case) -> Decision:
     """Events recorded for the audit trail only (compaction, subagent start/stop, stop); compaction
     and a subagent's start also empty a conversation context (governor.engine.delivery)."""
     case.enter_turn()
-    if case.event.kind in (ev.PRE_COMPACT, ev.SUBAGENT_START):
+    if case.event.kind in (ev.PRE_COMPACT, ev.SUBAGENT_START, ev.SESSION_START):
         from governor.engine.delivery import reset
 
         reset(case)
-    decision = Decision(code=case.event.kind)
+    decision = Decision(code=f"nested_{case.event.kind}" if case.nested else case.event.kind)
     case.record(decision)
     return decision

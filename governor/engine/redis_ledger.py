@@ -22,15 +22,13 @@ Keys, all under `mg:`; every one expires by the policy's retention (no gc needed
                    as JSON>" -> the row's values as a JSON array (columns only ever appended)
   mg:l:<session>   the session's lease: its holder's fencing token
   mg:a:<agent>     the session a subagent works for (the `agents` table, looked up across sessions)
+  mg:h:<process>   the session a process ran last (`processes`); mg:s:w… a user's window (`window_use`)
   mg:u:<memory>    hash: last_used, use_count (the `usage` table: how often a memory was briefed)
-  mg:topics        sorted set, every score 0: the topic keys the memory holds (the `topics` table),
-                   read by prefix as a lexical range
+  mg:topics        sorted set, every score 0: the topic keys the memory holds (`topics`), read by prefix
   mg:sessions      sorted set: each session by the time it was last seen (status, doctor, gc)
-  mg:audit         stream: the audit trail, one JSON object per decision, trimmed by age (read by
-                   `audit_after` from a stream id, as telemetry reads it)
+  mg:audit         stream: the audit trail, one JSON object per decision, trimmed by age (`audit_after`)
   mg:fence         the fencing counter
-  mg:p:<project>   a project's acceptance, and mg:pp:<project> its accepted policy
-                   (governor.engine.redis_acceptance)
+  mg:p:<project>   a project's acceptance, mg:pp:<project> its policy (governor.engine.redis_acceptance)
 
 Session ids are the ledger's keys (governor.engine.ledger.key): plain ids as they are, others
 hashed, so an id from outside never becomes another key's name. A standalone Redis (or one
@@ -97,6 +95,7 @@ for i = 1, n do
   redis.call('DEL', KEYS[i])
 end
 for _, a in ipairs(p.agents) do redis.call('SET', p.prefix .. 'a:' .. a[1], a[2], 'NX', 'EX', p.ttl) end
+for _, h in ipairs(p.processes) do redis.call('SET', p.prefix .. 'h:' .. h[1], h[2], 'EX', p.ttl) end
 if #p.audit > 0 then
   local now = redis.call('TIME')
   local oldest = string.format('%d', math.max(0, tonumber(now[1]) * 1000 - p.ttl * 1000))
@@ -348,6 +347,7 @@ class RedisLedger(Ledger):
         db = self.db
         per: dict[str, dict[str, Any]] = {s: {"id": s, "set": [], "del": [], "seen": ""} for s in self.leased}
         agents: list[list[str]] = []
+        processes: list[list[str]] = []
         for table, session, pk in db.execute("SELECT tbl, session, pk FROM changed ORDER BY rowid").fetchall():
             if session not in per:
                 raise LedgerError(f"a decision wrote to session {session!r} outside its lease")
@@ -361,6 +361,8 @@ class RedisLedger(Ledger):
             per[session]["set"] += [field, json.dumps(row)]
             if table == "agents":
                 agents.append([row[columns.index("agent")], session])
+            elif table == "processes":
+                processes.append([row[columns.index("process")], session])
             elif table == "sessions":
                 per[session]["seen"] = repr(float(row[columns.index("seen")]))
         audit = self._audit_rows()
@@ -369,8 +371,8 @@ class RedisLedger(Ledger):
         ordered = self.leased
         keys = ([PREFIX + "l:" + s for s in ordered] + [PREFIX + "s:" + s for s in ordered]
                 + [PREFIX + "sessions", PREFIX + "audit"])  # fmt: skip
-        changes = {"s": [per[s] for s in ordered], "agents": agents, "audit": audit, "ttl": self.ttl,
-                   "prefix": PREFIX, "cutoff": repr(time.time() - self.ttl)}  # fmt: skip
+        changes = {"s": [per[s] for s in ordered], "agents": agents, "processes": processes, "audit": audit,
+                   "ttl": self.ttl, "prefix": PREFIX, "cutoff": repr(time.time() - self.ttl)}  # fmt: skip
         token, self.leased, self.token = self.token, [], ""
         written = self._call(self.scripts["flush"], keys=keys, args=[token, len(ordered), json.dumps(changes)])
         if written != 1:
@@ -400,6 +402,10 @@ class RedisLedger(Ledger):
     def dispatching_session(self, session: str) -> str:
         return str(self._call(self.scripts["dispatcher"], keys=[], args=[PREFIX, session, CHAIN_DEPTH]))
 
+    def sessions_of(self, processes: list[str]) -> dict[str, str]:
+        found = self._call(self.client.mget, [PREFIX + "h:" + p for p in processes]) if processes else []
+        return {p: s for p, s in zip(processes, found, strict=True) if s is not None}
+
     def latest_session(self) -> str | None:
         found = self._call(self.client.zrevrangebyscore, PREFIX + "sessions", "+inf", time.time() - self.ttl, start=0,
                            num=1)  # fmt: skip
@@ -408,7 +414,7 @@ class RedisLedger(Ledger):
     def audit(self, session: str | None = None, since: float | None = None) -> list[Any]:
         rows: list[tuple[Any, ...]] = []
         fields = ("ts", "session", "turn", "agent_type", "event", "role", "decision", "code", "mode",
-                  "tokens_delivered", "tokens_saved", "tokens_deduped", "seq", "policy")  # fmt: skip
+                  "tokens_delivered", "tokens_saved", "tokens_deduped", "seq", "policy", "user")  # fmt: skip
         start = "-"
         while True:
             batch = self._call(self.client.xrange, PREFIX + "audit", min=start, count=5000)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 REGISTRY = {
     "claude-agent-sdk": "governor.harnesses.claude_agent_sdk",
     "claude-code": "governor.harnesses.claude_code",
+    "cline": "governor.harnesses.cline",
     "codex": "governor.harnesses.codex",
     "copilot": "governor.harnesses.copilot",
     "gemini-cli": "governor.harnesses.gemini_cli",

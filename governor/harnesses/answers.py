@@ -87,3 +87,13 @@ class Dialect:
         if name is not None and name in self.post:
             return self.render(name, Decision(ev.REPLACE, "on_error_closed", updated_output=f"[{reason}]"))
         return None
+
+
+def scripted(pre: str, post: str, limit: int, context_events: Container[str], rewrite: str = "input") -> Dialect:
+    """The answers of a script a host loads (OpenCode's plugin, Pi's extension, Cline's plugin),
+    which applies them itself: `deny` (the reason the model gets), `rewrite` (the call's whole new
+    arguments), `content` (the result's new content blocks), `context` (a line for the model),
+    `systemMessage` (for the user)."""
+    return Dialect(pre=(pre,), post=(post,), limit=limit, context_events=context_events,
+                   deny=lambda reason: {"deny": reason}, rewrite=lambda tool_input: {rewrite: tool_input},
+                   replace=lambda text: {"content": [{"type": "text", "text": text}]}, context="context")  # fmt: skip

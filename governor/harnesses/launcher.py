@@ -71,9 +71,14 @@ _COPILOT = r"""field hook_event_name; event=$value
 esac
 field toolName; tool=$value; [ -n "$tool" ] || { field tool_name; tool=$value; }
 case $tool in *-*) memory=1 ;; esac"""
-# OpenCode's plugin names the hook, and sends `mcp` as an object for a memory tool only.
-_OPENCODE = r"""field hook; event=$value; field tool; tool=$value
-case $payload in *'"mcp":{'*) memory=1 ;; esac"""
+
+
+def _scripted(event: str, tool: str) -> str:
+    """The sh for a message a host's script sends (OpenCode's plugin, Pi's extension, Cline's
+    plugin): it names its event and tool in these fields, and sends `mcp` as an object for a memory
+    tool only."""
+    return f"field {event}; event=$value; field {tool}; tool=$value\ncase $payload in *'\"mcp\":{{'*) memory=1 ;; esac"
+
 
 # What the launcher answers where there is no governor, per harness that runs it: at session
 # start a message for the user; before a memory tool a refusal when on_error is closed. Each
@@ -85,7 +90,9 @@ _HARNESSES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str, tuple[str, ..
     "gemini-cli": (("SessionStart",), ("BeforeTool",), _named("mcp_"), ("tool_input",)),
     "codex": (("SessionStart",), ("PreToolUse",), _named("mcp__"), ("tool_input",)),
     "copilot": (("sessionStart", "SessionStart"), ("preToolUse", "PreToolUse"), _COPILOT, ("toolArgs", "tool_input")),
-    "opencode": (("session.start",), ("tool.execute.before",), _OPENCODE, ("args",)),
+    "opencode": (("session.start",), ("tool.execute.before",), _scripted("hook", "tool"), ("args",)),
+    "pi": (("session_start",), ("tool_call",), _scripted("event", "toolName"), ("input",)),
+    "cline": (("session_start",), ("tool_call",), _scripted("event", "toolName"), ("input",)),
 }
 
 # Without a governor no policy can be read, so the routes to the memory through other tools are
@@ -94,7 +101,8 @@ _HARNESSES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str, tuple[str, ..
 # folder (`engram`), its HTTP port (7437) or a glob that reaches its database (`eng*.db`,
 # `~/.eng*/`) is refused too. Routes a team adds to its own policy are not seen here.
 ROUTE_TOOLS = ("Bash", "run_shell_command", "bash", "WebFetch", "web_fetch", "webfetch", "Read", "Grep", "Glob",
-               "read_file", "read_many_files", "search_file_content", "glob", "view", "grep", "read")  # fmt: skip
+               "read_file", "read_many_files", "search_file_content", "glob", "view", "grep", "read", "run_commands",
+               "fetch_web_content", "read_files", "search_codebase")  # fmt: skip
 # The launcher reads a payload's first PREFIX bytes, and a key's value only within NEAR bytes of
 # the start: sh's pattern removal is quadratic in how far it looks, so both are bounded.
 PREFIX = 65536

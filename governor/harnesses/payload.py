@@ -86,3 +86,37 @@ def readers(
     `sniff_event(raw)` (the event, one of `events`, named there in input that is not valid JSON,
     so that a refusal can still answer in the event's own shape)."""
     return (lambda payload: event_name(payload, field)), (lambda raw: sniff_event(raw, field, events, word))
+
+
+def content_text(content: Any) -> str:
+    """The text of a tool result's content blocks (`[{"type": "text", "text": ...}, ...]`), or
+    the content itself when it is a string: what the model reads of it."""
+    if isinstance(content, str):
+        return content
+    blocks = content if isinstance(content, list) else []
+    return "\n".join(str(b["text"]) for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str))
+
+
+def script_message(payload: Any, events: Mapping[str, str]) -> tuple[str, str, dict[str, Any]] | None:
+    """(the event's name, the engine's kind, Event fields) of a message a host's script sends
+    (`{event, sessionId, cwd, ...}`: OpenCode's plugin aside, Pi's extension and Cline's plugin):
+    `cwd` as the project, and for a tool event `toolName`, `toolCallId`, `input`, `mcp: {server,
+    tool}`, and after the call `content` (its text) and `isError` (the kind is then TOOL_FAILED).
+    None for an event not governed."""
+    from governor.engine import events as ev
+
+    known = governed(payload, "event", events, "the message")
+    if known is None:
+        return None
+    name, kind = known
+    cwd = text(payload, "cwd")
+    fields: dict[str, Any] = {"cwd": cwd, "project": cwd}
+    if kind in (ev.PRE_TOOL, ev.POST_TOOL):
+        mcp = mapping(payload, "mcp") or {}
+        fields.update(tool_name=text(payload, "toolName", required=True), server=text(mcp, "server") or None,
+                      tool=text(mcp, "tool") or None, tool_input=mapping(payload, "input"),
+                      call_id=text(payload, "toolCallId"))  # fmt: skip
+        if kind == ev.POST_TOOL:
+            fields["tool_result"] = content_text(payload.get("content"))
+            kind = ev.TOOL_FAILED if payload.get("isError") is True else kind
+    return name, kind, fields

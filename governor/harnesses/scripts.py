@@ -22,7 +22,7 @@ from typing import Any
 
 from governor.harnesses import hook_command, launcher
 from governor.harnesses.checks import BAD, OK, WARN, Check, isolation, run_hook_command
-from governor.harnesses.settings import Change, SettingsError, read_text
+from governor.harnesses.settings import Change, SettingsError, governed_names, read_text, route_tools
 
 CONFIG_LINE = "const CONFIG = {} // memory-governor: the install writes this line"
 CLIENT_LINE = "// memory-governor: the shared client (client.js) is written here by the install"
@@ -171,3 +171,66 @@ def governor_answers(harness: str, what: str, command: list[str], project: str, 
 def timeouts() -> dict[str, int]:
     """The waits every script's CONFIG carries."""
     return {"socketTimeoutMs": SOCKET_TIMEOUT_MS, "processTimeoutMs": PROCESS_TIMEOUT_MS}
+
+
+class ScriptSetup:
+    """The install, uninstall and doctor of a harness whose hooks are one script file (`what`: its
+    word for it, "extension", "plugin") at `path(scope, project)`, in the project (committed: it
+    runs the launcher) or the user's folder. `spell(server, tool)`: the name the harness gives an
+    MCP server's tool; `selftest(name, server, tool, project)`: the message its doctor sends for a
+    search with limit 10, and `clamped(answer)`: the limit the answer gives."""
+
+    def __init__(self, harness: str, script: Script, what: str, path: Callable[[str, str], str],
+                 spell: Callable[[str, str], str], selftest: Callable[[str, str, str, str], dict[str, Any]],
+                 clamped: Callable[[dict[str, Any]], Any]) -> None:  # fmt: skip
+        self.harness, self.script, self.what, self.path = harness, script, what, path
+        self.spell, self.selftest, self.clamped = spell, selftest, clamped
+
+    def governed_tools(self, policy: dict[str, Any]) -> dict[str, list[str]]:
+        """The name the harness gives each tool the policy governs -> [server, tool]."""
+        return {name: list(pair) for name, pair in governed_names(policy, self.spell).items()}
+
+    def config(self, policy: dict[str, Any], scope: str) -> dict[str, Any]:
+        """The script's CONFIG: how it runs the governor, the governed names, and the other tools
+        whose calls it forwards (the policy's dispatch tools and the tools its routes name)."""
+        governed = self.governed_tools(policy)
+        others = [*policy["briefing"]["dispatch_tools"], *route_tools(policy)]
+        forward = [name for name in dict.fromkeys(others) if name not in governed]
+        return {"harness": self.harness, **run_config(self.harness, scope), "tools": governed, "forward": forward,
+                **timeouts()}  # fmt: skip
+
+    def text(self, policy: dict[str, Any], scope: str) -> str:
+        return self.script.text(self.config(policy, scope))
+
+    def plan_install(self, policy: dict[str, Any], scope: str, project: str, note: str = "") -> list[Change]:
+        done = f"installed the {self.what} for {len(self.governed_tools(policy))} memory tools{note}"
+        change = self.script.install(self.path(scope, project), self.config(policy, scope), done)
+        return launcher.with_install(scope, project, change)
+
+    def plan_uninstall(self, scope: str, project: str) -> list[Change]:
+        change = self.script.uninstall(self.path(scope, project), f"{self.what} removed")
+        return launcher.with_uninstall(scope, project, self.harness, change)
+
+    def project_files(self, project: str) -> list[str]:
+        """The project-scope files that run the launcher."""
+        return [self.path("project", project)]
+
+    def installed(self, scope: str, project: str) -> bool:
+        try:
+            return self.script.ours(read_text(self.path(scope, project)))
+        except ValueError:
+            return False
+
+    def doctor(self, project: str, policy: dict[str, Any]) -> tuple[list[Check], int]:
+        """Each scope's script, current for this policy; the governor it names answers (a clamp).
+        With how many scopes hold one (the harness adds its own checks then)."""
+        governed = self.governed_tools(policy)
+        files = [(scope, self.path(scope, project)) for scope in ("project", "user")]
+        checks, commands = self.script.doctor(self.harness, self.what, project, files,
+                                              lambda scope: self.text(policy, scope), governed)  # fmt: skip
+        payload = None
+        for name, (server, tool) in list(governed.items())[:1]:
+            payload = self.selftest(name, server, tool, project)
+        for command in {json.dumps(command): command for command in commands}.values():
+            checks += governor_answers(self.harness, self.what, command, project, payload, self.clamped)
+        return checks, len(commands)

@@ -252,7 +252,10 @@ def whose(sources: Sources, state: str, digest: str) -> str | None:
 def held_notice(sources: Sources, state: str, held: tuple[str, str]) -> str:
     """What the person is told of a loosening held back (CompiledPolicy.held), and what to do."""
     named, digest = held
-    found = whose(sources, state, digest)
+    try:
+        found = whose(sources, state, digest)
+    except Exception:  # whose it is cannot be told (git, the committed files): the notice says what it can
+        found = None
     if found == COMMITTED:
         return (
             f"memory-governor: the team committed a policy change that loosens the policy accepted here ({named}); "

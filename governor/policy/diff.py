@@ -19,6 +19,7 @@ _ORDERS: dict[Path, list[Any]] = {
     ("mode",): ["enforce", "monitor"],
     ("on_error",): ["closed", "open"],
     ("limits", "*", "enforce"): ["block", "warn", "off"],
+    ("window", "*", "enforce"): ["block", "warn", "off"],
     ("save", "never_save", "*"): ["block", "warn", "off"],
     ("save", "topic_keys"): ["block", "warn", "off"],
     ("save", "max_chars", "enforce"): ["block", "warn", "off"],
@@ -47,6 +48,7 @@ _ORDERS: dict[Path, list[Any]] = {
 }
 _HIGHER_IS_LOOSER: list[Path] = [
     ("limits", "*", "value"),
+    ("window", "*", "value"),
     ("ladder", "*", "max_limit"),
     ("ladder", "*", "max_before"),
     ("ladder", "*", "max_after"),
@@ -61,6 +63,8 @@ _HIGHER_IS_LOOSER: list[Path] = [
 ]
 CLASS_LIMITS = ("max_memory_tokens_injected", "max_search_calls", "max_full_fetches")
 _LOWER_IS_LOOSER: list[Path] = [
+    # The same counts over a shorter window admit more memory an hour.
+    ("window", "minutes"),
     ("ladder", "*", "expected_tokens"),
     ("mem_context", "expected_tokens"),
     ("mem_context", "unlocked_by", "*", "min_idle_minutes"),
@@ -245,9 +249,18 @@ def _class_limits(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, A
     return sides[0], sides[1]
 
 
+def _with_window(policy: dict[str, Any]) -> dict[str, Any]:
+    """A policy dumped before the per-user window existed had none: the model's unset window."""
+    if "window" in policy:
+        return policy
+    from governor.policy.model import Window
+
+    return {**policy, "window": Window().model_dump()}
+
+
 def compare(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
     """Every difference between two full (dumped) policies, classified."""
-    old, new = _class_limits(old, new)
+    old, new = _class_limits(_with_window(old), _with_window(new))
     out: list[Change] = []
     old_tools, new_tools = _tool_table(old["tools"]), _tool_table(new["tools"])
     for name in sorted(set(old_tools) | set(new_tools)):

@@ -6,9 +6,9 @@ command names that folder (`entry.py <harness> --managed /etc/memory-governor`).
 enforces CONFIG_DIR/policy.yaml over the shipped default and nothing else: no project or user
 policy file, no local override, no acceptance record (nothing to accept), no compiled cache in
 the user's state directory (the install compiles it into CONFIG_DIR/policy.json), no warm server
-(its socket is in the user's state directory), and no MEMORY_GOVERNOR_* variable, XDG folder or
-HOME from the environment (the state directory is the user's own, found from the password
-database), and no tokenizer table but the install's in CONFIG_DIR (governor.engine.tokens,
+(its socket is in the user's state directory), and no MEMORY_GOVERNOR_* variable (but the nesting
+marker, which can only charge a session more), XDG folder or HOME from the environment (the state
+directory is the user's own, found from the password database), and no tokenizer table but the install's in CONFIG_DIR (governor.engine.tokens,
 load_quickly with build=False). What the user's files can still change is their own ledger, and
 it holds grants (armed triggers, surfaced ids) as well as counts: see docs/reliability.md.
 The variables a managed hook does get are the administrator's: CONFIG_DIR/environment.json
@@ -68,8 +68,10 @@ def environment(env: Mapping[str, str], config_dir: str | None = None) -> dict[s
         home = pwd.getpwuid(os.getuid()).pw_dir or "/"
     except KeyError:  # a uid with no entry: a state directory of its own under /tmp is no boundary
         home = env.get("HOME") or "/"
+    from governor.engine.nesting import MARKER  # kept: it can only charge a session more (governor.engine.nesting)
+
     dropped = ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "HOME")
-    out = {k: v for k, v in env.items() if not k.startswith("MEMORY_GOVERNOR") and k not in dropped}
+    out = {k: v for k, v in env.items() if (not k.startswith("MEMORY_GOVERNOR") or k == MARKER) and k not in dropped}
     out["HOME"] = home
     out["MEMORY_GOVERNOR_WARM_SERVER"] = "off"
     out[MARK] = config_dir or _config or CONFIG_DIR

@@ -189,6 +189,18 @@ class Limits(Strict):
     max_save_calls_per_turn: CallLimit
 
 
+class Window(Strict):
+    """The per-user window: what every session and harness of one user takes from the memory in a
+    rolling period, on this ledger (one machine's file, or every host's Redis). The backstop no new
+    session escapes; refused (or warned) like a per-turn limit. Unset (a policy from before it
+    existed): no window, the loosest there is, so the shipped one only ever tightens it."""
+
+    minutes: Annotated[int, Field(ge=1, le=10_080)] = Field(1, description="The window's length, in minutes.")
+    max_search_calls: CallLimit = CallLimit(value=MAX_CALLS, enforce="off")
+    max_full_fetches: CallLimit = CallLimit(value=MAX_CALLS, enforce="off")
+    max_memory_tokens_injected: TokenLimit = TokenLimit(value=MAX_TOKENS, enforce="off")
+
+
 class Trigger(Strict):
     scope: TriggerScope = Field(description="this_turn, next_turn (the rest of this turn and the next), once.")
     uses: Annotated[int, Field(ge=1, le=MAX_CALLS)] = 1
@@ -395,6 +407,7 @@ class Policy(Strict):
     tools: list[ToolMap] = Field(min_length=1)
     ladder: Ladder
     limits: Limits
+    window: Window = Window()
     trimming: Trimming = Trimming()
     mem_context: MemContext
     memory_needs: MemoryNeeds

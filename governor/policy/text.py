@@ -38,6 +38,14 @@ def limit_phrase(name: str, spec: dict[str, Any], unit: str) -> str:
     return f"at most {value} {what} ({_ENFORCE_WORDS[spec['enforce']]})"
 
 
+def window_phrase(name: str, spec: dict[str, Any], minutes: int, unit: str) -> str:
+    """A per-user window limit, in words."""
+    what = _LIMIT_WORDS.get(name, name).replace(" per turn", "")
+    value = f"{spec['value']} {unit}" if name == "max_memory_tokens_injected" else str(spec["value"])
+    return (f"at most {value} {what} in any {minutes} minutes, across every session and harness of one user "
+            f"({_ENFORCE_WORDS[spec['enforce']]})")  # fmt: skip
+
+
 def layer_phrase(name: str, layer: dict[str, Any], policy: dict[str, Any]) -> str:
     tools = ", ".join(tools_for(policy, LAYER_TOOL_ROLE[name])) or "(no tool mapped)"
     parts = [f"{name} {tools}: ~{layer['expected_tokens']} tokens" + (" per result" if name == "L1" else "")]
@@ -163,6 +171,19 @@ def render_markdown(policy: dict[str, Any], source_name: str) -> str:
     ctx = policy["mem_context"]
     rows.append(["allow_mem_context", "true" if ctx["allow"] else "false", "only the triggers below unlock it"])
     lines += _table(["Limit", "Value", "Enforced"], rows)
+    window = policy["window"]
+    lines += [
+        "",
+        "## Per-user window",
+        "",
+        f"Every session and harness of one user, together, in any {window['minutes']} minutes (a session started "
+        "under a governed session also counts in that session's turn):",
+        "",
+    ]
+    rows = [[name, str(window[name]["value"]) + (f" {unit}" if name == "max_memory_tokens_injected" else ""),
+             window[name]["enforce"]] for name in ("max_search_calls", "max_full_fetches",
+                                                   "max_memory_tokens_injected")]  # fmt: skip
+    lines += _table(["Limit", "Value", "Enforced"], rows)
     lines += ["", "## mem_context", "", "mem_context is the heaviest tool. Unlocked only by:", ""]
     lines += [f"- {trigger_phrase(name, trigger)}" for name, trigger in ctx["unlocked_by"].items()]
     subagents = "may" if ctx["subagents_may_arm"] else "may not"
@@ -265,6 +286,9 @@ def explain_statements(policy: dict[str, Any]) -> list[tuple[str, str, tuple[str
         out.append(("Ladder", layer_phrase(name, policy["ladder"][name], policy), ("ladder", name)))
     for name, spec in policy["limits"].items():
         out.append(("Per turn", limit_phrase(name, spec, unit), ("limits", name)))
+    window = policy["window"]
+    for name in ("max_search_calls", "max_full_fetches", "max_memory_tokens_injected"):
+        out.append(("Per user", window_phrase(name, window[name], window["minutes"], unit), ("window", name)))
     ctx = policy["mem_context"]
     allowed = "allowed any time" if ctx["allow"] else "forbidden unless a trigger is armed"
     out.append(("mem_context", f"mem_context is {allowed}", ("mem_context", "allow")))

@@ -21,10 +21,11 @@ LIMIT_ROLES = {
 
 
 def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session: str | None = None,
-          since: float | None = None, limits_of: Callable[[str], dict[str, Any] | None] = lambda _d: None
-          ) -> dict[str, Any]:  # fmt: skip
+          since: float | None = None, limits_of: Callable[[str], dict[str, Any] | None] = lambda _d: None,
+          window: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """`limits`: the policy in force now; `limits_of(digest)`: those of the policy a turn was
-    decided under (the audit row names it), so each turn is shown against its own limits."""
+    decided under (the audit row names it), so each turn is shown against its own limits.
+    `window`: the policy's per-user window, against which each user's busiest stretch is shown."""
     rows = ledger.audit(session, since)
     now = {name: spec["value"] for name, spec in limits.items()}
     turns: dict[tuple[str, str], dict[str, Any]] = {}
@@ -32,7 +33,8 @@ def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session:
     would: Counter[str] = Counter()
     by_session: Counter[str] = Counter()
     by_agent: Counter[str] = Counter()
-    for ts, sess, turn, agent_type, event, role, decision, code, mode, delivered, saved, deduped, seq, digest in rows:
+    for row in rows:
+        ts, sess, turn, agent_type, event, role, decision, code, mode, delivered, saved, deduped, seq, digest = row[:14]
         entry = turns.setdefault((sess, turn), {
             "session": sess, "turn": turn, "turn_number": seq, "started": ts, "calls": Counter(), "tokens": 0,
             "denied": 0, "would_deny": 0, "trimmed": 0, "tokens_saved": 0, "tokens_deduped": 0, "mode": mode,
@@ -98,17 +100,51 @@ def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session:
         "turns_at_limit": dict(hits.most_common()),
         "sessions_most_denied": [{"session": s, "denied": n} for s, n in by_session.most_common(5)],
         "agents_most_denied": [{"agent_type": a, "denied": n} for a, n in by_agent.most_common(5)],
+        "window": _window(rows, window) if window else None,
     }
 
 
+WINDOW_LIMITS = ("max_search_calls", "max_full_fetches", "max_memory_tokens_injected")
+
+
+def _window(rows: list[Any], window: dict[str, Any]) -> dict[str, Any]:
+    """Each user's busiest stretch of the window's length (every session of theirs together): the
+    most searches, full fetches and memory tokens any `minutes` of the trail held, and how many of
+    their calls the window refused."""
+    length = window["minutes"] * 60
+    by_user: dict[str, list[tuple[float, tuple[int, int, int]]]] = {}
+    refused: Counter[str] = Counter()
+    for ts, _s, _t, _a, event, role, decision, code, mode, delivered, *_rest, user in rows:
+        if decision == "deny" and (code or "").startswith("window:") and mode != "monitor":
+            refused[user] += 1
+        if event == "pre_tool" and decision != "deny" and role in ("search", "fetch"):
+            by_user.setdefault(user, []).append((ts, (int(role == "search"), int(role == "fetch"), 0)))
+        elif event == "post_tool" and role not in ("save", "summary", "governor", "") and delivered:
+            by_user.setdefault(user, []).append((ts, (0, 0, int(delivered))))
+    users = []
+    for user in sorted(set(by_user) | set(refused)):
+        points = sorted(by_user.get(user, []))
+        busiest, held, start = [0, 0, 0], [0, 0, 0], 0
+        for ts, amounts in points:  # the stretch ending at each point, its oldest point dropped as it leaves
+            held = [h + a for h, a in zip(held, amounts, strict=True)]
+            while points[start][0] <= ts - length:
+                held = [h - a for h, a in zip(held, points[start][1], strict=True)]
+                start += 1
+            busiest = [max(b, h) for b, h in zip(busiest, held, strict=True)]
+        users.append({"user": user or "(not recorded)", "busiest": dict(zip(WINDOW_LIMITS, busiest, strict=True)),
+                      "refused": refused[user]})  # fmt: skip
+    return {"minutes": window["minutes"], "limits": {name: window[name]["value"] for name in WINDOW_LIMITS},
+            "users": users}  # fmt: skip
+
+
 def table(report: dict[str, Any]) -> str:
-    lines = [f"{'session':14} {'turn':>4} {'searches':>8} {'fetches':>7} {'saves':>5} {'tokens':>8} "
+    lines = [f"{'session':14} {'turn':>5} {'searches':>7} {'fetches':>7} {'saves':>5} {'tokens':>8} "
              f"{'denied':>6} {'trimmed':>7} {'saved':>6}"]  # fmt: skip
     for t in report["turns"]:
         u, limits = t["usage"], t.get("limits") or report["limits"]
         mark = "*" if "max_memory_tokens_injected" in t["at_limit"] else " "
         denied = f"{t['denied']}" + (f"(+{t['would_deny']})" if t["would_deny"] else "")
-        lines.append(f"{t['session'][-14:]:14} {t['turn_number']:>4} {u['max_search_calls']:>5}/{limits['max_search_calls']:<2} "
+        lines.append(f"{t['session'][-14:]:14} {turn_label(t):>5} {u['max_search_calls']:>4}/{limits['max_search_calls']:<2} "
                      f"{u['max_full_fetches']:>4}/{limits['max_full_fetches']:<2} {u['max_save_calls_per_turn']:>3}/"
                      f"{limits['max_save_calls_per_turn']:<1} {u['max_memory_tokens_injected']:>7}{mark} {denied:>6} "
                      f"{t['trimmed']:>7} {t['tokens_saved']:>6}")  # fmt: skip
@@ -128,7 +164,19 @@ def table(report: dict[str, Any]) -> str:
         lines.append(
             "denied most: " + ", ".join(f"{a['agent_type']} {a['denied']}" for a in report["agents_most_denied"])
         )
+    lines += [f"window: {line}" for line in _window_lines(report)]
     return "\n".join(lines) + "\n"
+
+
+def _window_lines(report: dict[str, Any]) -> list[str]:
+    window = report.get("window")
+    if not window:
+        return []
+    limits = window["limits"]
+    return [f"busiest {window['minutes']} min of {u['user']}: " + ", ".join(
+        f"{u['busiest'][name]}/{limits[name]} {what}" for name, what in zip(
+            WINDOW_LIMITS, ("searches", "full fetches", f"{report['unit']} tokens"), strict=True))
+        + f"; {u['refused']} refused by the window" for u in window["users"]]  # fmt: skip
 
 
 def turn_label(turn: dict[str, Any]) -> str:
@@ -261,6 +309,7 @@ model (budget {report["budget"]} per turn); {totals["tokens_saved"]} saved by {t
 <h2>Denials by reason</h2><ul>{reasons}</ul>
 <h2>Monitor mode: would have denied</h2><ul>{would}</ul>
 <h2>Denied most</h2><ul>{agents}</ul>
+<h2>Per-user window</h2><ul>{"".join(f"<li>{html.escape(line)}</li>" for line in _window_lines(report)) or "<li>none</li>"}</ul>
 <h2>Per turn</h2>
 <table><tr><th>session</th><th>turn</th><th>searches</th><th>fetches</th><th>saves</th><th>tokens</th><th>denied</th>
 <th>would deny</th><th>trimmed</th><th>tokens saved</th></tr>{rows}</table>

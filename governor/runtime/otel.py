@@ -288,7 +288,7 @@ class Exporter:
         if uncounted:  # in the counters, never in a successful export: the collector will not see them
             signals.note(self.state, dropped_calls=uncounted, dropped_at=time.time(),
                          problem=f"stopped before the counts of {uncounted} call(s) were sent (the collector was "
-                         f"slow or down); their decision events and the audit trail have them")  # fmt: skip
+                         f"slow or down); the audit trail (memory-governor report) keeps every decision")  # fmt: skip
         logging.getLogger("opentelemetry").removeHandler(self.problems)
 
     def _shutdown(self) -> None:

@@ -112,7 +112,8 @@ _UNREAD: Any = object()  # respond: the payload is still to be parsed from the r
 
 def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None = None,
             payload: Any = _UNREAD, told: tuple[str, ...] = (), loaded: Loaded | None = None,
-            cwd: str | None = None) -> Outcome:  # fmt: skip
+            cwd: str | None = None, caller_uid: int | None = None, caller_pid: int | None = None
+            ) -> Outcome:  # fmt: skip
     """Decide one hook event. Never raises. `now` replaces the clock (replay plays recorded time).
 
     A long-lived caller that has parsed the event already (the MCP proxy) passes `payload`
@@ -122,7 +123,12 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
     the caller looked up for this event a moment ago (`load_policy`), used when it was looked up
     for the event's own folder, state directory and session, else looked up again. `cwd`: the
     folder of the hook that sent the event (the warm server's callers), which a relative folder in
-    the event is relative to; else this process's own."""
+    the event is relative to; else this process's own.
+
+    `caller_uid`, `caller_pid`: the OS user and process that asked, as the kernel says them (a
+    server's SO_PEERCRED); None: this process's; pid 0: not known (no lineage). The user is whose
+    window the call counts in (`<uid>@<host>`, governor.engine.window); the process is where the
+    session's lineage is read (governor.runtime.lineage)."""
     out = Outcome()
     try:
         adapter = harnesses.adapter(harness)
@@ -169,7 +175,9 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
         if route is False or not _concerns(event, policy):
             return out
         try:
-            decision, ledger_notices = _decide(event, policy, env, adapter.AGENT_DIRS, now)
+            caller = Caller(caller_uid, caller_pid, env, getattr(adapter, "STARTED_DIRECTLY", False),
+                            event.twin and not getattr(adapter, "HOSTED", False))  # fmt: skip
+            decision, ledger_notices = _decide(event, policy, env, adapter.AGENT_DIRS, now, caller)
         except BaseException as err:
             if not isinstance(route, dict):
                 raise
@@ -181,6 +189,10 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
             out.answer = {**(out.answer or {}), **answer}
             return out
         out.answer = adapter.render(name or "", decision)
+        if event.kind == ev.SESSION_START and hasattr(adapter, "pass_marker"):
+            own = caller.lineage()
+            if own is not None and own.own:  # the tools this session starts name it (governor.runtime.lineage)
+                adapter.pass_marker(env, payload, own.own)
         _notify(out, event, env, notices + ledger_notices + decision.notices)
     except BaseException as err:  # the governor's own failure (an encoder's panic too): on_error decides, visibly
         _on_error(out, adapter, name, event, policy, env, err)
@@ -308,6 +320,37 @@ def _concerns(event: Event, policy: CompiledPolicy) -> bool:
     return event.server is not None and event.tool is not None and policy.tool(event.server, event.tool) is not None
 
 
+class Caller:
+    """Who asked for a decision: the OS user whose window it counts in, and the process whose lineage
+    is read (once, when the engine asks for it)."""
+
+    __slots__ = ("_lineage", "direct", "env", "hosted_twin", "pid", "uid")
+
+    def __init__(self, uid: int | None, pid: int | None, env: Mapping[str, str], direct: bool,
+                 hosted_twin: bool) -> None:  # fmt: skip
+        self.uid = os.getuid() if uid is None else uid
+        self.pid = os.getpid() if pid is None else pid
+        self.env, self.direct, self.hosted_twin = env, direct, hosted_twin
+        self._lineage: list[Any] = []
+
+    def user(self) -> str:
+        return user_name(self.uid)
+
+    def lineage(self) -> Any:
+        if not self._lineage:
+            from governor.runtime.lineage import of
+
+            self._lineage.append(of(self.pid, self.env, self.hosted_twin, self.direct) if self.pid > 0 else None)
+        return self._lineage[0]
+
+
+def user_name(uid: int) -> str:
+    """Whose window a call counts in (governor.engine.window): the OS user at this host. A uid names
+    someone only on its own host, and a name from the environment or the user's files is the model's
+    to change (each scrubbed session would get a window of its own), so neither is used."""
+    return f"{uid}@{os.uname().nodename}"
+
+
 def _route_only(event: Event, policy: CompiledPolicy, env: Mapping[str, str]) -> dict[str, Any] | bool | None:
     """For a call that concerns the governor only as a possible route around the memory's tools (a
     shell command, a file tool): the route it takes, or False when it takes none (nothing to decide
@@ -325,7 +368,12 @@ def _route_only(event: Event, policy: CompiledPolicy, env: Mapping[str, str]) ->
 
 
 def _decide(
-    event: Event, policy: CompiledPolicy, env: Mapping[str, str], agent_dirs: tuple[str, ...], now: float | None = None
+    event: Event,
+    policy: CompiledPolicy,
+    env: Mapping[str, str],
+    agent_dirs: tuple[str, ...],
+    now: float | None = None,
+    caller: Caller | None = None,
 ) -> tuple[Any, list[str]]:
     """The decision, and notices from the ledger (a corrupt file moved aside) for the user."""
     from governor.engine.decide import World, decide
@@ -348,7 +396,9 @@ def _decide(
         home = env.get("HOME") or ""
         folders = [os.path.join(base, rel) for base in (project, home) if base for rel in agent_dirs]
         deadline = time.thread_time() + policy.data["runtime"]["decision_deadline_ms"] / 1000
-        world = World(time.time() if now is None else now, project, folders, deadline, env)
+        world = World(time.time() if now is None else now, project, folders, deadline,
+                      caller.user() if caller else "", caller.lineage if caller and now is None else None,
+                      env)  # fmt: skip
         try:
             decision = decide(event, policy, ledger, world)
         except LedgerCorrupt as err:

@@ -17,6 +17,7 @@ import fcntl
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from typing import Any
@@ -144,7 +145,9 @@ class Server:
                 env[name] = value
             # A folder the event names relatively is the hook's, not this server's (the client sends
             # its own; OpenCode's plugin names absolute ones and sends none).
-            outcome = respond(harness.decode(), body, env, cwd=os.fsdecode(cwd) if os.path.isabs(cwd) else None)
+            uid, pid = _peer(conn)
+            outcome = respond(harness.decode(), body, env, cwd=os.fsdecode(cwd) if os.path.isabs(cwd) else None,
+                              caller_uid=uid, caller_pid=pid)  # fmt: skip
             out, err = outcome.stdout(), outcome.stderr()
             conn.sendall(b"OK %d %d\n" % (len(out), len(err)) + out + err)
             if not self.telemetry_asked:
@@ -208,6 +211,16 @@ class Server:
         if self.lock_handle is not None:
             self.lock_handle.close()
             self.lock_handle = None
+
+
+def _peer(conn: socket.socket) -> tuple[int | None, int]:
+    """(uid, pid) of the process at the other end, as the kernel says (SO_PEERCRED); where the
+    platform does not say, (None, 0): the decision is this server's user's, and the caller has no lineage."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None, 0
+    cred = conn.getsockopt(socket.SOL_SOCKET, option, 12)  # struct ucred: pid, uid, gid
+    return int.from_bytes(cred[4:8], sys.byteorder), max(0, int.from_bytes(cred[0:4], sys.byteorder, signed=True))
 
 
 def _read_request(conn: socket.socket) -> tuple[bytes, bytes]:

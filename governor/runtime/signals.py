@@ -128,7 +128,7 @@ def delivery(row: Mapping[str, Any]) -> tuple[str, str] | None:
     if row["decision"] != "replace":
         return None
     code = row["code"] or ""
-    if code in ("trimmed", "l1_max_results"):
+    if code in ("trimmed", "l1_max_results", "window_trimmed"):
         return "trimmed", code
     if code == "deduped":
         return "deduped", code
@@ -254,6 +254,8 @@ def _close(out: Observed, row: Mapping[str, Any], decision: str, reason: str, cl
     }
     if first["agent_type"]:
         attributes["agent.type"] = first["agent_type"] if _known(first) & KNOWN_AGENT else OTHER
+    if row.get("user"):
+        attributes["user"] = row["user"]  # whose per-user window the call counted in (`<uid>@<host>`)
     out.events.append({"ts": float(first["ts"]), "attributes": attributes})
 
 

@@ -5,8 +5,9 @@
 
     options = govern(ClaudeAgentOptions(cwd=repo, setting_sources=[], mcp_servers={...}))
 
-The copy's `hooks` keep every matcher the caller set and add one async callback per event the
-Claude Code adapter governs (the SDK's own `HookMatcher` shape, matching every tool: the callback
+The copy's `env` adds the governor's marker (this program's process, which a session started from
+the binary's tools is charged to: governor.engine.nesting), and its `hooks` keep every matcher the
+caller set and add one async callback per event the Claude Code adapter governs (the SDK's own `HookMatcher` shape, matching every tool: the callback
 answers nothing for tools no policy governs). Each callback decides through
 `governor.runtime.runner.respond`, the function the hook process and the warm server run, in a
 worker thread of this process (the event loop is never blocked on the ledger's lock): no
@@ -67,7 +68,18 @@ def govern(options: Any, env: Mapping[str, str] | None = None) -> Any:
         matchers = hooks.setdefault(event, [])
         if not any(getattr(hook, _MARK, False) for matcher in matchers for hook in matcher.hooks):
             matchers.append(HookMatcher(matcher=None, hooks=[callback]))
-    return dataclasses.replace(options, hooks=hooks)
+    return dataclasses.replace(options, hooks=hooks, env={**(options.env or {}), **marker()})
+
+
+def marker() -> dict[str, str]:
+    """The governor's marker for the binary's environment, which its tools (and any agent they start,
+    the bundled binary again included) inherit: this process's key, the session's own process, so a
+    session started under it is charged to this program's session (governor.engine.nesting)."""
+    from governor.engine.nesting import MARKER
+    from governor.runtime.lineage import key_of
+
+    own = key_of(os.getpid())
+    return {MARKER: own} if own else {}
 
 
 def decide(input_data: Any, env: Mapping[str, str]) -> dict[str, Any]:

@@ -87,6 +87,8 @@ class PiHarness(Sandbox):
     The seed, the Engram call log, team policies, `governor(...)` and `calls(...)` are the shared
     sandbox's (sandbox.py); the agent folder and the run are Pi's."""
 
+    harness = "pi"
+
     def __init__(self, tmp: Path, tools: PiTools, model: FakeChat, warm_server: bool = False) -> None:
         super().__init__(tmp, tools, model, warm_server)
         self.env.update(

@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,41 +20,19 @@ import pytest
 
 from governor.harnesses.payload import BadPayload
 from governor.harnesses.pi import parse, tool_name
-from tests.conftest import ROOT, Env, fixture_text, hook_run
+from tests.conftest import Env, fixture_text
+from tests.harnesses.scripted import Scripted, without_a_governor
 
-HOOK = [sys.executable, "-I", "-S", str(ROOT / "governor" / "runtime" / "entry.py"), "pi"]
 SEARCH = fixture_text("engram/search_v1.txt")
-ANSWER_KEYS = {"block", "input", "content", "context", "systemMessage"}
 
 
-class Pi:
+class Pi(Scripted):
     """A Pi session as the extension reports it, event by event."""
 
-    def __init__(self, env: Env, session_id: str = "019a24b9-7643-74d8-b66e-76ae96ab644c") -> None:
-        self.env, self.id = env, session_id
-
-    def send(self, event: str, **fields: Any) -> dict[str, Any] | None:
-        payload = {"event": event, "sessionId": self.id, "cwd": str(self.env.project), **fields}
-        proc = hook_run(HOOK, json.dumps(payload).encode(), self.env.vars, self.env.project)
-        assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr
-        out = proc.stdout.decode()
-        answer = json.loads(out) if out.strip() else None
-        assert answer is None or (set(answer) <= ANSWER_KEYS and out.count("\n") <= 1), out
-        return answer
+    harness, spell = "pi", staticmethod(tool_name)
 
     def prompt(self, text: str, message_type: str = "user") -> dict[str, Any] | None:
         return self.send("before_agent_start", prompt=text, messageType=message_type)
-
-    def before(self, tool: str, call_id: str | None = None, **tool_input: Any) -> tuple[str, dict[str, Any] | None]:
-        call_id = call_id or f"call_{uuid.uuid4().hex[:24]}@mqv1"
-        mcp = None if tool in ("bash", "read", "write", "edit") else {"server": "engram", "tool": tool}
-        name = tool if mcp is None else tool_name("engram", tool)
-        return call_id, self.send("tool_call", toolName=name, toolCallId=call_id, input=tool_input, mcp=mcp)
-
-    def after(self, tool: str, call_id: str, text: str, **tool_input: Any) -> dict[str, Any] | None:
-        return self.send("tool_result", toolName=tool_name("engram", tool), toolCallId=call_id, input=tool_input,
-                         mcp={"server": "engram", "tool": tool}, content=[{"type": "text", "text": text}],
-                         isError=False)  # fmt: skip
 
 
 @pytest.fixture
@@ -78,7 +55,7 @@ def test_the_prompt_gets_its_memory_need_and_a_search_is_clamped_then_capped(pi:
     _, second = pi.before("mem_search", query="auth", limit=3)
     assert second is None
     _, third = pi.before("mem_search", query="storage", limit=3)
-    assert third is not None and "max_search_calls=2" in third["block"]
+    assert third is not None and "max_search_calls=2" in third["deny"]
     pi.prompt("and about storage?")  # a new prompt: a new turn
     _, fresh = pi.before("mem_search", query="storage", limit=3)
     assert fresh is None
@@ -87,9 +64,9 @@ def test_the_prompt_gets_its_memory_need_and_a_search_is_clamped_then_capped(pi:
 def test_a_guessed_fetch_is_blocked_and_routes_are_refused(pi: Pi) -> None:
     pi.prompt("show observation 62")
     _, guessed = pi.before("mem_get_observation", id=62)
-    assert guessed is not None and "id=62 was not surfaced" in guessed["block"]
+    assert guessed is not None and "id=62 was not surfaced" in guessed["deny"]
     _, shell = pi.before("bash", command="engram search sqlite --limit 50")
-    assert shell is not None and "route 'engram-cli'" in shell["block"]
+    assert shell is not None and "route 'engram-cli'" in shell["deny"]
     _, ordinary = pi.before("bash", command="ls -la")
     assert ordinary is None, "ordinary work is never refused"
 
@@ -100,9 +77,9 @@ def test_a_message_an_extension_sent_is_no_users_prompt(pi: Pi) -> None:
         pi.before("mem_search", query=query, limit=3)
     assert pi.prompt("give me all context", message_type="custom") is None, "no advice, arms nothing"
     _, capped = pi.before("mem_search", query="c", limit=3)
-    assert capped is not None and "max_search_calls=2" in capped["block"], "it opened no turn of its own"
+    assert capped is not None and "max_search_calls=2" in capped["deny"], "it opened no turn of its own"
     _, context = pi.before("mem_context", project="p")
-    assert context is not None and "mem_context" in context["block"], "its words armed no recall"
+    assert context is not None and "mem_context" in context["deny"], "its words armed no recall"
 
 
 def test_parse_reads_every_event_and_refuses_what_pi_never_sends() -> None:
@@ -188,9 +165,13 @@ def test_pis_own_settings_and_extensions_are_out_of_the_models_reach(pi: Pi) -> 
                              ("bash", {"command": "mv ~/.pi/agent/trust.json /tmp/x"}),
                              ("bash", {"command": "echo '{}' > .pi/settings.json"})]:  # fmt: skip
         _, answer = pi.before(tool, **tool_input)
-        assert answer is not None and "route 'harness-settings'" in answer["block"], (tool, tool_input, answer)
+        assert answer is not None and "route 'harness-settings'" in answer["deny"], (tool, tool_input, answer)
     for tool, tool_input in [("bash", {"command": "ls src && python -m pytest"}),
                              ("write", {"path": "docs/api.md", "content": "x"}),
                              ("read", {"path": ".pi/mcp.json"})]:  # fmt: skip
         _, answer = pi.before(tool, **tool_input)
         assert answer is None, (tool, tool_input, answer)
+
+
+def test_the_committed_launcher_without_a_governor_tells_the_user_and_refuses_memory_calls(env: Env) -> None:
+    without_a_governor(env, "pi", tool_name)

@@ -56,6 +56,10 @@ CAPABILITIES = {
     "on crash": "Python: the callback never raises (it answers or applies on_error); TypeScript: the module applies on_error when no governor answers",
 }
 
+# Decided in (or for) the program that runs the binary: that program is the session's own process
+# (governor.runtime.lineage), not a host above a twin's hooks.
+HOSTED = True
+
 event_name = claude_code.event_name
 sniff_event = claude_code.sniff_event
 render = claude_code.render

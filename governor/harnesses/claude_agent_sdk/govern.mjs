@@ -31,7 +31,21 @@ export function govern(options = {}) {
     const matchers = (hooks[event] ??= [])
     if (!matchers.some((m) => (m.hooks ?? []).some((h) => h[OURS]))) matchers.push({ hooks: [callback] })
   }
-  return { ...options, hooks }
+  return { ...options, hooks, env: { ...(options.env ?? process.env), ...marker() } }
+}
+
+// The governor's marker for the binary's environment, which its tools (and any agent they start)
+// inherit: this program's process, `<boot id>:<pid>:<start time>` as governor/runtime/lineage.py names
+// processes, so a session started under it is charged to this program's (governor/engine/nesting.py).
+function marker() {
+  try {
+    const boot = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim().replaceAll("-", "").slice(0, 8)
+    const stat = readFileSync(`/proc/${process.pid}/stat`, "utf8")
+    const start = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]
+    return boot && /^\d+$/.test(start ?? "") ? { MEMORY_GOVERNOR_PARENT: `${boot}:${process.pid}:${start}` } : {}
+  } catch {
+    return {} // no /proc (another OS): no marker, as no lineage is read there either
+  }
 }
 
 function governor(env, cwd) {

@@ -21,6 +21,9 @@ Harness facts this relies on (seen on the real binary; see docs/claude-code.md):
   characters.
 - "permissionDecision": "allow" would bypass the user's own permission rules: never sent.
   No objection is no output.
+- A hook runs as `/bin/sh -c <command>`, a child of the `claude` process; SessionStart hooks get
+  CLAUDE_ENV_FILE (`~/.claude/session-env/<session id>/sessionstart-hook-<n>.sh`), whose `export`
+  lines are in the environment of the session's later Bash commands (`pass_marker`).
 - Started by the Claude Agent SDK, the binary runs with CLAUDE_CODE_ENTRYPOINT=sdk-py (Python)
   or sdk-ts (TypeScript), which its hooks inherit; that program may observe the same events
   through memory-governor's in-process callbacks (governor.sdk): the events are `twin`.
@@ -178,6 +181,39 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     elif kind == ev.SESSION_START:
         fields["source"] = _text(payload, "source")
     return Event(kind, _text(payload, "session_id", required=True) or "", **fields)
+
+
+ENV_FILE = "CLAUDE_ENV_FILE"  # given to SessionStart hooks: `export` lines sourced before each Bash command
+
+
+def pass_marker(env: Mapping[str, str], payload: Any, process: str) -> None:
+    """At a session's start: its Bash commands (and any agent they start) inherit the governor's
+    marker, the key of the session's own process (governor.engine.nesting), through the file Claude
+    Code sources before each command: CLAUDE_ENV_FILE, seen as
+    `~/.claude/session-env/<session id>/sessionstart-hook-<n>.sh` on 2.1.197 and 2.1.332. Only a
+    file of that shape is written (appended to, never through a link); nothing else, whatever the
+    environment names."""
+    import os
+
+    from governor.engine.nesting import MARKER
+
+    path = env.get(ENV_FILE) or ""
+    folder = os.path.dirname(path)
+    session = payload.get("session_id") if isinstance(payload, dict) else None
+    if not (os.path.isabs(path) and path.endswith(".sh") and isinstance(session, str) and session
+            and os.path.basename(folder) == session and os.path.basename(os.path.dirname(folder)) == "session-env"
+            and all(c.isalnum() or c in ":" for c in process)):  # fmt: skip
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return
+    try:
+        os.write(fd, f"export {MARKER}={process}\n".encode())
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 ANSWERS = answers.Dialect(

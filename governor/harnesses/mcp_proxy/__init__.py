@@ -56,6 +56,9 @@ CAPABILITIES = {
 }
 
 EVENTS = {"call": ev.PRE_TOOL, "result": ev.POST_TOOL, "failed": ev.TOOL_FAILED}
+# The client starts the proxy itself (no shell between): the proxy's parent runs the session
+# (governor.runtime.lineage), and a proxy a model starts from its shell is seen under the model's harness.
+STARTED_DIRECTLY = True
 SESSION_VARIABLE = "CLAUDE_CODE_SESSION_ID"  # Claude Code: the session its hooks see too
 PROJECT_VARIABLE = "CLAUDE_PROJECT_DIR"
 CALL_ID_META = ("claudecode/toolUseId",)  # `_meta` keys that carry a client's own id of the call

@@ -174,16 +174,8 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     return Event(kind, session, **fields)
 
 
-# What the plugin applies: `deny` (it throws this message), `args` (the whole new arguments),
-# `content` (the MCP result's new content blocks), `context` (a line for the model),
-# `systemMessage` (for the user).
-ANSWERS = answers.Dialect(
-    pre=("tool.execute.before",), post=("tool.execute.after",), limit=MAX_STRING,
-    context_events=tuple(name for name in EVENTS if name != "tool.failed"),
-    deny=lambda reason: {"deny": reason},
-    rewrite=lambda args: {"args": args},
-    replace=lambda text: {"content": [{"type": "text", "text": text}]},
-    context="context",
-)  # fmt: skip
+# What the plugin applies: `args` for a rewrite (the whole new arguments), else answers.scripted's.
+ANSWERS = answers.scripted("tool.execute.before", "tool.execute.after", MAX_STRING,
+                           tuple(name for name in EVENTS if name != "tool.failed"), rewrite="args")  # fmt: skip
 render = ANSWERS.render
 refusal = ANSWERS.refusal

@@ -33,7 +33,7 @@ from governor.engine import events as ev
 from governor.engine.events import Event
 from governor.harnesses import answers
 from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
-from governor.harnesses.payload import governed, mapping, readers
+from governor.harnesses.payload import readers, script_message
 from governor.harnesses.payload import text as _text
 
 TYPE_CHECKING = False
@@ -77,38 +77,19 @@ def tool_name(server: str, tool: str) -> str:
     return "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in f"mcp__{server}__{tool}")
 
 
-def result_text(content: Any) -> str:
-    """The text of a tool result's content blocks (what the model reads of it)."""
-    if isinstance(content, str):
-        return content
-    blocks = content if isinstance(content, list) else []
-    return "\n".join(str(b["text"]) for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str))
-
-
 def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     """The Event a message describes; None for one this adapter does not govern."""
-    known = governed(payload, "event", EVENTS, "the message")
+    known = script_message(payload, EVENTS)
     if known is None:
         return None
-    name, kind = known
-    cwd = _text(payload, "cwd")
-    fields: dict[str, Any] = {"cwd": cwd, "project": cwd}
-    if kind in (ev.PRE_TOOL, ev.POST_TOOL):
-        mcp = mapping(payload, "mcp") or {}
-        server, tool = _text(mcp, "server") or None, _text(mcp, "tool") or None
-        fields.update(tool_name=_text(payload, "toolName", required=True), server=server, tool=tool,
-                      tool_input=mapping(payload, "input"), call_id=_text(payload, "toolCallId"))  # fmt: skip
-        if kind == ev.POST_TOOL:
-            if payload.get("isError") is True:
-                kind = ev.TOOL_FAILED
-            fields["tool_result"] = result_text(payload.get("content"))
-    elif kind == ev.PROMPT:
+    name, kind, fields = known
+    if kind == ev.PROMPT:
         fields["prompt"] = _text(payload, "prompt") or ""
         if payload.get("messageType") != "user":
             fields["machine_made"] = True  # a message an extension sent: no user's request
     elif name == "session_compact":
         fields["source"] = "compact"
-    else:
+    elif kind == ev.SESSION_START:
         source = SOURCES.get(_text(payload, "reason") or "")
         if source is None:
             return None  # a reload: the same session goes on
@@ -116,15 +97,6 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     return Event(kind, _text(payload, "sessionId", required=True) or "", **fields)
 
 
-# What the extension applies: `block` (the reason the model gets), `input` (the call's whole new
-# arguments), `content` (the result's new content blocks), `context` (a line for the model),
-# `systemMessage` (for the user).
-ANSWERS = answers.Dialect(
-    pre=("tool_call",), post=("tool_result",), limit=MAX_STRING, context_events=tuple(EVENTS),
-    deny=lambda reason: {"block": reason},
-    rewrite=lambda tool_input: {"input": tool_input},
-    replace=lambda text: {"content": [{"type": "text", "text": text}]},
-    context="context",
-)  # fmt: skip
+ANSWERS = answers.scripted("tool_call", "tool_result", MAX_STRING, tuple(EVENTS))
 render = ANSWERS.render
 refusal = ANSWERS.refusal

@@ -2,7 +2,7 @@
 // Written by `memory-governor install pi`, which fills in CONFIG; a new install rewrites this file.
 //
 // Each forwarded event is one JSON message (governor/harnesses/pi/__init__.py reads it), answered by the
-// governor through the shared client below: one JSON object (or nothing): block (the reason the model gets
+// governor through the shared client below: one JSON object (or nothing): deny (the reason the model gets
 // instead of the call's result), input (the call's new arguments), content (the result's new content),
 // context (a line for the model), systemMessage (for the user). A governed memory call never goes through
 // silently: when no governor answers, the policy's on_error decides here (closed when the policy could
@@ -52,7 +52,7 @@ export default function memoryGovernor(pi) {
   function decide(ctx, event, fields, governed) {
     const gov = client(ctx)
     const payload = { event, sessionId: sessionId(ctx), cwd: ctx.cwd, ...fields }
-    const refused = !governed ? null : event === "tool_call" ? { block: gov.refusal }
+    const refused = !governed ? null : event === "tool_call" ? { deny: gov.refusal }
       : event === "tool_result" ? { content: [{ type: "text", text: `[${gov.refusal}]` }] } : null
     return gov.decide(payload, `${event} ${fields.toolName ?? ""}`, payload.sessionId, say(ctx), refused)
   }
@@ -85,7 +85,7 @@ export default function memoryGovernor(pi) {
     const callId = callKey(event.toolCallId, true)
     const answer = await decide(ctx, "tool_call", { toolName: event.toolName, toolCallId: callId, input: event.input,
       mcp, parentToolCallId: event.parentToolCallId }, !!mcp)
-    if (typeof answer.block === "string") return { block: true, reason: answer.block }
+    if (typeof answer.deny === "string") return { block: true, reason: answer.deny }
     if (answer.input && typeof answer.input === "object" && event.input && typeof event.input === "object") {
       for (const key of Object.keys(event.input)) delete event.input[key] // the tool holds this object: change it in place
       Object.assign(event.input, answer.input)
