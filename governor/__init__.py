@@ -49,6 +49,10 @@ def described_version() -> str:
     found = commit()
     return f"{__version__}+g{found}" if found else __version__
 
+# Threads of this process that only wait and import nothing while it decides (a hook's watchdog,
+# governor.runtime.hook): a check for "one thread" (governor.engine.redis_ledger) leaves them out.
+waiting_threads: set[int] = set()
+
 
 def with_site_packages() -> None:
     """A hook runs with `python -S` for speed; code needing third-party packages calls this first."""

@@ -154,7 +154,10 @@ def _hide_from_redis() -> list[str]:
     metrics the governor never turns on: in a process of one thread (a hook, a command) they look
     absent while it is imported (the caller takes them back); with others (their exporter may be
     loading them), nothing is hidden."""
-    if threading.active_count() != 1 or len(sys._current_frames()) != 1 or "redis" in sys.modules:
+    from governor import waiting_threads
+
+    others = set(sys._current_frames()) - waiting_threads
+    if threading.active_count() != 1 or len(others) != 1 or "redis" in sys.modules:
         return []
     hidden = [name for name in ("opentelemetry.sdk.metrics",) if name not in sys.modules]
     sys.modules.update(dict.fromkeys(hidden))  # type: ignore[arg-type]  # importing None fails: redis-py goes without

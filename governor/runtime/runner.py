@@ -91,12 +91,24 @@ MAX_INPUT = 64 * 1024 * 1024  # a payload larger than this is not read whole
 MAX_VALUES = 2_000_000  # JSON separators in one payload: more cannot be parsed in bounded time
 
 
+class InputTooLarge(Exception):
+    """A payload past what is read in bounded time: the model can send one (a huge argument or
+    result), so it never opens the gate."""
+
+
 class Outcome:
-    __slots__ = ("answer", "errors")
+    """One decision's answer and errors, and how far it got (`adapter`, `name`, `event`, `policy`):
+    what a watchdog answers with when the decision does not finish (governor.runtime.hook)."""
+
+    __slots__ = ("adapter", "answer", "errors", "event", "name", "policy")
 
     def __init__(self) -> None:
         self.answer: dict[str, Any] | None = None
         self.errors: list[str] = []
+        self.adapter: Any = None
+        self.name: str | None = None
+        self.event: Event | None = None
+        self.policy: CompiledPolicy | None = None
 
     def stdout(self) -> bytes:
         if self.answer is None:
@@ -112,8 +124,8 @@ _UNREAD: Any = object()  # respond: the payload is still to be parsed from the r
 
 def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None = None,
             payload: Any = _UNREAD, told: tuple[str, ...] = (), loaded: Loaded | None = None,
-            cwd: str | None = None, caller_uid: int | None = None, caller_pid: int | None = None
-            ) -> Outcome:  # fmt: skip
+            cwd: str | None = None, caller_uid: int | None = None, caller_pid: int | None = None,
+            out: Outcome | None = None) -> Outcome:  # fmt: skip
     """Decide one hook event. Never raises. `now` replaces the clock (replay plays recorded time).
 
     A long-lived caller that has parsed the event already (the MCP proxy) passes `payload`
@@ -128,10 +140,11 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
     `caller_uid`, `caller_pid`: the OS user and process that asked, as the kernel says them (a
     server's SO_PEERCRED); None: this process's; pid 0: not known (no lineage). The user is whose
     window the call counts in (`<uid>@<host>`, governor.engine.window); the process is where the
-    session's lineage is read (governor.runtime.lineage)."""
-    out = Outcome()
+    session's lineage is read (governor.runtime.lineage). `out`: the Outcome to fill, for a caller
+    that watches how far the decision got (the hook's watchdog)."""
+    out = Outcome() if out is None else out
     try:
-        adapter = harnesses.adapter(harness)
+        adapter = out.adapter = harnesses.adapter(harness)
     except harnesses.UnknownHarness as err:
         out.errors.append(f"memory-governor: {err}")
         return out
@@ -140,33 +153,35 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
     policy: CompiledPolicy | None = None
     try:
         if payload is _UNREAD and len(raw) > MAX_INPUT:
-            name = adapter.sniff_event(raw[:4096])
-            raise adapter.BadPayload(f"the hook input is larger than {MAX_INPUT} bytes")
+            name = out.name = adapter.sniff_event(raw[:4096])
+            raise InputTooLarge(f"the hook input is larger than {MAX_INPUT} bytes")
         if payload is _UNREAD:
             if raw.count(b",") + raw.count(b":") > MAX_VALUES:
-                name = adapter.sniff_event(raw[:4096])
-                raise adapter.BadPayload(f"the hook input holds more than {MAX_VALUES} JSON values")
+                name = out.name = adapter.sniff_event(raw[:4096])
+                raise InputTooLarge(f"the hook input holds more than {MAX_VALUES} JSON values")
             try:
                 payload = jsonio.loads(raw)
             except ValueError as err:
                 name = adapter.sniff_event(raw[:4096])
                 raise adapter.BadPayload(f"the hook input is not valid JSON ({err})") from None
             except RecursionError:
-                name = adapter.sniff_event(raw[:4096])
-                raise adapter.BadPayload("the hook input is nested too deeply to read") from None
+                name = out.name = adapter.sniff_event(raw[:4096])
+                raise InputTooLarge("the hook input is nested too deeply to read") from None
         sender = adapter.foreign(payload, env) if hasattr(adapter, "foreign") else None
         if sender is not None:  # another harness ran this one's hooks (it reads its settings)
             if sender not in harnesses.REGISTRY:
                 _unsupported(out, env, payload, harness, sender)
                 return out
-            adapter = harnesses.adapter(sender)
-        name = adapter.event_name(payload)
+            adapter = out.adapter = harnesses.adapter(sender)
+        name = out.name = adapter.event_name(payload)
         event = adapter.parse(payload, env)
         if event is None:
             return out  # an event this adapter does not govern
         event.harness = event.harness or adapter.NAME
         _anchor(event, cwd)
+        out.event = event
         policy, notices = _policy(env, event, loaded)
+        out.policy = policy
         notices = [*told, *notices, *_held(env, event, policy)]
         if event.kind == ev.SESSION_START:
             notices = notices + _installed_changes(env, event.harness, policy.project)
@@ -194,6 +209,37 @@ def _anchor(event: Event, cwd: str | None) -> None:
         folder = getattr(event, name)
         if folder and not os.path.isabs(folder):
             setattr(event, name, os.path.normpath(os.path.join(cwd or os.getcwd(), folder)))
+
+
+def unanswered(harness: str, raw: bytes | None, env: Mapping[str, str], out: Outcome | None,
+               seconds: float) -> Outcome:  # fmt: skip
+    """What a hook answers when its decision did not finish in `seconds` of wall-clock time
+    (governor.runtime.hook.Watchdog): something blocked it, which a process running as the user
+    can cause, so a governed call is refused whatever on_error says (`held`), from what the
+    decision had found so far (`out`: its event and policy), else from the payload read afresh.
+    Nothing is logged or marked in the state directory (it may be what blocked), and the user is
+    told with each refusal."""
+    late = Outcome()
+    adapter = out.adapter if out is not None and out.adapter is not None else harnesses.adapter(harness)
+    name = out.name if out is not None else None
+    event = out.event if out is not None else None
+    policy = out.policy if out is not None else None
+    if event is None and raw:
+        try:
+            payload = jsonio.loads(raw)
+            name = adapter.event_name(payload)
+            event = adapter.parse(payload, env)
+        except BaseException:
+            name = name or adapter.sniff_event(raw[:4096])
+    if policy is None and event is not None:
+        try:  # its files are read without waiting (governor.state.read_regular)
+            policy = _policy(env, event)[0]
+        except BaseException:
+            pass
+    failure = Unanswered(f"no decision within {seconds:g} s of the hook's start: something it reads or writes "
+                         "blocked it")  # fmt: skip
+    _on_error(late, adapter, name, event, policy, env, failure, quiet=True)
+    return late
 
 
 def _unsupported(out: Outcome, env: Mapping[str, str], payload: Any, harness: str, sender: str) -> None:
@@ -284,11 +330,10 @@ def _sync_warm_server_switch(env: Mapping[str, str], policy: CompiledPolicy) -> 
         return
     try:
         if wanted:
-            from governor.state import ensure_dir
+            from governor.state import ensure_dir, open_regular
 
             ensure_dir(os.path.dirname(marker))
-            with open(marker, "w"):
-                pass
+            os.close(open_regular(marker, os.O_WRONLY | os.O_CREAT))
         else:
             os.unlink(marker)
     except OSError:
@@ -422,13 +467,32 @@ def _first_time(env: Mapping[str, str], session_id: object, notice: str) -> bool
         return True
 
 
+def held(err: BaseException) -> bool:
+    """Is `err` a failure a process running as the user can cause (the model's, through a shell)?
+    A ledger or state file made unusable (a folder, a FIFO, no permission, a full disk, a lock held,
+    a Redis paused, refused or shut down), a decision made slow on purpose, an input too large to
+    read in bounds. Such a failure never opens the gate, whatever on_error says: the call is
+    refused. on_error is for the governor's own failures (a bug, no valid policy, input the
+    harness sent that cannot be read)."""
+    from governor.engine.case import DecisionTimeout
+    from governor.engine.ledger import LedgerError
+
+    return isinstance(err, (LedgerError, OSError, DecisionTimeout, InputTooLarge, Unanswered))
+
+
+class Unanswered(Exception):
+    """The decision did not finish in wall-clock time (the hook's watchdog): something blocked it."""
+
+
 def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None, policy: CompiledPolicy | None,
-              env: Mapping[str, str], err: BaseException) -> None:  # fmt: skip
+              env: Mapping[str, str], err: BaseException, quiet: bool = False) -> None:  # fmt: skip
     """The governor could not decide. on_error decides for a governed memory call; say so.
 
-    A ledger another process holds past the busy timeout is contention the governor did not
-    cause (a model can hold the lock from a background process at will): it never opens the
-    gate, whatever on_error says; the call is refused and may be tried again."""
+    A failure a process running as the user can cause (`held`: a ledger held, made unusable or
+    unreachable, a decision made slow, an input too large) never opens the gate, whatever
+    on_error says: the governed call is refused, and so is a call the policy's routes would refuse
+    (checked here without the ledger), and the call may be tried again once it is mended.
+    `quiet`: touch nothing in the state directory (the watchdog, when it may be what blocked)."""
     from governor.engine.ledger import LedgerBusy
     from governor.policy.compiled import PolicyUnavailable
 
@@ -438,27 +502,39 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
         what = f"no valid policy: {err}"
     elif "I/O error" in str(err) or "disk is full" in str(err) or "readonly" in str(err) or "read-only" in str(err):
         what += _disk_hint(env)
-    if policy is None:
+    if policy is None and not quiet:
         policy = _policy_for_errors(env, event)
     on_error = policy.on_error if policy is not None else "open"  # no policy at all: nothing says closed
-    governed = _governed(event, policy)
+    contention = isinstance(err, LedgerBusy)
+    holds = held(err)
+    governed = _governed(event, policy) or (holds and _route_refused(event, policy, env))
     # Unread input: closed applies when it names an event the harness can deny or withhold.
     deniable = event is None and adapter.refusal(name, "") is not None
-    contention = isinstance(err, LedgerBusy)
-    closed = (on_error == "closed" or contention) and (governed or deniable)
+    closed = (on_error == "closed" or holds) and (governed or deniable)
     verdict = "denied (on_error: closed)" if closed else "let through (on_error: open)"
     if contention:
         verdict = ("refused while another process holds it (contention, not the governor's own failure: "
                    "on_error does not apply)") if closed else "not affected"  # fmt: skip
+    elif holds:
+        verdict = ("refused until it can (a process running as you can cause this, so on_error does not "
+                   "apply)") if closed else "not affected"  # fmt: skip
     message = f"memory-governor could not decide ({what}); memory calls are {verdict}."
     out.errors.append(message)
-    log_error(env, message)
+    if not quiet:
+        log_error(env, message)
     if closed and contention:
         out.answer = adapter.refusal(
             name,
             "memory-governor could not check this memory call: another process holds the ledger past its busy "
             "timeout, so it cannot be counted. Try it again in a moment, or continue without memory; the user has "
             "been told.",
+        )
+    elif closed and holds:
+        out.answer = adapter.refusal(
+            name,
+            f"memory-governor could not check this memory call ({type(err).__name__}: its ledger or state cannot "
+            "be used, or the check did not finish), and refuses memory calls until it can. Continue without "
+            "memory; the user has been told.",
         )
     elif closed:
         out.answer = adapter.refusal(
@@ -469,10 +545,39 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
     else:
         out.answer = None
     session = event.session_id if event is not None else "(unknown session)"
-    if _first_time(env, session, f"error:{type(err).__name__}:{on_error}"):
+    if (quiet and closed) or (not quiet and _first_time(env, session, f"error:{type(err).__name__}:{on_error}")):
         answer = out.answer or {}
         answer["systemMessage"] = message
         out.answer = answer
+
+
+def _route_refused(event: Event | None, policy: CompiledPolicy | None, env: Mapping[str, str]) -> bool:
+    """Would the policy's routes refuse this call (a shell, file or fetch tool reaching the memory
+    around its tools)? Checked without the ledger, for when it cannot be used: otherwise a model
+    that made it unusable would read the memory through them unchecked. True when it cannot tell."""
+    if event is None or policy is None or event.kind != ev.PRE_TOOL or _governed(event, policy):
+        return False
+    try:
+        if event.spilled is not None:
+            return any(event.spilled.startswith(f"{s}-") or f"{s}-".startswith(event.spilled) for s in policy.tools)
+        routes = policy.routes_for(event.tool_name)
+        if not routes:
+            return False
+        from governor.engine.ledger import DB_NAME, URL_VARIABLE
+        from governor.engine.screening import route_taken
+        from governor.state import state_dir
+
+        state = state_dir(env)
+        url = env.get(URL_VARIABLE)
+        if url:
+            from governor.engine.redis_ledger import masked
+
+            where = masked(url)  # as Ledger.where() says it
+        else:
+            where = os.path.join(state, DB_NAME)
+        return route_taken(event.tool_input, routes, state, where, event.cwd or event.project or "") is not None
+    except Exception:
+        return True
 
 
 def _disk_hint(env: Mapping[str, str]) -> str:
@@ -511,18 +616,21 @@ def _governed(event: Event | None, policy: CompiledPolicy | None) -> bool:
 
 
 def log_error(env: Mapping[str, str], message: str) -> None:
-    from governor.state import ensure_dir, state_dir
+    """A line in the state directory's errors.log (bounded: the newest half kept past 1 MB). A link,
+    a FIFO or anything but a regular file there is left alone, and nothing here waits on one."""
+    from governor.state import ensure_dir, open_regular, read_regular, state_dir, write_atomic
 
     try:
         folder = ensure_dir(state_dir(env))
         path = os.path.join(folder, "errors.log")
         line = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + " " + message.replace("\n", " ") + "\n"
-        with open(path, "a", encoding="utf-8", errors="backslashreplace") as handle:
-            handle.write(line[:2000])
-        if os.path.getsize(path) > 1_000_000:  # bounded: keep the newest half
-            with open(path, "rb") as handle:
-                tail = handle.read()[-500_000:]
-            with open(path, "wb") as handle:
-                handle.write(tail)
+        fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, line[:2000].encode("utf-8", "backslashreplace"))
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        if size > 1_000_000:  # bounded: keep the newest half
+            write_atomic(path, read_regular(path)[-500_000:])
     except OSError:
         pass
