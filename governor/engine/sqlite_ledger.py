@@ -45,8 +45,10 @@ class SQLiteLedger(Ledger):
             try:
                 check_regular(self.path + suffix)
             except OSError as err:
-                raise LedgerUnavailable(f"{self.path}{suffix} is not a regular file: another process put it there; "
-                                        "remove it, and the next call starts a fresh ledger") from err
+                raise LedgerUnavailable(
+                    f"{self.path}{suffix} is not a regular file: another process put it there; "
+                    "remove it, and the next call starts a fresh ledger"
+                ) from err
         try:
             db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         except sqlite3.Error as err:
