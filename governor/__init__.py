@@ -49,6 +49,7 @@ def described_version() -> str:
     found = commit()
     return f"{__version__}+g{found}" if found else __version__
 
+
 # Threads of this process that only wait and import nothing while it decides (a hook's watchdog,
 # governor.runtime.hook): `alone` leaves them out.
 waiting_threads: set[int] = set()
