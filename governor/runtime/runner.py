@@ -215,7 +215,7 @@ def unanswered(harness: str, raw: bytes | None, env: Mapping[str, str], out: Out
                seconds: float) -> Outcome:  # fmt: skip
     """What a hook answers when its decision did not finish in `seconds` of wall-clock time
     (governor.runtime.hook.Watchdog): something blocked it, which a process running as the user
-    can cause, so a governed call is refused whatever on_error says (`held`), from what the
+    can cause, so a governed call is refused whatever on_error says (`user_caused`), from what the
     decision had found so far (`out`: its event and policy), else from the payload read afresh.
     Nothing is logged or marked in the state directory (it may be what blocked), and the user is
     told with each refusal."""
@@ -467,7 +467,7 @@ def _first_time(env: Mapping[str, str], session_id: object, notice: str) -> bool
         return True
 
 
-def held(err: BaseException) -> bool:
+def user_caused(err: BaseException) -> bool:
     """Is `err` a failure a process running as the user can cause (the model's, through a shell)?
     A ledger or state file made unusable (a folder, a FIFO, no permission, a full disk, a lock held,
     a Redis paused, refused or shut down), a decision made slow on purpose, an input too large to
@@ -488,7 +488,7 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
               env: Mapping[str, str], err: BaseException, quiet: bool = False) -> None:  # fmt: skip
     """The governor could not decide. on_error decides for a governed memory call; say so.
 
-    A failure a process running as the user can cause (`held`: a ledger held, made unusable or
+    A failure a process running as the user can cause (`user_caused`: a ledger held, made unusable or
     unreachable, a decision made slow, an input too large) never opens the gate, whatever
     on_error says: the governed call is refused, and so is a call the policy's routes would refuse
     (checked here without the ledger), and the call may be tried again once it is mended.
@@ -506,7 +506,7 @@ def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None,
         policy = _policy_for_errors(env, event)
     on_error = policy.on_error if policy is not None else "open"  # no policy at all: nothing says closed
     contention = isinstance(err, LedgerBusy)
-    holds = held(err)
+    holds = user_caused(err)
     governed = _governed(event, policy) or (holds and _route_refused(event, policy, env))
     # Unread input: closed applies when it names an event the harness can deny or withhold.
     deniable = event is None and adapter.refusal(name, "") is not None
