@@ -19,7 +19,7 @@ from governor.engine.redis_ledger import LedgerLeaseLost, masked
 from governor.engine.stores import open_ledger
 from governor.harnesses.checks import BAD, OK
 from governor.runtime.runner import respond
-from tests.conftest import HOOK, ROOT, Answer, Env, Session, fixture_text, fresh_process, hook_run
+from tests.conftest import HOOK, ROOT, Answer, Env, Session, assert_raced, fixture_text, fresh_process, hook_run
 from tests.redis_server import RedisServer, Relay
 from tests.test_ledger import WRITER
 
@@ -86,13 +86,10 @@ def test_two_hosts_24_parallel_searches_in_one_turn_allow_exactly_2(
                 assert proc.stdout is not None and proc.stderr is not None
                 out, err = proc.stdout.read(), proc.stderr.read()
                 answers.append(Answer(subprocess.CompletedProcess(proc.args, proc.wait(timeout=120), out, err)))
-            assert [x for x in answers if "could not decide" in x.stderr] == []
-            denied = [x for x in answers if x.denied]
-            assert len(answers) - len(denied) == 2, f"round {round_}: {len(answers) - len(denied)} allowed"
             # With warm servers, a hook whose server has not answered within the client's timeout (a
             # loaded machine) decides the call itself, and finds the server's refusal of it: repeated.
             reasons = ("max_search_calls=2", "already refused") if warm else ("max_search_calls=2",)
-            assert all(any(r in x.reason for r in reasons) for x in denied), [x.reason for x in denied]
+            assert_raced(answers, 2, reasons)
     finally:
         if warm:
             a.stop_server()
