@@ -140,7 +140,7 @@ def run(harness: str, exits: bool = False, watch: Watchdog | None = None) -> int
             client = sys.modules.get("governor.runtime.client")  # imported only when the warm path was tried
             stranger = getattr(client, "stranger", None)
             if stranger and getattr(client, "stranger_is_new", False):
-                from governor.runtime.runner import log_error
+                from governor.runtime.failures import log_error
 
                 log_error(env, stranger)
             from governor.runtime.runner import Outcome

@@ -1,11 +1,9 @@
 """One hook invocation, decided in this process: raw harness bytes in, answer bytes out.
 
 The same function serves the hook process and the warm server, so both decide alike.
-It never raises and never prints a traceback. When the governor itself cannot decide (a
-locked or unusable ledger, no valid policy, an internal error), a governed memory call
-gets what the policy's on_error says (open: through; closed: denied), and the failure is
-visible: on stderr, in the state directory's error log, and once per session to the user.
-Other tools are never blocked by the governor's own failures.
+It never raises and never prints a traceback. When it cannot decide, governor.runtime.failures
+says what the call gets (on_error for the governor's own failures; a refusal for one a process
+of the user's can cause) and tells the user.
 
 Hot path: standard library only, and not `json` (governor.jsonio: no `re`).
 """
@@ -91,11 +89,6 @@ MAX_INPUT = 64 * 1024 * 1024  # a payload larger than this is not read whole
 MAX_VALUES = 2_000_000  # JSON separators in one payload: more cannot be parsed in bounded time
 
 
-class InputTooLarge(Exception):
-    """A payload past what is read in bounded time: the model can send one (a huge argument or
-    result), so it never opens the gate."""
-
-
 class Outcome:
     """One decision's answer and errors, and how far it got (`adapter`, `name`, `event`, `policy`):
     what a watchdog answers with when the decision does not finish (governor.runtime.hook)."""
@@ -154,11 +147,11 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
     try:
         if payload is _UNREAD and len(raw) > MAX_INPUT:
             name = out.name = adapter.sniff_event(raw[:4096])
-            raise InputTooLarge(f"the hook input is larger than {MAX_INPUT} bytes")
+            raise _too_large(f"the hook input is larger than {MAX_INPUT} bytes")
         if payload is _UNREAD:
             if raw.count(b",") + raw.count(b":") > MAX_VALUES:
                 name = out.name = adapter.sniff_event(raw[:4096])
-                raise InputTooLarge(f"the hook input holds more than {MAX_VALUES} JSON values")
+                raise _too_large(f"the hook input holds more than {MAX_VALUES} JSON values")
             try:
                 payload = jsonio.loads(raw)
             except ValueError as err:
@@ -166,7 +159,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
                 raise adapter.BadPayload(f"the hook input is not valid JSON ({err})") from None
             except RecursionError:
                 name = out.name = adapter.sniff_event(raw[:4096])
-                raise InputTooLarge("the hook input is nested too deeply to read") from None
+                raise _too_large("the hook input is nested too deeply to read") from None
         sender = adapter.foreign(payload, env) if hasattr(adapter, "foreign") else None
         if sender is not None:  # another harness ran this one's hooks (it reads its settings)
             if sender not in harnesses.REGISTRY:
@@ -198,17 +191,27 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
                 adapter.pass_marker(env, payload, own.own)
         _notify(out, event, env, notices + ledger_notices + decision.notices)
     except BaseException as err:  # the governor's own failure (an encoder's panic too): on_error decides, visibly
-        _on_error(out, adapter, name, event, policy, env, err)
+        _failed(out, adapter, name, event, policy, env, err)
     return out
 
 
-def _anchor(event: Event, cwd: str | None) -> None:
-    """The event's folders made absolute against the hook's own folder: the policy, the project
-    and a shell command's paths are those of the folder the hook ran in, wherever this decides."""
-    for name in ("cwd", "project"):
-        folder = getattr(event, name)
-        if folder and not os.path.isabs(folder):
-            setattr(event, name, os.path.normpath(os.path.join(cwd or os.getcwd(), folder)))
+def _too_large(what: str) -> Exception:
+    from governor.runtime.failures import InputTooLarge
+
+    return InputTooLarge(what)
+
+
+def _failed(out: Outcome, adapter: Any, name: str | None, event: Event | None, policy: CompiledPolicy | None,
+            env: Mapping[str, str], err: BaseException, quiet: bool = False) -> None:  # fmt: skip
+    """No decision: what the call gets and what the user is told (governor.runtime.failures), under
+    the policy found so far, else the one the event would be decided under."""
+    from governor.runtime.failures import on_error
+
+    if policy is None and (event is not None or not quiet):
+        policy = _policy_for_errors(env, event)
+    answer, message = on_error(adapter, name, event, policy, env, err, quiet)
+    out.answer = answer
+    out.errors.append(message)
 
 
 def unanswered(harness: str, raw: bytes | None, env: Mapping[str, str], out: Outcome | None,
@@ -219,6 +222,8 @@ def unanswered(harness: str, raw: bytes | None, env: Mapping[str, str], out: Out
     decision had found so far (`out`: its event and policy), else from the payload read afresh.
     Nothing is logged or marked in the state directory (it may be what blocked), and the user is
     told with each refusal."""
+    from governor.runtime.failures import Unanswered
+
     late = Outcome()
     adapter = out.adapter if out is not None and out.adapter is not None else harnesses.adapter(harness)
     name = out.name if out is not None else None
@@ -231,15 +236,31 @@ def unanswered(harness: str, raw: bytes | None, env: Mapping[str, str], out: Out
             event = adapter.parse(payload, env)
         except BaseException:
             name = name or adapter.sniff_event(raw[:4096])
-    if policy is None and event is not None:
-        try:  # its files are read without waiting (governor.state.read_regular)
-            policy = _policy(env, event)[0]
-        except BaseException:
-            pass
     failure = Unanswered(f"no decision within {seconds:g} s of the hook's start: something it reads or writes "
                          "blocked it")  # fmt: skip
-    _on_error(late, adapter, name, event, policy, env, failure, quiet=True)
+    _failed(late, adapter, name, event, policy, env, failure, quiet=True)
     return late
+
+
+def _policy_for_errors(env: Mapping[str, str], event: Event | None) -> CompiledPolicy | None:
+    """The policy, to learn on_error, when the failure came before it was loaded (its files are
+    read without waiting: governor.state.read_regular); None when there is none to read."""
+    from governor.policy import compiled
+    from governor.state import state_dir
+
+    try:
+        return _policy(env, event)[0] if event is not None else compiled.load(env, None, state_dir(env))[0]
+    except BaseException:
+        return None
+
+
+def _anchor(event: Event, cwd: str | None) -> None:
+    """The event's folders made absolute against the hook's own folder: the policy, the project
+    and a shell command's paths are those of the folder the hook ran in, wherever this decides."""
+    for name in ("cwd", "project"):
+        folder = getattr(event, name)
+        if folder and not os.path.isabs(folder):
+            setattr(event, name, os.path.normpath(os.path.join(cwd or os.getcwd(), folder)))
 
 
 def _unsupported(out: Outcome, env: Mapping[str, str], payload: Any, harness: str, sender: str) -> None:
@@ -250,8 +271,10 @@ def _unsupported(out: Outcome, env: Mapping[str, str], payload: Any, harness: st
         "decided. Govern it through the MCP proxy (docs/proxy.md) instead."
     )
     out.errors.append(message)
+    from governor.runtime.failures import first_time, log_error
+
     session = payload.get("session_id") or payload.get("conversation_id") if isinstance(payload, dict) else None
-    if _first_time(env, session, f"foreign:{sender}"):
+    if first_time(env, session, f"foreign:{sender}"):
         log_error(env, message)
 
 
@@ -268,7 +291,11 @@ def _policy(env: Mapping[str, str], event: Event, loaded: Loaded | None = None) 
 def _held(env: Mapping[str, str], event: Event, policy: CompiledPolicy) -> list[str]:
     """A loosening held back: told once per session, on stderr too (an orchestrator's stderr is its
     author's terminal); saying whose change it is looks at git."""
-    if policy.held is None or not _first_time(env, event.session_id, f"held:{policy.held}"):
+    if policy.held is None:
+        return []
+    from governor.runtime.failures import first_time
+
+    if not first_time(env, event.session_id, f"held:{policy.held}"):
         return []
     from governor.policy.acceptance import held_notice
     from governor.policy.sources import Sources
@@ -438,199 +465,11 @@ def _decide(
 def _notify(out: Outcome, event: Event, env: Mapping[str, str], notices: list[str]) -> None:
     """Policy notices (a broken policy file): on stderr always, to the user once per session."""
     for notice in notices:
+        from governor.runtime.failures import first_time
+
         out.errors.append(notice)
-        if _first_time(env, event.session_id, notice):
+        if first_time(env, event.session_id, notice):
             answer = out.answer or {}
             message = answer.get("systemMessage")
             answer["systemMessage"] = f"{message}\n{notice}" if message else notice
             out.answer = answer
-
-
-def _first_time(env: Mapping[str, str], session_id: object, notice: str) -> bool:
-    """One message per session per notice, remembered in the state directory (not the ledger,
-    which may be the thing that failed). True when the mark cannot be written: better twice
-    than never."""
-    from zlib import crc32
-
-    from governor.state import ensure_dir, state_dir
-
-    try:
-        folder = ensure_dir(os.path.join(state_dir(env), "notices"))
-        session = crc32(repr(session_id).encode("utf-8", "backslashreplace"))
-        mark = f"{session:08x}-{crc32(notice.encode('utf-8', 'backslashreplace')):08x}"
-        fd = os.open(os.path.join(folder, mark), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.close(fd)
-        return True
-    except FileExistsError:
-        return False
-    except OSError:
-        return True
-
-
-def user_caused(err: BaseException) -> bool:
-    """Is `err` a failure a process running as the user can cause (the model's, through a shell)?
-    A ledger or state file made unusable (a folder, a FIFO, no permission, a full disk, a lock held,
-    a Redis paused, refused or shut down), a decision made slow on purpose, an input too large to
-    read in bounds. Such a failure never opens the gate, whatever on_error says: the call is
-    refused. on_error is for the governor's own failures (a bug, no valid policy, input the
-    harness sent that cannot be read)."""
-    from governor.engine.case import DecisionTimeout
-    from governor.engine.ledger import LedgerError
-
-    return isinstance(err, (LedgerError, OSError, DecisionTimeout, InputTooLarge, Unanswered))
-
-
-class Unanswered(Exception):
-    """The decision did not finish in wall-clock time (the hook's watchdog): something blocked it."""
-
-
-def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None, policy: CompiledPolicy | None,
-              env: Mapping[str, str], err: BaseException, quiet: bool = False) -> None:  # fmt: skip
-    """The governor could not decide. on_error decides for a governed memory call; say so.
-
-    A failure a process running as the user can cause (`user_caused`: a ledger held, made unusable or
-    unreachable, a decision made slow, an input too large) never opens the gate, whatever
-    on_error says: the governed call is refused, and so is a call the policy's routes would refuse
-    (checked here without the ledger), and the call may be tried again once it is mended.
-    `quiet`: touch nothing in the state directory (the watchdog, when it may be what blocked)."""
-    from governor.engine.ledger import LedgerBusy
-    from governor.policy.compiled import PolicyUnavailable
-
-    bad_input = isinstance(err, adapter.BadPayload)
-    what = f"the hook input was rejected: {err}" if bad_input else f"{type(err).__name__}: {err}"
-    if isinstance(err, PolicyUnavailable):
-        what = f"no valid policy: {err}"
-    elif "I/O error" in str(err) or "disk is full" in str(err) or "readonly" in str(err) or "read-only" in str(err):
-        what += _disk_hint(env)
-    if policy is None and not quiet:
-        policy = _policy_for_errors(env, event)
-    on_error = policy.on_error if policy is not None else "open"  # no policy at all: nothing says closed
-    contention = isinstance(err, LedgerBusy)
-    holds = user_caused(err)
-    governed = _governed(event, policy) or (holds and _route_refused(event, policy, env))
-    # Unread input: closed applies when it names an event the harness can deny or withhold.
-    deniable = event is None and adapter.refusal(name, "") is not None
-    closed = (on_error == "closed" or holds) and (governed or deniable)
-    verdict = "denied (on_error: closed)" if closed else "let through (on_error: open)"
-    if contention:
-        verdict = ("refused while another process holds it (contention, not the governor's own failure: "
-                   "on_error does not apply)") if closed else "not affected"  # fmt: skip
-    elif holds:
-        verdict = ("refused until it can (a process running as you can cause this, so on_error does not "
-                   "apply)") if closed else "not affected"  # fmt: skip
-    message = f"memory-governor could not decide ({what}); memory calls are {verdict}."
-    out.errors.append(message)
-    if not quiet:
-        log_error(env, message)
-    if closed and contention:
-        out.answer = adapter.refusal(
-            name,
-            "memory-governor could not check this memory call: another process holds the ledger past its busy "
-            "timeout, so it cannot be counted. Try it again in a moment, or continue without memory; the user has "
-            "been told.",
-        )
-    elif closed and holds:
-        out.answer = adapter.refusal(
-            name,
-            f"memory-governor could not check this memory call ({type(err).__name__}: its ledger or state cannot "
-            "be used, or the check did not finish), and refuses memory calls until it can. Continue without "
-            "memory; the user has been told.",
-        )
-    elif closed:
-        out.answer = adapter.refusal(
-            name,
-            f"memory-governor could not check this memory call ({type(err).__name__}), and policy on_error=closed "
-            "refuses memory calls until it can. Continue without memory; the user has been told.",
-        )
-    else:
-        out.answer = None
-    session = event.session_id if event is not None else "(unknown session)"
-    if (quiet and closed) or (not quiet and _first_time(env, session, f"error:{type(err).__name__}:{on_error}")):
-        answer = out.answer or {}
-        answer["systemMessage"] = message
-        out.answer = answer
-
-
-def _route_refused(event: Event | None, policy: CompiledPolicy | None, env: Mapping[str, str]) -> bool:
-    """Would the policy's routes refuse this call (a shell, file or fetch tool reaching the memory
-    around its tools)? Checked without the ledger, for when it cannot be used: otherwise a model
-    that made it unusable would read the memory through them unchecked. True when it cannot tell."""
-    if event is None or policy is None or event.kind != ev.PRE_TOOL or _governed(event, policy):
-        return False
-    try:
-        if event.spilled is not None:
-            return any(event.spilled.startswith(f"{s}-") or f"{s}-".startswith(event.spilled) for s in policy.tools)
-        routes = policy.routes_for(event.tool_name)
-        if not routes:
-            return False
-        from governor.engine.ledger import DB_NAME, URL_VARIABLE
-        from governor.engine.screening import route_taken
-        from governor.state import state_dir
-
-        state = state_dir(env)
-        url = env.get(URL_VARIABLE)
-        if url:
-            from governor.engine.redis_ledger import masked
-
-            where = masked(url)  # as Ledger.where() says it
-        else:
-            where = os.path.join(state, DB_NAME)
-        return route_taken(event.tool_input, routes, state, where, event.cwd or event.project or "") is not None
-    except Exception:
-        return True
-
-
-def _disk_hint(env: Mapping[str, str]) -> str:
-    """Why a write failed, when the disk can tell: full, or mounted read-only."""
-    from governor.state import state_dir
-
-    try:
-        stats = os.statvfs(state_dir(env))
-    except OSError:
-        return ""
-    if stats.f_flag & os.ST_RDONLY:
-        return "; the state directory is on a read-only file system"
-    free = stats.f_bavail * stats.f_frsize
-    return f"; the state directory's disk is full ({free} bytes free)" if free < 1024 * 1024 else ""
-
-
-def _policy_for_errors(env: Mapping[str, str], event: Event | None) -> CompiledPolicy | None:
-    """The policy, to learn on_error, when the failure came before it was loaded (bad input)."""
-    from governor.policy import compiled
-    from governor.state import state_dir
-
-    try:
-        if event is None:
-            return compiled.load(env, None, state_dir(env))[0]
-        return compiled.load(env, harness_folder(env, event), state_dir(env), event.session_id)[0]
-    except BaseException:
-        return None
-
-
-def _governed(event: Event | None, policy: CompiledPolicy | None) -> bool:
-    if event is None or event.kind not in (ev.PRE_TOOL, ev.POST_TOOL):
-        return False
-    if policy is not None and event.server is not None and event.tool is not None:
-        return policy.tool(event.server, event.tool) is not None
-    return event.server is not None  # no policy to ask: an MCP tool reached a memory hook's matcher
-
-
-def log_error(env: Mapping[str, str], message: str) -> None:
-    """A line in the state directory's errors.log (bounded: the newest half kept past 1 MB). A link,
-    a FIFO or anything but a regular file there is left alone, and nothing here waits on one."""
-    from governor.state import ensure_dir, open_regular, read_regular, state_dir, write_atomic
-
-    try:
-        folder = ensure_dir(state_dir(env))
-        path = os.path.join(folder, "errors.log")
-        line = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + " " + message.replace("\n", " ") + "\n"
-        fd = open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        try:
-            os.write(fd, line[:2000].encode("utf-8", "backslashreplace"))
-            size = os.fstat(fd).st_size
-        finally:
-            os.close(fd)
-        if size > 1_000_000:  # bounded: keep the newest half
-            write_atomic(path, read_regular(path)[-500_000:])
-    except OSError:
-        pass
