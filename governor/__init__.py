@@ -50,6 +50,19 @@ def described_version() -> str:
     return f"{__version__}+g{found}" if found else __version__
 
 
+# Threads of this process that only wait and import nothing while it decides (a hook's watchdog,
+# governor.runtime.hook): `alone` leaves them out.
+waiting_threads: set[int] = set()
+
+
+def alone() -> bool:
+    """Does this process work on one thread (a hook, a command), threads that only wait aside?"""
+    import sys
+    import threading
+
+    return threading.active_count() == 1 and len(set(sys._current_frames()) - waiting_threads) == 1
+
+
 def with_site_packages() -> None:
     """A hook runs with `python -S` for speed; code needing third-party packages calls this first."""
     import sys

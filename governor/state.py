@@ -37,6 +37,63 @@ def cache_dir(env: Mapping[str, str]) -> str:
     return os.path.join(state_dir(env), "cache")
 
 
+_REGULAR = 0o100000  # S_IFREG (no `stat` import on the hot path)
+_KIND = 0o170000  # S_IFMT
+# Every state file is opened so: a symbolic link in its place is not followed, a FIFO or a device
+# planted there answers at once instead of blocking the hook, and the descriptor is not inherited.
+SAFE_FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class NotRegular(OSError):
+    """A path the governor reads or writes is there, but is no regular file (a folder, a FIFO, a
+    device, a socket): another process put it there."""
+
+
+def open_regular(path: str, flags: int = os.O_RDONLY, mode: int = 0o600, follow: bool = False) -> int:
+    """A descriptor for the regular file at `path` (SAFE_FLAGS added to `flags`); NotRegular for
+    anything else there, OSError as os.open raises it (ELOOP for a link). `follow`: a link is
+    followed (a file the user names, such as a policy file, may be one), never waited on either."""
+    fd = os.open(path, flags | (SAFE_FLAGS & ~getattr(os, "O_NOFOLLOW", 0) if follow else SAFE_FLAGS), mode)
+    try:
+        kind = os.fstat(fd).st_mode & _KIND
+    except BaseException:
+        os.close(fd)
+        raise
+    if kind != _REGULAR:
+        os.close(fd)
+        raise NotRegular(22, "not a regular file", path)
+    return fd
+
+
+def read_regular(path: str, limit: int = -1, follow: bool = False) -> bytes:
+    """The bytes of the regular file at `path` (at most `limit`, when given), opened as open_regular
+    opens it: a link (unless `follow`), a FIFO or a folder there raises OSError, never blocks."""
+    fd = open_regular(path, follow=follow)
+    try:
+        chunks = []
+        left = limit
+        while left != 0:
+            chunk = os.read(fd, 1 << 20 if left < 0 else min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left = left - len(chunk) if left > 0 else left
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def check_regular(path: str) -> None:
+    """NotRegular when something other than a regular file is at `path` (a link included); nothing
+    when nothing is there. For files a library opens itself (SQLite's)."""
+    try:
+        kind = os.lstat(path).st_mode & _KIND
+    except FileNotFoundError:
+        return
+    if kind != _REGULAR:
+        raise NotRegular(22, "not a regular file", path)
+
+
 def ensure_dir(path: str) -> str:
     """Create `path` (owner-only) if needed; it holds usage data other users must not read.
 

@@ -325,6 +325,21 @@ class Answer:
         return self.data is None
 
 
+def assert_raced(answers: list[Answer], allowed: int, reasons: tuple[str, ...]) -> None:
+    """What holds for hook processes racing for `allowed` slots, in every order and however loaded the
+    machine: never more than `allowed` granted; every refusal a limit's (one of `reasons`) or the
+    watchdog's (a hook still deciding 8 s after it started is refused, never let through:
+    governor.runtime.hook.Watchdog; on this 2-core machine, loaded by other work, two dozen hook
+    processes at once can take that long); and exactly `allowed` granted when no hook took that long."""
+    late = [a for a in answers if "Unanswered" in a.stderr]
+    assert not [a.stderr for a in answers if "could not decide" in a.stderr and a not in late]
+    refused = [a for a in answers if a.denied]
+    assert all(a in refused for a in late), "the watchdog refuses, never lets through"
+    assert all(any(r in a.reason for r in reasons) for a in refused if a not in late), [a.reason for a in refused]
+    granted = len(answers) - len(refused)
+    assert granted == allowed if not late else granted <= allowed, (granted, len(late))
+
+
 def run_hook(sandbox: Env, payload: Any, raw: bytes | None = None, extra_env: dict[str, str] | None = None,
              command: list[str] | None = None) -> Answer:  # fmt: skip
     data = raw if raw is not None else json.dumps(payload).encode()

@@ -135,8 +135,11 @@ def test_a_dispatch_prompt_built_against_the_raw_body_check_is_decided(env: Env,
 
 
 @pytest.mark.hook_processes  # a process with no table yet: counting builds it, past the deadline
-def test_a_decision_past_its_deadline_follows_on_error_for_that_call_only(env: Env, session: Session) -> None:
-    env.write(".memory-governor/policy.yaml", "on_error: closed\nruntime:\n  decision_deadline_ms: 100\n")
+@pytest.mark.parametrize("on_error", ["open", "closed"])
+def test_a_decision_past_its_deadline_is_refused_for_that_call_only(env: Env, session: Session, on_error: str) -> None:
+    """An input can be made slow on purpose (a huge result): past the deadline the call is refused,
+    whatever on_error says, and the next one is decided."""
+    env.write(".memory-governor/policy.yaml", f"on_error: {on_error}\nruntime:\n  decision_deadline_ms: 100\n")
     session.prompt("what did we decide about caching?")
     before = session.pre("mem_search", "toolu_a", query="cache", limit=3)
     assert before.silent, "a search within the ladder needs no answer, and no tokenizer"
@@ -145,7 +148,7 @@ def test_a_decision_past_its_deadline_follows_on_error_for_that_call_only(env: E
     for table in (env.state / "cache").glob("*.bpe"):
         table.unlink()
     after = session.post("mem_search", "toolu_a", big_search(2), query="cache", limit=3)
-    assert "DecisionTimeout" in after.stderr and "on_error: closed" in after.stderr
+    assert "DecisionTimeout" in after.stderr and "on_error does not apply" in after.stderr
     assert after.output is not None and after.output.startswith("[memory-governor could not check")
     assert session.pre("mem_search", query="next", limit=7).updated_input == {"query": "next", "limit": 3}
 

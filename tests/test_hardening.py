@@ -185,7 +185,8 @@ PRE_SEARCH = {"session_id": "disk", "hook_event_name": "PreToolUse", "prompt_id"
 
 
 @pytest.mark.parametrize("on_error", ["open", "closed"])
-def test_a_full_disk_follows_on_error_and_says_so(env: Env, on_error: str) -> None:
+def test_a_full_disk_refuses_memory_calls_whatever_on_error_says(env: Env, on_error: str) -> None:
+    """A process running as the user can fill the disk: it never opens the gate."""
     env.write(".memory-governor/policy.yaml", f"on_error: {on_error}\n")
     first = {**PRE_SEARCH, "tool_use_id": "t1", "cwd": str(env.project)}
     script = (
@@ -198,13 +199,11 @@ def test_a_full_disk_follows_on_error_and_says_so(env: Env, on_error: str) -> No
     assert proc.returncode == 0, proc.stderr
     answer = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "could not decide" in answer["systemMessage"] and "full" in answer["systemMessage"]
-    if on_error == "closed":
-        assert answer["hookSpecificOutput"]["permissionDecision"] == "deny"
-    else:
-        assert "hookSpecificOutput" not in answer
+    assert answer["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "on_error does not apply" in answer["systemMessage"]
 
 
-def test_a_read_only_state_directory_follows_on_error_and_says_so(env: Env) -> None:
+def test_a_read_only_state_directory_refuses_memory_calls(env: Env) -> None:
     first = {**PRE_SEARCH, "tool_use_id": "t1", "cwd": str(env.project)}
     script = (
         f"mount -t tmpfs -o size=4m tmpfs {env.state}\n"
@@ -215,14 +214,15 @@ def test_a_read_only_state_directory_follows_on_error_and_says_so(env: Env) -> N
     proc = _in_private_mount(env, script)
     assert proc.returncode == 0, proc.stderr
     answer = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert "could not decide" in answer["systemMessage"] and "let through (on_error: open)" in answer["systemMessage"]
+    assert "could not decide" in answer["systemMessage"] and "read-only" in answer["systemMessage"]
+    assert answer["hookSpecificOutput"]["permissionDecision"] == "deny", "the shipped on_error: open does not apply"
 
 
 def test_an_unusable_state_directory_is_reported_not_crashed_on(env: Env) -> None:
     shutil.rmtree(env.state)  # the sandbox's, with its tokenizer tables
     env.state.write_text("a file where the state directory should be")
     answer = run_hook(env, {**PRE_SEARCH, "cwd": str(env.project)})
-    assert "could not decide" in answer.message
+    assert "could not decide" in answer.message and answer.denied
     assert env.state.read_text() == "a file where the state directory should be"
 
 

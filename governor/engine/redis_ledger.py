@@ -48,6 +48,7 @@ import sys
 import threading
 import time
 
+from governor import alone
 from governor.engine.ledger import AUDIT_COLUMNS, Ledger, LedgerBusy, LedgerError, LedgerUnavailable, create_tables
 
 TYPE_CHECKING = False
@@ -150,11 +151,10 @@ _clients_lock = threading.Lock()
 
 
 def _hide_from_redis() -> list[str]:
-    """redis-py 8 imports the OpenTelemetry SDK's metrics when installed (~70 ms of a hook), for
-    metrics the governor never turns on: in a process of one thread (a hook, a command) they look
-    absent while it is imported (the caller takes them back); with others (their exporter may be
-    loading them), nothing is hidden."""
-    if threading.active_count() != 1 or len(sys._current_frames()) != 1 or "redis" in sys.modules:
+    """redis-py 8 imports the OpenTelemetry SDK's metrics when installed (~70 ms of a hook), for metrics
+    the governor never turns on: in a process working on one thread (governor.alone: a hook, a command)
+    they look absent while it is imported (the caller takes them back); otherwise nothing is hidden."""
+    if not alone() or "redis" in sys.modules:
         return []
     hidden = [name for name in ("opentelemetry.sdk.metrics",) if name not in sys.modules]
     sys.modules.update(dict.fromkeys(hidden))  # type: ignore[arg-type]  # importing None fails: redis-py goes without

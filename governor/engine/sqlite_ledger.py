@@ -39,6 +39,16 @@ class SQLiteLedger(Ledger):
         self.db = self._connect()
 
     def _connect(self) -> sqlite3.Connection:
+        from governor.state import check_regular
+
+        for suffix in ("", "-wal", "-shm"):  # SQLite would open a FIFO there and wait on it for ever
+            try:
+                check_regular(self.path + suffix)
+            except OSError as err:
+                raise LedgerUnavailable(
+                    f"{self.path}{suffix} is not a regular file: another process put it there; "
+                    "remove it, and the next call starts a fresh ledger"
+                ) from err
         try:
             db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         except sqlite3.Error as err:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 
+from governor.state import read_regular
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -81,8 +83,7 @@ def tier_of(agent_type: str | None, subagents: dict[str, Any], agent_dirs: list[
             else:
                 path = os.path.join(folder, agent_type + ".md")
             try:
-                with open(path, encoding="utf-8", errors="replace") as handle:
-                    text = handle.read(65536)
+                text = read_regular(path, 65536, follow=True).decode("utf-8", "replace")
             except OSError:
                 continue
             tier = declared_tier(text, subagents["front_matter_key"])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from governor import jsonio
-from governor.state import ensure_dir, write_atomic
+from governor.state import ensure_dir, read_regular, write_atomic
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,8 +34,7 @@ def _digest(path: str) -> str | None:
     from hashlib import sha256
 
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE)
+        data = read_regular(path, MAX_FILE, follow=True)
     except FileNotFoundError:
         if not path.endswith(".json"):
             return None
@@ -112,8 +111,7 @@ def changed(states: list[str], harness: str, project: str | None) -> list[str]:
             if not name.startswith(f"{harness}-") or name in seen:
                 continue
             try:
-                with open(os.path.join(state, FOLDER, name), "rb") as handle:
-                    entry = jsonio.loads(handle.read(65536))
+                entry = jsonio.loads(read_regular(os.path.join(state, FOLDER, name), 65536))
             except (OSError, ValueError):
                 continue
             if isinstance(entry, dict) and isinstance(entry.get("files"), dict):

@@ -1,15 +1,19 @@
-"""The project's hook launcher: one small committed sh script that runs this machine's governor.
+"""The project's hook command and launcher: they run this machine's governor, or say there is none.
 
-A project-scope install is committed, so its hook command must name no machine's paths. It
-runs `.memory-governor/hook HARNESS` (by the harness's project directory variable), and the
-launcher finds the governor on each machine:
+A project-scope install is committed, so its hook command must name no machine's paths. The
+command (`command`) finds the governor on each machine itself, in sh builtins (no process started,
+nothing of the project read: as cheap as the direct command, and no file a program can rewrite
+in the project stands in its way); only on a machine without one does it run the committed
+launcher `.memory-governor/hook`, and only once it has checked that the launcher is the one the
+settings were written with (its sha256 is in the command: a rewritten one is not run, memory calls
+are refused, and the user is told). Both find the governor so:
 
 - `$MEMORY_GOVERNOR` (the `memory-governor` program, for a machine where it is not on PATH:
   set it in the shell profile or in the harness's local settings), else `memory-governor` on PATH;
 - from that program's `#!` line, its interpreter; the governor's entry file in that
   environment's own site-packages (`lib/pythonX.Y`, X.Y from the interpreter's name or the
   environment's pyvenv.cfg, never the first folder a glob finds) is run as a direct install
-  writes it (`python -I -S entry.py`), so the launcher costs one `sh` start; an editable install,
+  writes it (`python -I -S entry.py`); an editable install,
   or an environment whose version is not known, runs the program under `-I`. Its arguments are
   passed on (`HARNESS`, or OpenCode's plugin's `--describe PROJECT`).
 - no governor: the user is told at session start, and a memory call follows the committed
@@ -25,7 +29,8 @@ launcher finds the governor on each machine:
   interpreter, base64) is not seen.
 
 The script is the same on every machine (doctor checks it is current); it is written with the
-settings it serves and removed with the last of them.
+settings it serves and removed with the last of them. It finds the governor itself too: OpenCode's
+plugin and settings written by earlier versions run it directly.
 
 Cold path.
 """
@@ -120,17 +125,98 @@ BESIDE = os.path.join(".codex", "hooks.json")
 
 
 def command(harness: str, project_variable: str | None) -> str:
-    """The hook command a project-scope install writes: the same on every clone. Where the
-    variable is not set (another harness running these hooks), the hook's folder is the project.
-    A harness that sets none (`None`: Codex) runs its hooks in the session's folder, which the
-    model cannot move: the launcher is the one beside the hooks file, in that folder or the
-    nearest above it that holds both. Not git's idea of the top (`git rev-parse --show-toplevel`),
-    which `git config core.worktree` or a `.git` file moves to any folder."""
+    """The hook command a project-scope install writes: the same on every clone. It finds this
+    machine's governor itself (FAST: the launcher's own way, with no process started and no file
+    of the project read), and runs the committed launcher only where there is none, once it has
+    checked it is the launcher these settings were written with (`verified`): a launcher a
+    program rewrote is not run (memory calls are refused, the user told). Where the variable is
+    not set (another harness running these hooks), the hook's folder is the project. A harness
+    that sets none (`None`: Codex) runs its hooks in the session's folder, which the model cannot
+    move: the launcher is the one beside the hooks file, in that folder or the nearest above it
+    that holds both. Not git's idea of the top (`git rev-parse --show-toplevel`), which `git
+    config core.worktree` or a `.git` file moves to any folder. Codex runs the command with the
+    user's own `$SHELL`, so there it is one `sh -c` argument."""
     if project_variable is None:
         found = f'[ -f "$d/{RELATIVE}" ] && [ -f "$d/{BESIDE}" ]'
         walk = f'd=$PWD; until [ -z "$d" ] || {{ {found}; }}; do d=${{d%/*}}; done'
-        return f"sh -c '{walk}; exec sh \"${{d:-.}}/{RELATIVE}\" {harness}'"
-    return f'sh "${{{project_variable}:-.}}/{RELATIVE}" {harness}'
+        return "sh -c " + _quote(f'{walk}; set -- "${{d:-.}}/{RELATIVE}" {harness}; {script(harness)}')
+    return f'set -- "${{{project_variable}:-.}}/{RELATIVE}" {harness}; {script(harness)}'
+
+
+# The governor found as the launcher finds it (`$MEMORY_GOVERNOR`, else `memory-governor` in an
+# absolute folder of PATH; its interpreter from its `#!` line; the entry file in that environment's
+# own site-packages, by the interpreter's version or pyvenv.cfg's), in sh builtins alone: no fork,
+# no second sh, nothing of the project read. "$1" is the launcher; the rest are its arguments
+# (the harness, or OpenCode's plugin's `--describe PROJECT`), passed on.
+FAST = r"""l=$1; shift; m=${MEMORY_GOVERNOR:-}
+if [ -z "$m" ]; then o=$IFS; IFS=:; set -f; for d in $PATH; do case $d in /*) if [ -f "$d/memory-governor" ] && [ -x "$d/memory-governor" ]; then m=$d/memory-governor; break; fi ;; esac; done; IFS=$o; set +f; fi
+if [ -n "$m" ] && [ -f "$m" ]; then f=; IFS= read -r f < "$m"; p=${f#'#!'}
+case $p in */python*) if [ -x "$p" ] && [ "$p" != "$f" ]; then v=${p##*/python}
+case $v in [0-9]*.[0-9]*) ;; *) v=; c=${p%/bin/*}/pyvenv.cfg
+if [ -f "$c" ]; then while IFS='= ' read -r k w; do case $k in version|version_info) [ -n "$v" ] || v=$w ;; esac; done < "$c"; fi
+a=${v%%.*} b=${v#*.}; b=${b%%.*}; v=$a.$b; case $a.$b in [0-9]*.[0-9]*) ;; *) v= ;; esac; case $a$b in *[!0-9]*) v= ;; esac ;; esac
+e=${p%/bin/*}/lib/python$v/site-packages/governor/runtime/entry.py
+[ -n "$v" ] && [ -f "$e" ] && exec "$p" -I -S "$e" "$@"
+exec "$p" -I "$m" hook "$@"; fi ;; esac
+exec "$m" hook "$@"; fi"""
+
+_CHANGED = (
+    "memory-governor: {launcher} is not the launcher these hook settings were installed with (a program changed "
+    "it), and no memory-governor is installed on this machine to decide instead: memory calls are refused until it "
+    "is restored (git checkout -- {launcher})."
+)
+
+
+def digest() -> str:
+    """The sha256 of the launcher's text: the settings' command runs no other."""
+    from governor.state import sha256_hex
+
+    return sha256_hex(text().encode())
+
+
+def script(harness: str) -> str:
+    """FAST, then the launcher if it is the one these settings were written with (read once: what
+    is checked is what runs), else the refusals it can give without it (`_changed`)."""
+    verified = (
+        '[ -f "$l" ] && x=$(cat "$l") && y=$(printf \'%s\\n\' "$x" | { sha256sum || shasum -a 256; } 2>/dev/null) && '
+        f'case $y in "{digest()} "*) exec sh -c "$x" "$l" "$@" ;; esac'
+    )
+    return f"{FAST}\n{verified}\n{_changed(harness)}"
+
+
+def _changed(harness: str) -> str:
+    """sh for a launcher that is not the one installed, with no governor here: the user is told at
+    session start, and a call before a tool whose payload could be a memory call (an MCP tool, or a
+    name of the memory's) is refused; nothing else is answered. Each answer is the harness's own,
+    rendered by its adapter around the message ($r)."""
+    from governor import harnesses
+    from governor.engine import events as ev
+    from governor.engine.events import Decision
+
+    message = _CHANGED.format(launcher=RELATIVE.replace(os.sep, "/"))
+    told_stderr = f"case $1 in -*) exit 1 ;; esac; r={_quote(message)}; printf '%s\\n' \"$r\" >&2\n"
+    if harness not in _HARNESSES:  # no answers known for it without a governor: the message alone
+        return told_stderr + "exit 0"
+    adapter = harnesses.adapter(harness)
+    starts, pres, _, _ = _HARNESSES[harness]
+    mark = "\0"  # where the message goes in each answer's printf format
+
+    def form(answer: Any) -> str:
+        return _quote(json.dumps(answer).replace("%", "%%").replace(json.dumps(mark)[1:-1], "%s") + "\\n")
+
+    context = f"Tell the user, once: {mark}" if harness in _TELL_THE_MODEL else ""
+    told = form(adapter.render(starts[0], Decision(ev.NONE, "launcher_changed", context=context, user_message=mark)))
+    refused = form(adapter.refusal(pres[0], mark))
+    before = "|".join(f"*'\"{name}\"'*" for name in pres) + ("|*'\"toolName\"'*" if harness == "copilot" else "")
+    start = "|".join(f"*'\"{name}\"'*" for name in starts)
+    memory = "*'\"mcp_'*|*'\"mcp\":{'*|*'-mem_'*|*engram*|*7437*"
+
+    def args(form: str) -> str:  # the message, once for each place in the format
+        return " ".join(['"$r"'] * form.count("%s"))
+
+    return (f"{told_stderr}s=$({{ head -c {PREFIX}; cat >/dev/null; }})\n"
+            f"case $s in {before}) case $s in {memory}) printf {refused} {args(refused)} ;; esac ;; "
+            f"{start}) printf {told} {args(told)} ;; esac; exit 0")  # fmt: skip
 
 
 def hook_command_for(scope: str, harness: str, project_variable: str | None) -> str:

@@ -114,9 +114,13 @@ class Script:
 
 
 def run_config(harness: str, scope: str) -> dict[str, Any]:
-    """How an installed script runs the governor: the project's committed launcher, found from the
-    script's own place (project scope), or this machine's interpreter on the entry file."""
-    return {"launcher": LAUNCHER} if scope == "project" else {"command": shlex.split(hook_command(harness))}
+    """How an installed script runs the governor: at project scope the script the project's hook
+    settings run (it finds each machine's governor itself, and runs the committed launcher, found
+    from the script's own place, only where there is none, once its digest is checked:
+    governor.harnesses.launcher), else this machine's interpreter on the entry file."""
+    if scope == "project":
+        return {"launcher": LAUNCHER, "script": launcher.script(harness)}
+    return {"command": shlex.split(hook_command(harness))}
 
 
 LAUNCHER = launcher.RELATIVE.replace(os.sep, "/")  # what a project install's script runs, from the project
@@ -127,7 +131,7 @@ def command_of(harness: str, config: dict[str, Any], path: str) -> list[str]:
     the project: `<project>/.opencode/plugin/`, `<project>/.pi/extensions/`), as the script builds it."""
     if config.get("launcher"):
         project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(path))))
-        return ["sh", os.path.join(project, str(config["launcher"])), harness]
+        return ["sh", "-c", str(config.get("script")), "sh", os.path.join(project, str(config["launcher"])), harness]
     command = config.get("command")
     return [str(word) for word in command] if isinstance(command, list) else []
 

@@ -40,7 +40,7 @@ import time
 
 from governor import jsonio
 from governor.policy import history
-from governor.state import ensure_dir, write_atomic
+from governor.state import ensure_dir, read_regular, write_atomic
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -78,8 +78,7 @@ def _stored(state: str, project: str, url: str | None, policy: bool) -> Any:
     else:
         path = record_path(state, project)
         try:
-            with open(path[: -len(".json")] + ".policy.json" if policy else path, "rb") as handle:
-                data = handle.read()
+            data = read_regular(path[: -len(".json")] + ".policy.json" if policy else path)
         except OSError:
             data = None
     try:
@@ -309,8 +308,8 @@ def held_definitions(subagents: dict[str, Any], folders: list[str], since: float
             try:
                 if os.stat(path).st_ctime <= since:
                     continue
-                with open(path, encoding="utf-8", errors="replace") as handle:
-                    tier = declared_tier(handle.read(65536), subagents["front_matter_key"])
+                text = read_regular(path, 65536, follow=True).decode("utf-8", "replace")
+                tier = declared_tier(text, subagents["front_matter_key"])
             except OSError:
                 continue
             if tier is not None and tier in subagents["tiers"] and looser(tier, subagents["default_tier"],

@@ -25,9 +25,10 @@ FORMAT = 1
 
 
 def read_json(path: str) -> Any:
+    from governor.state import read_regular
+
     try:
-        with open(path, "rb") as handle:
-            return jsonio.loads(handle.read())
+        return jsonio.loads(read_regular(path))
     except (OSError, ValueError):
         return None
 
@@ -86,8 +87,9 @@ def _content_key(layers: list[tuple[str, str]], texts: dict[str, str] | None) ->
             data = read[file].encode("utf-8", "surrogatepass")
         else:
             try:
-                with open(file, "rb") as handle:
-                    data = handle.read(MAX_BYTES + 1)
+                from governor.state import read_regular
+
+                data = read_regular(file, MAX_BYTES + 1, follow=True)
                 if len(data) > MAX_BYTES:
                     return "", texts
                 read[file] = data.decode("utf-8")

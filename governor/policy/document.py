@@ -186,7 +186,9 @@ def read_policy_file(file: str, built_digest: str | None = None) -> Document:
     """`built_digest`: the sha256 the shipped default was built with, when `file` is it: read with
     libyaml when its bytes still have that digest (else as any other file)."""
     try:
-        with open(file, "rb") as handle:
+        from governor.state import open_regular
+
+        with open(open_regular(file, follow=True), "rb") as handle:  # a FIFO put there is not waited on
             size = os.fstat(handle.fileno()).st_size
             data = handle.read(MAX_BYTES + 1) if size <= MAX_BYTES else b""
         if size > MAX_BYTES or len(data) > MAX_BYTES:  # checked before reading; a file growing as it is read too

@@ -39,8 +39,9 @@ def limits_of(state: str, digest: str) -> dict[str, Any] | None:
     if not digest or "/" in digest or os.sep in digest:
         return None
     try:
-        with open(os.path.join(state, FOLDER, f"{digest[:16]}.json"), "rb") as handle:
-            data = jsonio.loads(handle.read())
+        from governor.state import read_regular
+
+        data = jsonio.loads(read_regular(os.path.join(state, FOLDER, f"{digest[:16]}.json")))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

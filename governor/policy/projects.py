@@ -36,8 +36,9 @@ def _key(kind: str, value: str) -> str:
 
 def _read(path: str, field: str) -> str | None:
     try:
-        with open(path, "rb") as handle:
-            value = jsonio.loads(handle.read(65536)).get(field)
+        from governor.state import read_regular
+
+        value = jsonio.loads(read_regular(path, 65536)).get(field)
     except (OSError, ValueError, AttributeError):
         return None
     return value if isinstance(value, str) and os.path.isabs(value) else None

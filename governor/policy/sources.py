@@ -65,9 +65,10 @@ def file_digest(path: str) -> str | None:
     """The sha256 of a file's bytes, or None when it cannot be read."""
     from hashlib import sha256
 
+    from governor.state import read_regular
+
     try:
-        with open(path, "rb") as handle:
-            return sha256(handle.read(MAX_SHIPPED)).hexdigest()
+        return sha256(read_regular(path, MAX_SHIPPED, follow=True)).hexdigest()
     except OSError:
         return None
 

@@ -40,6 +40,14 @@ if TYPE_CHECKING:
 MAGIC: bytes = _frozen_importlib_external.MAGIC_NUMBER
 _KEY: int = _frozen_importlib_external._RAW_MAGIC_NUMBER  # type: ignore[attr-defined]  # source_hash's key
 PACKAGE = "governor"
+# The file is opened as a state file is (governor.state.SAFE_FLAGS: no link, no FIFO waited on).
+_SAFE = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def stat_is_file(fd: int) -> bool:
+    return os.fstat(fd).st_mode & 0o170000 == 0o100000
+
+
 HEAD = b"MGHM"  # then the index's length (4 bytes, little-endian), its digest (8), the index, each module's bytecode
 FIRST_READ = 1 << 16  # the index (a few KB) in one read; a module's bytecode is read when it is imported
 _CODE = type(_frozen_importlib.ModuleSpec.__init__.__code__)
@@ -117,7 +125,9 @@ def install(root: str) -> Finder:
     """Serve the package at `root` (its folder) from its file, where there is a usable one."""
     finder = Finder(os.path.join(root, "__pycache__", file_name(root)), root)
     try:
-        finder.fd = os.open(finder.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        finder.fd = os.open(finder.path, os.O_RDONLY | _SAFE)
+        if not stat_is_file(finder.fd):
+            raise ValueError(f"{finder.path} is not a regular file")
         finder.index, finder.base = _index(finder.fd, root)
     except Exception:  # none yet, or not one this module wrote (marshal raises what it likes on junk)
         finder.index = {}  # imported as usual, and written after the answer
@@ -185,8 +195,10 @@ def write(path: str, root: str, modules: dict[str, tuple[Any, ...]]) -> None:
 
 def read(path: str) -> tuple[str, dict[str, tuple[Any, ...]]]:
     """What `write` wrote: (root, name -> (origin, is a package, stamp, bytecode, cached))."""
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | _SAFE)
     try:
+        if not stat_is_file(fd):
+            raise ValueError(f"{path} is not a regular file")
         head = os.read(fd, 16)
         if head[:4] != HEAD:
             raise ValueError(f"{path} is not a module file")

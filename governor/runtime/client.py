@@ -204,17 +204,18 @@ def _met(folder: str, what: str) -> None:
         f"({what}); this hook decided in its own process, as every hook will while it is there. Something "
         f"started it in your account: look at it before trusting this session's memory calls."
     )
+    from governor.state import read_regular, write_atomic
+
     mark = os.path.join(folder, STRANGER_NAME)
+    said = what.encode("utf-8", "backslashreplace")
     try:
-        with open(mark, encoding="utf-8", errors="replace") as handle:
-            if handle.read() == what:
-                return
+        if read_regular(mark, 65536) == said:
+            return
     except OSError:
         pass
     stranger_is_new = True
     try:
-        with open(mark, "w", encoding="utf-8", errors="backslashreplace") as handle:
-            handle.write(what)
+        write_atomic(mark, said)
     except OSError:
         pass
 
@@ -239,7 +240,7 @@ def start_server(env: Mapping[str, str], folder: str) -> None:
     import sys
     import time
 
-    from governor.state import ensure_dir
+    from governor.state import ensure_dir, open_regular
 
     try:
         ensure_dir(folder)
@@ -249,8 +250,11 @@ def start_server(env: Mapping[str, str], folder: str) -> None:
                 return
         except FileNotFoundError:
             pass
-        with open(stamp, "w") as handle:
-            handle.write(str(os.getpid()))
+        fd = open_regular(stamp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            os.write(fd, str(os.getpid()).encode())
+        finally:
+            os.close(fd)
         python = sys.executable
         args = server_command()
         child_env = {**env, WARM_PROJECT: os.getcwd()}

@@ -47,9 +47,61 @@ def _disarm_safety_net() -> None:
     _signal.setitimer(_signal.ITIMER_VIRTUAL, 0)
 
 
-def run(harness: str, exits: bool = False) -> int:
+WATCHDOG_SECONDS = 8.0  # wall clock from the hook's start; under the 10 s every installer gives a hook
+
+
+class Watchdog:
+    """Answers for the hook when its decision has not finished WATCHDOG_SECONDS after it started,
+    whatever holds it up: a FIFO or a lock put where the governor reads or writes, a server that
+    does not answer. The CPU safety net cannot see a wait (a blocked open() uses no CPU), so this
+    is a thread on the wall clock: past the deadline it writes what `runner.unanswered` says (a
+    governed call refused, and why; nothing for anything else) and ends the process, before the
+    harness gives up on the hook and runs the call unsaid. Whichever of it and the hook answers
+    first answers alone (`claim`)."""
+
+    def __init__(self, harness: str) -> None:
+        import _thread
+
+        self.harness = harness
+        self.raw: bytes | None = None
+        self.env: object = os.environ
+        self.outcome: object = None  # runner.Outcome, once the hook decides in its own process
+        self.done = _thread.allocate_lock()
+        self.done.acquire()
+        self.answering = _thread.allocate_lock()
+        from governor import waiting_threads
+
+        waiting_threads.add(_thread.start_new_thread(self._watch, ()))
+
+    def claim(self) -> bool:
+        """True for the first to answer (the hook, or the watchdog); the other writes nothing."""
+        return self.answering.acquire(False)
+
+    def finish(self) -> None:
+        self.done.release()
+
+    def _watch(self) -> None:
+        if self.done.acquire(timeout=WATCHDOG_SECONDS) or not self.claim():
+            return
+        out = err = b""
+        try:
+            from governor.runtime.runner import unanswered
+
+            late = unanswered(self.harness, self.raw, self.env, self.outcome, WATCHDOG_SECONDS)  # type: ignore[arg-type]
+            out, err = late.stdout(), late.stderr()
+        except BaseException as failure:
+            err = f"memory-governor: no decision in {WATCHDOG_SECONDS:g} s ({type(failure).__name__})\n".encode()
+        try:
+            os.write(1, out)
+            os.write(2, err)
+        finally:
+            os._exit(0)
+
+
+def run(harness: str, exits: bool = False, watch: Watchdog | None = None) -> int:
     """One hook event. `exits`: the process ends right after (os._exit), so the ledger is left
-    open for the exit to release: closing the last connection checkpoints the WAL (an fsync)."""
+    open for the exit to release: closing the last connection checkpoints the WAL (an fsync).
+    `watch`: the process's watchdog, told what was read and decided as it goes."""
     out = b""
     err = b""
     try:
@@ -60,6 +112,8 @@ def run(harness: str, exits: bool = False) -> int:
 
         if managed.active():  # nothing the model can set in the environment moves a managed hook
             env = managed.environment(os.environ)  # type: ignore[assignment]
+        if watch is not None:
+            watch.raw, watch.env = raw, env
         if env.get("MEMORY_GOVERNOR_WARM_SERVER", "auto") != "off":
             try:
                 from governor.runtime.client import ask
@@ -86,11 +140,16 @@ def run(harness: str, exits: bool = False) -> int:
             client = sys.modules.get("governor.runtime.client")  # imported only when the warm path was tried
             stranger = getattr(client, "stranger", None)
             if stranger and getattr(client, "stranger_is_new", False):
-                from governor.runtime.runner import log_error
+                from governor.runtime.failures import log_error
 
                 log_error(env, stranger)
+            from governor.runtime.runner import Outcome
+
+            outcome = Outcome()
+            if watch is not None:
+                watch.outcome = outcome
             _arm_safety_net()
-            outcome = respond(harness, raw, env, told=(stranger,) if stranger else ())
+            respond(harness, raw, env, told=(stranger,) if stranger else (), out=outcome)
             _disarm_safety_net()
             out, err = outcome.stdout(), err + outcome.stderr()
             path = b"decided in this process"
@@ -106,6 +165,10 @@ def run(harness: str, exits: bool = False) -> int:
             "utf-8", "backslashreplace"
         )
         out = b""
+    if watch is not None and not watch.claim():
+        import time
+
+        time.sleep(WATCHDOG_SECONDS)  # the watchdog is answering, and ends the process
     try:
         if out:
             sys.stdout.buffer.write(out)
@@ -115,6 +178,8 @@ def run(harness: str, exits: bool = False) -> int:
             sys.stderr.buffer.flush()
     except BaseException:
         pass
+    if watch is not None:
+        watch.finish()
     return 0
 
 
@@ -134,6 +199,8 @@ def main(argv: list[str]) -> None:
 
         print(json.dumps(describe(os.environ, argv[1] if len(argv) > 1 else os.getcwd())))
         sys.exit(0)
+    harness = argv[0] if argv else "claude-code"
+    watch = Watchdog(harness)  # first: nothing after this waits past the harness's timeout unanswered
     from governor.runtime import bundle
 
     finder = bundle.install(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -143,7 +210,7 @@ def main(argv: list[str]) -> None:
         enter(argv[2])
     code = 0
     try:
-        code = run(argv[0] if argv else "claude-code", exits=True)
+        code = run(harness, exits=True, watch=watch)
         quiet = os.open(os.devnull, os.O_WRONLY)
         os.dup2(quiet, 1)  # the answer is written: a harness reading to the end of it need not wait
         os.dup2(quiet, 2)  # for what follows

@@ -1,11 +1,9 @@
 """One hook invocation, decided in this process: raw harness bytes in, answer bytes out.
 
 The same function serves the hook process and the warm server, so both decide alike.
-It never raises and never prints a traceback. When the governor itself cannot decide (a
-locked or unusable ledger, no valid policy, an internal error), a governed memory call
-gets what the policy's on_error says (open: through; closed: denied), and the failure is
-visible: on stderr, in the state directory's error log, and once per session to the user.
-Other tools are never blocked by the governor's own failures.
+It never raises and never prints a traceback. When it cannot decide, governor.runtime.failures
+says what the call gets (on_error for the governor's own failures; a refusal for one a process
+of the user's can cause) and tells the user.
 
 Hot path: standard library only, and not `json` (governor.jsonio: no `re`).
 """
@@ -92,11 +90,18 @@ MAX_VALUES = 2_000_000  # JSON separators in one payload: more cannot be parsed 
 
 
 class Outcome:
-    __slots__ = ("answer", "errors")
+    """One decision's answer and errors, and how far it got (`adapter`, `name`, `event`, `policy`):
+    what a watchdog answers with when the decision does not finish (governor.runtime.hook)."""
+
+    __slots__ = ("adapter", "answer", "errors", "event", "name", "policy")
 
     def __init__(self) -> None:
         self.answer: dict[str, Any] | None = None
         self.errors: list[str] = []
+        self.adapter: Any = None
+        self.name: str | None = None
+        self.event: Event | None = None
+        self.policy: CompiledPolicy | None = None
 
     def stdout(self) -> bytes:
         if self.answer is None:
@@ -112,8 +117,8 @@ _UNREAD: Any = object()  # respond: the payload is still to be parsed from the r
 
 def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None = None,
             payload: Any = _UNREAD, told: tuple[str, ...] = (), loaded: Loaded | None = None,
-            cwd: str | None = None, caller_uid: int | None = None, caller_pid: int | None = None
-            ) -> Outcome:  # fmt: skip
+            cwd: str | None = None, caller_uid: int | None = None, caller_pid: int | None = None,
+            out: Outcome | None = None) -> Outcome:  # fmt: skip
     """Decide one hook event. Never raises. `now` replaces the clock (replay plays recorded time).
 
     A long-lived caller that has parsed the event already (the MCP proxy) passes `payload`
@@ -128,10 +133,11 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
     `caller_uid`, `caller_pid`: the OS user and process that asked, as the kernel says them (a
     server's SO_PEERCRED); None: this process's; pid 0: not known (no lineage). The user is whose
     window the call counts in (`<uid>@<host>`, governor.engine.window); the process is where the
-    session's lineage is read (governor.runtime.lineage)."""
-    out = Outcome()
+    session's lineage is read (governor.runtime.lineage). `out`: the Outcome to fill, for a caller
+    that watches how far the decision got (the hook's watchdog)."""
+    out = Outcome() if out is None else out
     try:
-        adapter = harnesses.adapter(harness)
+        adapter = out.adapter = harnesses.adapter(harness)
     except harnesses.UnknownHarness as err:
         out.errors.append(f"memory-governor: {err}")
         return out
@@ -140,33 +146,35 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
     policy: CompiledPolicy | None = None
     try:
         if payload is _UNREAD and len(raw) > MAX_INPUT:
-            name = adapter.sniff_event(raw[:4096])
-            raise adapter.BadPayload(f"the hook input is larger than {MAX_INPUT} bytes")
+            name = out.name = adapter.sniff_event(raw[:4096])
+            raise _too_large(f"the hook input is larger than {MAX_INPUT} bytes")
         if payload is _UNREAD:
             if raw.count(b",") + raw.count(b":") > MAX_VALUES:
-                name = adapter.sniff_event(raw[:4096])
-                raise adapter.BadPayload(f"the hook input holds more than {MAX_VALUES} JSON values")
+                name = out.name = adapter.sniff_event(raw[:4096])
+                raise _too_large(f"the hook input holds more than {MAX_VALUES} JSON values")
             try:
                 payload = jsonio.loads(raw)
             except ValueError as err:
                 name = adapter.sniff_event(raw[:4096])
                 raise adapter.BadPayload(f"the hook input is not valid JSON ({err})") from None
             except RecursionError:
-                name = adapter.sniff_event(raw[:4096])
-                raise adapter.BadPayload("the hook input is nested too deeply to read") from None
+                name = out.name = adapter.sniff_event(raw[:4096])
+                raise _too_large("the hook input is nested too deeply to read") from None
         sender = adapter.foreign(payload, env) if hasattr(adapter, "foreign") else None
         if sender is not None:  # another harness ran this one's hooks (it reads its settings)
             if sender not in harnesses.REGISTRY:
                 _unsupported(out, env, payload, harness, sender)
                 return out
-            adapter = harnesses.adapter(sender)
-        name = adapter.event_name(payload)
+            adapter = out.adapter = harnesses.adapter(sender)
+        name = out.name = adapter.event_name(payload)
         event = adapter.parse(payload, env)
         if event is None:
             return out  # an event this adapter does not govern
         event.harness = event.harness or adapter.NAME
         _anchor(event, cwd)
+        out.event = event
         policy, notices = _policy(env, event, loaded)
+        out.policy = policy
         notices = [*told, *notices, *_held(env, event, policy)]
         if event.kind == ev.SESSION_START:
             notices = notices + _installed_changes(env, event.harness, policy.project)
@@ -184,7 +192,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
             # The call takes a route whatever the ledger says: it is refused without being recorded.
             from governor.engine.routes import refusal
 
-            _on_error(out, adapter, name, event, policy, env, err)
+            _failed(out, adapter, name, event, policy, env, err)
             answer = adapter.render(name or "", refusal(route, event.tool_name or "")) or {}
             out.answer = {**(out.answer or {}), **answer}
             return out
@@ -195,8 +203,67 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
                 adapter.pass_marker(env, payload, own.own)
         _notify(out, event, env, notices + ledger_notices + decision.notices)
     except BaseException as err:  # the governor's own failure (an encoder's panic too): on_error decides, visibly
-        _on_error(out, adapter, name, event, policy, env, err)
+        _failed(out, adapter, name, event, policy, env, err)
     return out
+
+
+def _too_large(what: str) -> Exception:
+    from governor.runtime.failures import InputTooLarge
+
+    return InputTooLarge(what)
+
+
+def _failed(out: Outcome, adapter: Any, name: str | None, event: Event | None, policy: CompiledPolicy | None,
+            env: Mapping[str, str], err: BaseException, quiet: bool = False) -> None:  # fmt: skip
+    """No decision: what the call gets and what the user is told (governor.runtime.failures), under
+    the policy found so far, else the one the event would be decided under."""
+    from governor.runtime.failures import on_error
+
+    if policy is None and (event is not None or not quiet):
+        policy = _policy_for_errors(env, event)
+    answer, message = on_error(adapter, name, event, policy, env, err, quiet)
+    out.answer = answer
+    out.errors.append(message)
+
+
+def unanswered(harness: str, raw: bytes | None, env: Mapping[str, str], out: Outcome | None,
+               seconds: float) -> Outcome:  # fmt: skip
+    """What a hook answers when its decision did not finish in `seconds` of wall-clock time
+    (governor.runtime.hook.Watchdog): something blocked it, which a process running as the user
+    can cause, so a governed call is refused whatever on_error says (`user_caused`), from what the
+    decision had found so far (`out`: its event and policy), else from the payload read afresh.
+    Nothing is logged or marked in the state directory (it may be what blocked), and the user is
+    told with each refusal."""
+    from governor.runtime.failures import Unanswered
+
+    late = Outcome()
+    adapter = out.adapter if out is not None and out.adapter is not None else harnesses.adapter(harness)
+    name = out.name if out is not None else None
+    event = out.event if out is not None else None
+    policy = out.policy if out is not None else None
+    if event is None and raw:
+        try:
+            payload = jsonio.loads(raw)
+            name = adapter.event_name(payload)
+            event = adapter.parse(payload, env)
+        except BaseException:
+            name = name or adapter.sniff_event(raw[:4096])
+    failure = Unanswered(f"no decision within {seconds:g} s of the hook's start: something it reads or writes "
+                         "blocked it")  # fmt: skip
+    _failed(late, adapter, name, event, policy, env, failure, quiet=True)
+    return late
+
+
+def _policy_for_errors(env: Mapping[str, str], event: Event | None) -> CompiledPolicy | None:
+    """The policy, to learn on_error, when the failure came before it was loaded (its files are
+    read without waiting: governor.state.read_regular); None when there is none to read."""
+    from governor.policy import compiled
+    from governor.state import state_dir
+
+    try:
+        return _policy(env, event)[0] if event is not None else compiled.load(env, None, state_dir(env))[0]
+    except BaseException:
+        return None
 
 
 def _anchor(event: Event, cwd: str | None) -> None:
@@ -216,8 +283,10 @@ def _unsupported(out: Outcome, env: Mapping[str, str], payload: Any, harness: st
         "decided. Govern it through the MCP proxy (docs/proxy.md) instead."
     )
     out.errors.append(message)
+    from governor.runtime.failures import first_time, log_error
+
     session = payload.get("session_id") or payload.get("conversation_id") if isinstance(payload, dict) else None
-    if _first_time(env, session, f"foreign:{sender}"):
+    if first_time(env, session, f"foreign:{sender}"):
         log_error(env, message)
 
 
@@ -234,7 +303,11 @@ def _policy(env: Mapping[str, str], event: Event, loaded: Loaded | None = None) 
 def _held(env: Mapping[str, str], event: Event, policy: CompiledPolicy) -> list[str]:
     """A loosening held back: told once per session, on stderr too (an orchestrator's stderr is its
     author's terminal); saying whose change it is looks at git."""
-    if policy.held is None or not _first_time(env, event.session_id, f"held:{policy.held}"):
+    if policy.held is None:
+        return []
+    from governor.runtime.failures import first_time
+
+    if not first_time(env, event.session_id, f"held:{policy.held}"):
         return []
     from governor.policy.acceptance import held_notice
     from governor.policy.sources import Sources
@@ -296,11 +369,10 @@ def _sync_warm_server_switch(env: Mapping[str, str], policy: CompiledPolicy) -> 
         return
     try:
         if wanted:
-            from governor.state import ensure_dir
+            from governor.state import ensure_dir, open_regular
 
             ensure_dir(os.path.dirname(marker))
-            with open(marker, "w"):
-                pass
+            os.close(open_regular(marker, os.O_WRONLY | os.O_CREAT))
         else:
             os.unlink(marker)
     except OSError:
@@ -422,136 +494,11 @@ def _decide(
 def _notify(out: Outcome, event: Event, env: Mapping[str, str], notices: list[str]) -> None:
     """Policy notices (a broken policy file): on stderr always, to the user once per session."""
     for notice in notices:
+        from governor.runtime.failures import first_time
+
         out.errors.append(notice)
-        if _first_time(env, event.session_id, notice):
+        if first_time(env, event.session_id, notice):
             answer = out.answer or {}
             message = answer.get("systemMessage")
             answer["systemMessage"] = f"{message}\n{notice}" if message else notice
             out.answer = answer
-
-
-def _first_time(env: Mapping[str, str], session_id: object, notice: str) -> bool:
-    """One message per session per notice, remembered in the state directory (not the ledger,
-    which may be the thing that failed). True when the mark cannot be written: better twice
-    than never."""
-    from zlib import crc32
-
-    from governor.state import ensure_dir, state_dir
-
-    try:
-        folder = ensure_dir(os.path.join(state_dir(env), "notices"))
-        session = crc32(repr(session_id).encode("utf-8", "backslashreplace"))
-        mark = f"{session:08x}-{crc32(notice.encode('utf-8', 'backslashreplace')):08x}"
-        fd = os.open(os.path.join(folder, mark), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.close(fd)
-        return True
-    except FileExistsError:
-        return False
-    except OSError:
-        return True
-
-
-def _on_error(out: Outcome, adapter: Any, name: str | None, event: Event | None, policy: CompiledPolicy | None,
-              env: Mapping[str, str], err: BaseException) -> None:  # fmt: skip
-    """The governor could not decide. on_error decides for a governed memory call; say so.
-
-    A ledger another process holds past the busy timeout is contention the governor did not
-    cause (a model can hold the lock from a background process at will): it never opens the
-    gate, whatever on_error says; the call is refused and may be tried again."""
-    from governor.engine.ledger import LedgerBusy
-    from governor.policy.compiled import PolicyUnavailable
-
-    bad_input = isinstance(err, adapter.BadPayload)
-    what = f"the hook input was rejected: {err}" if bad_input else f"{type(err).__name__}: {err}"
-    if isinstance(err, PolicyUnavailable):
-        what = f"no valid policy: {err}"
-    elif "I/O error" in str(err) or "disk is full" in str(err) or "readonly" in str(err) or "read-only" in str(err):
-        what += _disk_hint(env)
-    if policy is None:
-        policy = _policy_for_errors(env, event)
-    on_error = policy.on_error if policy is not None else "open"  # no policy at all: nothing says closed
-    governed = _governed(event, policy)
-    # Unread input: closed applies when it names an event the harness can deny or withhold.
-    deniable = event is None and adapter.refusal(name, "") is not None
-    contention = isinstance(err, LedgerBusy)
-    closed = (on_error == "closed" or contention) and (governed or deniable)
-    verdict = "denied (on_error: closed)" if closed else "let through (on_error: open)"
-    if contention:
-        verdict = ("refused while another process holds it (contention, not the governor's own failure: "
-                   "on_error does not apply)") if closed else "not affected"  # fmt: skip
-    message = f"memory-governor could not decide ({what}); memory calls are {verdict}."
-    out.errors.append(message)
-    log_error(env, message)
-    if closed and contention:
-        out.answer = adapter.refusal(
-            name,
-            "memory-governor could not check this memory call: another process holds the ledger past its busy "
-            "timeout, so it cannot be counted. Try it again in a moment, or continue without memory; the user has "
-            "been told.",
-        )
-    elif closed:
-        out.answer = adapter.refusal(
-            name,
-            f"memory-governor could not check this memory call ({type(err).__name__}), and policy on_error=closed "
-            "refuses memory calls until it can. Continue without memory; the user has been told.",
-        )
-    else:
-        out.answer = None
-    session = event.session_id if event is not None else "(unknown session)"
-    if _first_time(env, session, f"error:{type(err).__name__}:{on_error}"):
-        answer = out.answer or {}
-        answer["systemMessage"] = message
-        out.answer = answer
-
-
-def _disk_hint(env: Mapping[str, str]) -> str:
-    """Why a write failed, when the disk can tell: full, or mounted read-only."""
-    from governor.state import state_dir
-
-    try:
-        stats = os.statvfs(state_dir(env))
-    except OSError:
-        return ""
-    if stats.f_flag & os.ST_RDONLY:
-        return "; the state directory is on a read-only file system"
-    free = stats.f_bavail * stats.f_frsize
-    return f"; the state directory's disk is full ({free} bytes free)" if free < 1024 * 1024 else ""
-
-
-def _policy_for_errors(env: Mapping[str, str], event: Event | None) -> CompiledPolicy | None:
-    """The policy, to learn on_error, when the failure came before it was loaded (bad input)."""
-    from governor.policy import compiled
-    from governor.state import state_dir
-
-    try:
-        if event is None:
-            return compiled.load(env, None, state_dir(env))[0]
-        return compiled.load(env, harness_folder(env, event), state_dir(env), event.session_id)[0]
-    except BaseException:
-        return None
-
-
-def _governed(event: Event | None, policy: CompiledPolicy | None) -> bool:
-    if event is None or event.kind not in (ev.PRE_TOOL, ev.POST_TOOL):
-        return False
-    if policy is not None and event.server is not None and event.tool is not None:
-        return policy.tool(event.server, event.tool) is not None
-    return event.server is not None  # no policy to ask: an MCP tool reached a memory hook's matcher
-
-
-def log_error(env: Mapping[str, str], message: str) -> None:
-    from governor.state import ensure_dir, state_dir
-
-    try:
-        folder = ensure_dir(state_dir(env))
-        path = os.path.join(folder, "errors.log")
-        line = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + " " + message.replace("\n", " ") + "\n"
-        with open(path, "a", encoding="utf-8", errors="backslashreplace") as handle:
-            handle.write(line[:2000])
-        if os.path.getsize(path) > 1_000_000:  # bounded: keep the newest half
-            with open(path, "rb") as handle:
-                tail = handle.read()[-500_000:]
-            with open(path, "wb") as handle:
-                handle.write(tail)
-    except OSError:
-        pass

@@ -25,7 +25,7 @@ from typing import Any
 from governor import fingerprint
 from governor.runtime.client import DISABLED_NAME, PROTOCOL, SOCKET_NAME, WARM_PROJECT, run_dir
 from governor.runtime.runner import respond
-from governor.state import ensure_dir
+from governor.state import ensure_dir, open_regular
 
 MAX_REQUEST = 128 * 1024 * 1024
 CONSOLE_BYTES = 16 * 1024 * 1024  # the console exporter's file (telemetry), at most about this, kept
@@ -53,7 +53,8 @@ class Server:
 
     def claim(self) -> bool:
         """Take the one-server-per-state-directory lock; False if another server holds it."""
-        self.lock_handle = open(os.path.join(self.folder, "server.lock"), "a+")  # noqa: SIM115 - held for life
+        fd = open_regular(os.path.join(self.folder, "server.lock"), os.O_RDWR | os.O_CREAT)
+        self.lock_handle = open(fd, "r+")  # noqa: SIM115 - held for life
         try:
             fcntl.flock(self.lock_handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -291,7 +292,7 @@ def running_pid(env: dict[str, str]) -> int | None:
     """The pid of the server answering for this state directory, if one does."""
     path = os.path.join(run_dir(env), "server.lock")
     try:
-        with open(path) as handle:
+        with open(open_regular(path)) as handle:
             probe = handle
             try:
                 fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -300,5 +301,5 @@ def running_pid(env: dict[str, str]) -> int | None:
                 return int(text) if text.isdigit() else -1
             fcntl.flock(probe.fileno(), fcntl.LOCK_UN)
             return None
-    except FileNotFoundError:
+    except OSError:
         return None

@@ -657,9 +657,11 @@ def test_install_then_uninstall_round_trip(env: Env) -> None:
 
     assert "mcp__engram__mem_search" in matcher_names(ours["matcher"])
     assert "mcp__plugin_engram_engram__mem_get_observation" in matcher_names(ours["matcher"])
-    # the committed file names no machine's paths: the project's launcher finds the governor
-    assert ours["hooks"][0] == {"type": "command", "timeout": 10,
-                                "command": 'sh "${CLAUDE_PROJECT_DIR:-.}/.memory-governor/hook" claude-code'}  # fmt: skip
+    # the committed file names no machine's paths: its command finds the governor, else runs the launcher
+    assert ours["hooks"][0]["timeout"] == 10 and str(env.tmp) not in ours["hooks"][0]["command"]
+    assert ours["hooks"][0]["command"].startswith(
+        'set -- "${CLAUDE_PROJECT_DIR:-.}/.memory-governor/hook" claude-code;'
+    )
     assert (env.project / ".memory-governor" / "hook").is_file()
     assert set(installed["hooks"]) >= {"PostToolUse", "UserPromptSubmit", "SessionStart", "PreCompact"}
     again = env.cli("install", "claude-code")

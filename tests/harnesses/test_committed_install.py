@@ -456,3 +456,68 @@ def test_without_a_governor_a_spelled_route_to_the_memory_is_refused(tmp_path: P
     for plain in ("ls src/*.py", "git log -5", "awk '{print $1}' notes.txt"):
         assert refusal(answer_of(hook(command, project, state, SYSTEM_PATH, shell(project, "s1", "claude-code",
                                                                                     plain)))) is None, plain  # fmt: skip
+
+
+@pytest.mark.parametrize("harness", list(HARNESSES))
+def test_a_launcher_a_program_rewrote_is_never_run(tmp_path: Path, two_machines: tuple[Path, Path],
+                                                   harness: str) -> None:  # fmt: skip
+    """A program's write (`open('.memory-gov'+'ernor/ho'+'ok','w').write('exit 0')`, which no route reads)
+    is in force at the next call if the command runs the file it finds. The command finds the governor
+    itself and reads nothing of the project; with none here it runs the launcher only if it is the one
+    the settings were written with: rewritten, memory calls are refused and the user is told."""
+    _, dev = two_machines
+    project = tmp_path / "project"
+    (project / ".memory-governor").mkdir(parents=True)
+    (project / ".memory-governor" / "policy.yaml").write_text("on_error: open\n")
+    env = {"PATH": f"{dev}:{SYSTEM_PATH}", "HOME": str(tmp_path), "MEMORY_GOVERNOR_STATE_DIR": str(tmp_path / "st")}
+    subprocess.run([str(dev / "memory-governor"), "install", harness, "--project", str(project)], check=True,
+                   capture_output=True, env=env)  # fmt: skip
+    (command,) = installed_commands(project, harness)
+    launcher = project / ".memory-governor" / "hook"
+    with open(launcher, "w") as handle:  # as a program writes it
+        handle.write("exit 0\n")
+    state = tmp_path / "state"
+    governed = answer_of(hook(command, project, state, f"{dev}:{SYSTEM_PATH}", search(project, "s1", harness),
+                              harness))  # fmt: skip
+    assert clamped_limit(governed) == 3, "a governor here decides: the rewritten file is not what runs"
+    launcher.unlink()
+    again = answer_of(hook(command, project, state, f"{dev}:{SYSTEM_PATH}", search(project, "s2", harness), harness))
+    assert clamped_limit(again) == 3, "nothing of the project is read to find the governor"
+    launcher.write_text("exit 0\n")
+    # A machine without a governor: the launcher is checked before it runs (the shipped on_error: open
+    # would pass memory calls through it, and a rewritten one could do anything else).
+    told = hook(command, project, state, SYSTEM_PATH, start(project, "s3", harness), harness)
+    said = told.stderr if harness == "opencode" else answer_of(told).get("systemMessage", "") + told.stderr
+    assert "is not the launcher these hook settings were installed with" in said, told
+    call = answer_of(hook(command, project, state, SYSTEM_PATH, search(project, "s3", harness), harness))
+    assert "not the launcher" in (refusal(call) or ""), call
+    other = answer_of(hook(command, project, state, SYSTEM_PATH, shell(project, "s3", harness, "ls src"), harness))
+    assert refusal(other) is None, "only memory calls are refused"
+
+
+def test_the_hook_command_starts_no_process_before_the_governor(
+    tmp_path: Path, two_machines: tuple[Path, Path]
+) -> None:
+    """What makes the command cost what the direct one does: from the shell the harness starts to the
+    governor's interpreter, no fork and no second sh (traced: every execve and clone of the command)."""
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed")
+    _, dev = two_machines
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {"PATH": f"{dev}:{SYSTEM_PATH}", "HOME": str(tmp_path), "MEMORY_GOVERNOR_STATE_DIR": str(tmp_path / "st"),
+           "MEMORY_GOVERNOR_WARM_SERVER": "off", "CLAUDE_PROJECT_DIR": str(project)}  # fmt: skip
+    subprocess.run([str(dev / "memory-governor"), "install", "claude-code", "--project", str(project)], check=True,
+                   capture_output=True, env=env)  # fmt: skip
+    (command,) = installed_commands(project)
+    log = tmp_path / "trace"
+    subprocess.run([strace, "-f", "-s", "4096", "-e", "trace=execve,clone,clone3,fork,vfork", "-o", str(log), "/bin/sh", "-c",
+                    command], input=json.dumps(search(project, "s1")).encode(), env=env, cwd=project,
+                   capture_output=True, timeout=60)  # fmt: skip
+    lines = log.read_text().splitlines()
+    execs = [line for line in lines if "execve(" in line]
+    assert len(execs) == 2, "\n".join(execs)  # sh, then the interpreter
+    assert "/bin/python" in execs[1] and '"-I", "-S"' in execs[1] and "entry.py" in execs[1], execs[1]
+    before = lines[: lines.index(execs[1])]
+    assert not [line for line in before if "clone" in line or "fork" in line], "\n".join(before)

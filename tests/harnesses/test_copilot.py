@@ -361,12 +361,17 @@ def test_the_installed_command_exits_as_on_error_says_when_python_is_gone(env: E
     # Copilot denies a call whose preToolUse hook exits non-zero: that is on_error closed.
     assert (proc.returncode == 0) == (on_error == "open"), proc
     assert proc.stdout == b""
-    # The project scope's committed launcher, gone from a clone: the same exit.
+    # The project scope's command (a script that execs the governor it finds), that governor's interpreter
+    # gone: the same exit.
     env.cli("install", "copilot", check=True)
     project = json.loads((env.project / ".github" / "hooks" / "memory-governor.json").read_text())
-    (env.project / ".memory-governor" / "hook").unlink()
+    program = env.tmp / "gone" / "memory-governor"
+    program.parent.mkdir()
+    program.write_text("#!/nonexistent/python\n")
+    program.chmod(0o755)
     proc = subprocess.run(["bash", "-c", project["hooks"]["preToolUse"][0]["bash"]], input=b"{}", capture_output=True,
-                          timeout=30, env={**os.environ, "COPILOT_PROJECT_DIR": str(env.project)})  # fmt: skip
+                          timeout=30, env={**os.environ, "COPILOT_PROJECT_DIR": str(env.project),
+                                           "MEMORY_GOVERNOR": str(program)})  # fmt: skip
     assert (proc.returncode == 0) == (on_error == "open"), proc
 
 
@@ -386,8 +391,11 @@ def test_install_then_uninstall_round_trip(env: Env) -> None:
     assert mine["bash"] == "echo mine"
     assert set(ours["matcher"].split("|")) >= {"engram-mem_search", "plugin_engram_engram-mem_get_observation", "task"}
     # committed: the project's launcher, no machine's path
-    assert ours["timeoutSec"] == 10 and ours["bash"].startswith('sh "${COPILOT_PROJECT_DIR:-.}/.memory-governor/hook"')
-    assert ours["bash"].endswith(" copilot || true"), "the shipped policy is on_error: open"
+    assert ours["timeoutSec"] == 10 and ours["bash"].startswith(
+        '(set -- "${COPILOT_PROJECT_DIR:-.}/.memory-governor/hook"'
+    )
+    assert ours["bash"].endswith(") || true"), "the shipped policy is on_error: open"
+    assert str(env.tmp) not in ours["bash"]
     assert set(installed["hooks"]) >= {"postToolUse", "postToolUseFailure", "userPromptSubmitted", "sessionStart",
                                        "preCompact", "subagentStart", "subagentStop", "agentStop"}  # fmt: skip
     assert "matcher" not in installed["hooks"]["userPromptSubmitted"][0]

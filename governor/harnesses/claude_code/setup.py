@@ -8,8 +8,8 @@ hook process, and any server's tools named like the memory's (`mcp__.+__mem_.*`:
 registered again under another name). Matchers of plain names joined by `|` match those names
 exactly; with a pattern among them the matcher is one anchored regex.
 
-The project scope is committed, so its command is the project's launcher
-(`sh "$CLAUDE_PROJECT_DIR/.memory-governor/hook" claude-code`, governor.harnesses.launcher),
+The project scope is committed, so its command finds each machine's governor (and runs the project's
+launcher `$CLAUDE_PROJECT_DIR/.memory-governor/hook` where there is none: governor.harnesses.launcher),
 the same on every clone; `local` and `user` name this machine's interpreter.
 
 Cold path.

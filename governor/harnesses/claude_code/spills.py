@@ -21,7 +21,6 @@ Imported only when a result looks spilled or a file tool is called.
 from __future__ import annotations
 
 import os
-import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,10 +50,11 @@ def spilled_result(payload: dict[str, Any], text: str, server: str, tool: str) -
     try:
         if os.path.realpath(os.path.dirname(path)) != os.path.realpath(expected):
             return None
-        info = os.lstat(path)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
-            return None
-        with open(path, "rb") as handle:
+        from governor.state import open_regular
+
+        with open(open_regular(path), "rb") as handle:  # no link followed, no FIFO waited on
+            if os.fstat(handle.fileno()).st_uid != os.getuid():
+                return None
             return handle.read(MAX_SPILL).decode("utf-8", "replace")
     except OSError:
         return None

@@ -190,9 +190,10 @@ def user_hooks_dir(env: Mapping[str, str]) -> str:
 
 def installed_here(path: str) -> bool:
     """Does the hooks file at `path` hold memory-governor's Copilot hooks?"""
+    from governor.state import read_regular
+
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read(262_144)
+        text = read_regular(path, 262_144, follow=True).decode("utf-8", "replace")
     except OSError:
         return False
     if "copilot" not in text:

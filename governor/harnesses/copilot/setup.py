@@ -7,13 +7,13 @@ loaded by Copilot in a trusted folder) or `~/.copilot/hooks/memory-governor.json
 the exact tool names the policy governs, as Copilot spells them (`engram-mem_search`, a regex
 Copilot matches whole), plus the dispatch tools.
 
-The project scope is committed, so its command is the project's launcher
-(`sh "${COPILOT_PROJECT_DIR:-.}/.memory-governor/hook" copilot`, governor.harnesses.launcher),
-which finds each machine's governor; the user scope names this machine's interpreter.
+The project scope is committed, so its command finds each machine's governor (and runs the project's
+launcher `${COPILOT_PROJECT_DIR:-.}/.memory-governor/hook` where there is none: governor.harnesses.launcher);
+the user scope names this machine's interpreter.
 
 A preToolUse hook that exits non-zero makes Copilot deny the call. The hook process always
-exits 0, but a missing interpreter (or launcher) cannot: with `on_error: open` the command ends
-in `|| true`, so even that lets the call through; with `on_error: closed` it does not, and the
+exits 0, but a missing interpreter cannot: with `on_error: open` the command ends in `|| true`
+(the project scope's, a script, in a subshell first), so even that lets the call through; with `on_error: closed` it does not, and the
 call is denied as closed asks. `doctor` says when the policy and the installed command
 disagree.
 
@@ -67,7 +67,17 @@ def governed_tools(policy: dict[str, Any]) -> list[str]:
 
 def command_for(policy: dict[str, Any], scope: str) -> str:
     command = launcher.hook_command_for(scope, NAME, PROJECT_VARIABLE)
-    return command + (FAIL_OPEN if policy["on_error"] == "open" else "")
+    if policy["on_error"] != "open":
+        return command
+    return (f"({command})" if scope == "project" else command) + FAIL_OPEN  # the script's exec, in a subshell
+
+
+def bare(command: str) -> str:
+    """The installed command without what makes it fail open."""
+    if not command.endswith(FAIL_OPEN):
+        return command
+    command = command.removesuffix(FAIL_OPEN)
+    return command[1:-1] if command.startswith("(") and command.endswith(")") else command
 
 
 def _command_of(entry: Any) -> str | None:
@@ -208,8 +218,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         scope_commands = [c for entries in events.values() for e in entries if (c := _command_of(e))]
         commands += scope_commands
         if scope == "project":
-            bare = [c.removesuffix(FAIL_OPEN) for c in scope_commands]
-            checks += launcher.doctor(project, NAME, path, bare, PROJECT_VARIABLE)
+            checks += launcher.doctor(project, NAME, path, [bare(c) for c in scope_commands], PROJECT_VARIABLE)
         missing = [e for e in (*TOOL_EVENTS, *SESSION_EVENTS) if e not in events]
         matched = _matched(events.get("preToolUse", []))
         uncovered = [t for t in tools if t not in matched and "*" not in matched]
@@ -260,7 +269,7 @@ def _selftest(command: str, tool: str, project: str) -> Check:
     """Run the installed command on a synthetic search with limit 10: it must clamp to the ladder."""
     payload = {"sessionId": "doctor", "timestamp": 0, "cwd": project, "toolName": tool,
                "toolArgs": {"query": "doctor", "limit": 10}}  # fmt: skip
-    run = run_hook_command(command.removesuffix(FAIL_OPEN), payload, {PROJECT_VARIABLE: os.path.abspath(project)},
+    run = run_hook_command(bare(command), payload, {PROJECT_VARIABLE: os.path.abspath(project)},
                            os.path.abspath(project))  # fmt: skip
     answer = run.answer if isinstance(run.answer, dict) else {}
     clamped = (answer.get("modifiedArgs") or {}).get("limit")

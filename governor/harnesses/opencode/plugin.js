@@ -14,12 +14,14 @@ import { fileURLToPath } from "node:url"
 // memory-governor: the shared client (client.js) is written here by the install
 
 const CONFIG = {} // memory-governor: the install writes this line
-// The hook command: a project install's is the project's committed launcher, found beside this file
-// (<project>/.opencode/plugin/ -> <project>/.memory-governor/hook), which runs each machine's own governor
-// and, on a machine with none, gives the project's no-governor answers (governor/harnesses/launcher.py);
-// a user install's is this machine's interpreter on the governor's entry file.
+// The hook command: a project install's finds each machine's own governor as the project's hook settings
+// do (CONFIG.script), and on a machine with none runs the project's committed launcher, found beside this
+// file (<project>/.opencode/plugin/ -> <project>/.memory-governor/hook), once it has checked it is the one
+// installed: it gives the project's no-governor answers (governor/harnesses/launcher.py); a user install's
+// is this machine's interpreter on the governor's entry file.
 const COMMAND = CONFIG.launcher
-  ? ["sh", fileURLToPath(new URL(`../../${CONFIG.launcher}`, import.meta.url)), CONFIG.harness]
+  ? ["sh", "-c", CONFIG.script, "sh", fileURLToPath(new URL(`../../${CONFIG.launcher}`, import.meta.url)),
+     CONFIG.harness]
   : CONFIG.command
 
 const ID_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
