@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -207,13 +208,33 @@ def test_usage_is_bumped_only_for_injected_memories_and_the_source_is_untouched(
     first = brief(env, path, "--budget", "300", "--store", "team", "--rank", "relevance")  # oldest first
     injected = {s["id"] for s in first["selected"]}
     assert injected and first["omitted"]["count"] > 0
-    assert first["nudge"] == f"{first['omitted']['count']} memories not injected — consider pruning"
+    left = ", ".join(f"#{i}" for i in first["omitted"]["ids"])
+    assert first["nudge"] == (f"{first['omitted']['count']} memories left out ({left}): over the budget of 300 "
+                              "o200k_base tokens; prune them, or give a larger budget")  # fmt: skip
     ledger = open_ledger(str(env.state))
     counts = dict(ledger.q("SELECT memory, use_count FROM usage"))
     assert counts == {f"team/{i}": 1 for i in injected}
     assert path.read_bytes() == before
     again = brief(env, path, "--budget", "300", "--store", "team", "--rank", "usage")
     assert {s["id"] for s in again["selected"]} == injected, "usage ranking reads what was injected before"
+
+
+def test_a_budget_no_card_fits_says_what_was_left_out_and_the_smallest_budget_that_fits_one(env: Env) -> None:
+    path = write_candidates(env, [memory(1, 40, created_at="2026-01-01"), memory(2, 20, created_at="2026-01-02")])
+    tight = env.cli("brief", str(path), "--budget", "10", "--no-record-usage")
+    assert tight.returncode == 0 and tight.stdout == ""
+    said = re.fullmatch(r"2 memories left out \(#2, #1\): no card fits the budget of 10 o200k_base tokens; "
+                        r"the smallest budget that fits one whole \(#2\) is (\d+)\n", tight.stderr)  # fmt: skip
+    assert said, tight.stderr
+    smallest = int(said[1])
+    # The figure it names is exact: that budget takes card #2, one token less takes none.
+    assert brief(env, path, "--budget", str(smallest), "--no-record-usage")["selected"][0]["id"] == "2"
+    assert brief(env, path, "--budget", str(smallest - 1), "--no-record-usage")["selected"] == []
+    # With --fill skip the smallest card anywhere in the ranking is the one named.
+    skip = env.cli("brief", str(path), "--budget", "10", "--fill", "skip", "--rank", "relevance", "--no-record-usage")
+    assert f"the smallest budget that fits one whole (#2) is {smallest}" in skip.stderr, skip.stderr
+    limited = env.cli("brief", str(path), "--limit", "1", "--budget", "1000", "--no-record-usage")
+    assert limited.stderr == "1 memory left out (#1): the limit is 1\n"
 
 
 def test_an_engram_export_is_a_source(env: Env) -> None:

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from governor.engine.briefing import CandidateError
 from governor.engine.tokens import counter
-from governor.sdk.briefing import brief
+from governor.sdk.briefing import CandidateError, UnitUnavailable, brief
 from tests.conftest import Env, fixture_text
 
 SEARCH = fixture_text("engram/search_v1.txt")  # hits #42 (JWT), #57 (FTS5), #61 (repository errors)
@@ -50,6 +49,11 @@ def test_a_query_ranks_candidates_that_carry_no_relevance(env: Env) -> None:
 def test_a_bad_candidate_is_named(env: Env) -> None:
     with pytest.raises(CandidateError, match=r"candidates\[1\]: missing 'id'"):
         brief([{"id": "1", "content": "x"}, {"content": "y"}], env=env.vars, project=str(env.project))
+
+
+def test_the_errors_it_raises_are_importable_beside_it(env: Env) -> None:
+    with pytest.raises(UnitUnavailable):
+        brief([{"id": "1", "content": "x"}], unit="no_such_unit", env=env.vars, project=str(env.project))
 
 
 def test_the_cli_reads_a_mem_search_result_and_takes_a_query(env: Env) -> None:

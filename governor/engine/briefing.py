@@ -27,6 +27,7 @@ from governor.engine.packer import TRUNCATION_MARKER, select
 
 RANKINGS = ("recency", "relevance", "usage", "scope")
 ORG_SCOPES = {"org", "organization", "global", "team"}
+NAMED = 10  # ids a nudge names before "and N more"
 OPEN_TAG = '<memory-cards unit="{unit}" budget="{budget}">'
 CLOSE_TAG = "</memory-cards>"
 
@@ -242,11 +243,28 @@ class Briefing:
         self.unit = ""
         self.estimate = False
         self.budget: int | None = None
+        self.by_limit = False  # the limit, not the budget, left the omitted out
+        self.fits_one: tuple[int, str] | None = None  # (the smallest budget that takes a card, its id), when none fit
 
     @property
     def nudge(self) -> str:
+        """What was left out and why, in words: the ids, the limit or budget that left them out,
+        and, when no card fits at all, the smallest budget that takes one."""
         n = len(self.omitted)
-        return f"{n} memor{'y' if n == 1 else 'ies'} not injected — consider pruning" if n else ""
+        if not n:
+            return ""
+        shown = ", ".join(f"#{i}" for i in self.omitted[:NAMED])
+        ids = shown + (f" and {n - NAMED} more" if n > NAMED else "")
+        left = f"{n} memor{'y' if n == 1 else 'ies'} left out ({ids})"
+        if self.by_limit:
+            return f"{left}: the limit is {len(self.selected)}"
+        unit = f"{self.unit} tokens" + (" (an estimate)" if self.estimate else "")
+        if self.selected:
+            return f"{left}: over the budget of {self.budget} {unit}; prune them, or give a larger budget"
+        if self.fits_one is None:
+            return f"{left}: no card fits the budget of {self.budget} {unit}"
+        need, first = self.fits_one
+        return f"{left}: no card fits the budget of {self.budget} {unit}; the smallest budget that fits one whole (#{first}) is {need}"
 
     def manifest(self, options: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -324,7 +342,22 @@ def pack(
     out.truncated = [candidates[i].id for i in kept if i == truncated or i in capped]
     kept_set = set(kept)
     out.omitted = [candidates[i].id for i in order if i not in kept_set]
+    out.by_limit = limit is not None and len(kept) >= limit
+    if not kept and out.omitted and budget is not None and not out.by_limit:
+        # The selection takes the first card in rank order that fits (any that fits, with fill=skip).
+        tried = order if fill == "skip" else order[:1]
+        need, first = min((_fits(card_of(i), count, unit, budget), j) for j, i in enumerate(tried))
+        out.fits_one = (need, candidates[tried[first]].id)
     return out
+
+
+def _fits(card_text: str, count: Callable[[str], int], unit: str, budget: int) -> int:
+    """The smallest budget whose block holds this card: the block names its budget, so the count
+    is taken again with the number it gives until the two agree."""
+    need = count(_block({0: card_text}, [0], unit, budget))
+    while (again := count(_block({0: card_text}, [0], unit, need))) > need:
+        need = again
+    return need
 
 
 def _block(cards: dict[int, str], kept: Iterable[int], unit: str, budget: int | None) -> str:

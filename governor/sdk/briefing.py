@@ -21,7 +21,10 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from governor.engine.briefing import Candidate, pack, rank, read_candidates
+from governor.engine.briefing import Candidate, CandidateError, pack, rank, read_candidates
+from governor.engine.tokens import UnitUnavailable, counter
+
+__all__ = ["CandidateError", "UnitUnavailable", "brief"]
 
 
 def brief(
@@ -51,7 +54,6 @@ def brief(
     `ranking`: recency, relevance (the server's order or score; `query` scores candidates that
     carry none), usage (what was briefed most recently and often: the ledger's record, bumped
     only with `record_usage` for what was injected), scope (org-wide first)."""
-    from governor.engine.tokens import counter
     from governor.policy import compiled
     from governor.state import state_dir
 
