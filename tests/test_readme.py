@@ -52,8 +52,10 @@ def test_what_a_user_reads_names_no_outside_design_documents() -> None:
 
 def test_the_readme_opens_with_the_two_commands_then_what_this_is_and_how_to_install_it() -> None:
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    commands = [line.split("#")[0].strip() for line in lines[:12] if line.startswith("./scripts/")]
-    assert commands[:2] == ["./scripts/demo.sh", "./scripts/test.sh"], commands
+    assert lines[2] == "```sh", "the README opens with its commands"
+    block = lines[3 : lines.index("```", 3)]
+    commands = [line.split("#")[0].strip() for line in block if not line.startswith(" ")]
+    assert commands == ["./scripts/demo.sh", "./scripts/test.sh"], "two commands, and only them"
     test_line = next(i for i, line in enumerate(lines) if line.startswith("./scripts/test.sh"))
     said = " ".join(line.split("#", 1)[-1] for line in lines[test_line : test_line + 4])
     for what in ("chromium", "redis-server", "A first run takes"):
