@@ -243,7 +243,7 @@ class Briefing:
         self.unit = ""
         self.estimate = False
         self.budget: int | None = None
-        self.by_limit = False  # the limit, not the budget, left the omitted out
+        self.limited: int | None = None  # the limit that left the omitted out (not the budget)
         self.fits_one: tuple[int, str] | None = None  # (the smallest budget that takes a card, its id), when none fit
 
     @property
@@ -256,15 +256,16 @@ class Briefing:
         shown = ", ".join(f"#{i}" for i in self.omitted[:NAMED])
         ids = shown + (f" and {n - NAMED} more" if n > NAMED else "")
         left = f"{n} memor{'y' if n == 1 else 'ies'} left out ({ids})"
-        if self.by_limit:
-            return f"{left}: the limit is {len(self.selected)}"
+        if self.limited is not None:
+            return f"{left}: the limit is {self.limited}"
         unit = f"{self.unit} tokens" + (" (an estimate)" if self.estimate else "")
         if self.selected:
             return f"{left}: over the budget of {self.budget} {unit}; prune them, or give a larger budget"
         if self.fits_one is None:
             return f"{left}: no card fits the budget of {self.budget} {unit}"
         need, first = self.fits_one
-        return f"{left}: no card fits the budget of {self.budget} {unit}; the smallest budget that fits one whole (#{first}) is {need}"
+        return (f"{left}: no card fits the budget of {self.budget} {unit}; the smallest budget that fits one whole "
+                f"(#{first}) is {need}")  # fmt: skip
 
     def manifest(self, options: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -342,8 +343,8 @@ def pack(
     out.truncated = [candidates[i].id for i in kept if i == truncated or i in capped]
     kept_set = set(kept)
     out.omitted = [candidates[i].id for i in order if i not in kept_set]
-    out.by_limit = limit is not None and len(kept) >= limit
-    if not kept and out.omitted and budget is not None and not out.by_limit:
+    out.limited = limit if limit is not None and len(kept) >= limit else None
+    if not kept and out.omitted and budget is not None and out.limited is None:
         # The selection takes the first card in rank order that fits (any that fits, with fill=skip).
         tried = order if fill == "skip" else order[:1]
         need, first = min((_fits(card_of(i), count, unit, budget), j) for j, i in enumerate(tried))
@@ -352,11 +353,18 @@ def pack(
 
 
 def _fits(card_text: str, count: Callable[[str], int], unit: str, budget: int) -> int:
-    """The smallest budget whose block holds this card: the block names its budget, so the count
-    is taken again with the number it gives until the two agree."""
-    need = count(_block({0: card_text}, [0], unit, budget))
-    while (again := count(_block({0: card_text}, [0], unit, need))) > need:
-        need = again
+    """The smallest budget whose block holds this card. The block names its budget, so its count
+    depends on that number: up until a budget holds the block that names it, then down while one
+    less still does."""
+
+    def cost(named: int) -> int:
+        return count(_block({0: card_text}, [0], unit, named))
+
+    need = cost(budget)
+    while cost(need) > need:
+        need = cost(need)
+    while need > 1 and cost(need - 1) <= need - 1:
+        need -= 1
     return need
 
 
