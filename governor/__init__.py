@@ -97,3 +97,13 @@ def fingerprint() -> bytes:
         except OSError:
             continue
     return f"{__version__}+{newest}".encode()
+
+
+def install_extra(extra: str) -> str:
+    """How a person adds an optional extra to the environment this copy runs from: memory-governor
+    is installed from its clone, isolated, so neither a bare `pip` nor a package name is it."""
+    import sys
+
+    return (f"{sys.executable} -m pip install '/path/to/the/clone[{extra}]' (into the environment memory-governor "
+            f"runs from; an install by pipx: in the clone, pipx install --force '.[{extra}]', naming every extra you use; "
+            f"by uv: uv tool install --force '.[{extra}]')")  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 
 from tests.conftest import ROOT, Env
 
@@ -41,3 +42,21 @@ def test_doctor_reports_a_broken_policy(env: Env) -> None:
     env.write(".memory-governor/policy.yaml", "limits:\n  max_search_calls: {value: -1, enforce: block}\n")
     out = env.cli("doctor")
     assert out.returncode == 1 and "FAIL  policy" in out.stdout and "policy.yaml:2:" in out.stdout
+
+
+def test_a_missing_extra_is_told_to_go_into_the_governors_own_environment(env: Env) -> None:
+    """memory-governor is installed isolated, from its clone: what doctor says to do about a missing
+    extra names pipx in the clone and this very Python, never a bare pip or a package index name."""
+    shadow = env.tmp / "shadow"
+    (shadow / "opentelemetry").mkdir(parents=True)
+    (shadow / "opentelemetry" / "__init__.py").write_text("")  # a package with no SDK in it
+    (shadow / "redis").mkdir()
+    (shadow / "redis" / "__init__.py").write_text("raise ImportError('no redis here')\n")
+    extra = {"PYTHONPATH": str(shadow), "MEMORY_GOVERNOR_ENABLE_TELEMETRY": "1",
+             "MEMORY_GOVERNOR_LEDGER_URL": "redis://127.0.0.1:1/0"}  # fmt: skip
+    rows = env.cli_json("doctor", "--format", "json", env=extra)
+    told = {row["check"]: f"{row['detail']} {row['fix']}" for row in rows if row["status"] == "FAIL"}
+    for check, name in (("telemetry", "telemetry"), ("ledger", "redis")):
+        assert f"pipx install --force '.[{name}]'" in told[check], told
+        assert f"{sys.executable} -m pip install '/path/to/the/clone[{name}]'" in told[check], told
+        assert "install 'memory-governor[" not in told[check], told

@@ -8,7 +8,7 @@ import time
 
 import click
 
-from governor import harnesses
+from governor import harnesses, install_extra
 from governor.harnesses import installs
 from governor.harnesses.checks import BAD, INFO, OK, WARN, Check
 from governor.policy import compiled
@@ -281,7 +281,7 @@ def _telemetry(report: Report, env: Mapping[str, str], policy: CompiledPolicy) -
             installed = False
         if not installed:
             report.add(BAD, "telemetry", "on, but the OpenTelemetry SDK is not installed for this Python",
-                       "python3 -m pip install 'memory-governor[telemetry]'")  # fmt: skip
+                       install_extra("telemetry"))  # fmt: skip
         sent = ", ".join(
             f"{signal} " + (" + ".join(f"{kind} ({settings.protocols[signal]})" if kind == "otlp" else kind
                                        for kind in chosen) or "none")

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from governor import harnesses
+from governor import harnesses, install_extra
 from governor.harnesses import installs
 from governor.harnesses.managed import Layout
 from governor.harnesses.settings import Change, SettingsError, apply
@@ -232,8 +232,8 @@ def _check_ledger(url: str, blob: dict[str, Any]) -> None:
     import tempfile
 
     if importlib.util.find_spec("redis") is None:
-        raise click.ClickException("the ledger on Redis needs redis-py in the governor's environment: "
-                                   "pip install 'memory-governor[redis]'; nothing was changed")  # fmt: skip
+        raise click.ClickException(f"the ledger on Redis needs redis-py in the governor's environment "
+                                   f"({install_extra('redis')}); nothing was changed")  # fmt: skip
     settings = blob["policy"]["ledger"]
     try:
         with tempfile.TemporaryDirectory() as scratch:

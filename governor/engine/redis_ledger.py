@@ -180,10 +180,10 @@ def _client(url: str) -> tuple[Any, dict[str, Any]]:
             from redis.backoff import NoBackoff
             from redis.retry import Retry
         except ImportError as err:
-            raise LedgerUnavailable(
-                f"MEMORY_GOVERNOR_LEDGER_URL is set, but the redis package cannot be imported ({err}): "
-                "pip install 'memory-governor[redis]' into the Python the hooks use"
-            ) from None
+            from governor import install_extra
+
+            raise LedgerUnavailable(f"MEMORY_GOVERNOR_LEDGER_URL is set, but the redis package cannot be imported "
+                                    f"({err}): {install_extra('redis')}") from None  # fmt: skip
         finally:
             for name in hidden:
                 if sys.modules.get(name, 0) is None:
