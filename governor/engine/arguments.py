@@ -29,6 +29,23 @@ def rewritten(case: Any, code: str, rewrite_code: str, updated: dict[str, Any]) 
     return decision
 
 
+def refused(event: Any, decision: Decision) -> Decision:
+    """A rewrite the harness cannot apply (`Event.no_rewrite`), as a refusal naming the arguments
+    to call again with: what the rewrite changed, and what it dropped."""
+    import json
+
+    updated = decision.updated_input or {}
+    again = {k: v for k, v in updated.items() if event.tool_input.get(k) != v}
+    dropped = [k for k in event.tool_input if k not in updated]
+    asked = json.dumps(again, ensure_ascii=False, sort_keys=True)
+    without = f" and without {', '.join(dropped)}" if dropped else ""
+    out = Decision(ev.DENY, decision.code, f"memory-governor: call {event.tool_name} again with {asked}{without}, "
+                   f"the other arguments as they were ({decision.reason}). This call did not run and counts "
+                   "nothing.")  # fmt: skip
+    out.user_message, out.context = decision.user_message, decision.context
+    return out
+
+
 def own_project(case: Any, spec: dict[str, Any], updated: dict[str, Any]) -> list[str]:
     """L1 with other_projects off: a search (or a mem_context) reads the session's project only.
     `all_projects` is clamped to false; a `project` other than the session's folder name is dropped,

@@ -62,6 +62,14 @@ class Event:
     harness's id of that call, when known), else the session's current turn. A model therefore
     cannot mint budget by launching work that reports back.
 
+    `no_rewrite`: the harness applies no rewritten arguments (or only with an answer that also
+    skips the user's own approval of the call). A clamp is then refused instead, its reason
+    naming the arguments to call again with: the refused call ran nowhere and counts nothing.
+
+    `whole_result`: the harness hands the model every result whole (no answer replaces one). A
+    result over the budget is then counted whole, as the model got it, and the user is told; the
+    turn's later calls see what it really cost.
+
     `harness`: the name of the adapter that read the event (set by the runner), for the audit trail
     and telemetry only: no rule reads it.
 
@@ -99,6 +107,7 @@ class Event:
         "harness",
         "kind",
         "machine_made",
+        "no_rewrite",
         "observer",
         "origin_call_id",
         "project",
@@ -114,6 +123,7 @@ class Event:
         "tool_result",
         "turn_id",
         "twin",
+        "whole_result",
     )
 
     def __init__(self, kind: str, session_id: str, **fields: Any) -> None:
@@ -137,6 +147,8 @@ class Event:
         self.origin_call_id: str | None = fields.get("origin_call_id")
         self.context_unseen: bool = bool(fields.get("context_unseen"))
         self.observer: bool = bool(fields.get("observer"))
+        self.no_rewrite: bool = bool(fields.get("no_rewrite"))
+        self.whole_result: bool = bool(fields.get("whole_result"))
         self.twin: bool = bool(fields.get("twin"))
         self.cwd: str | None = fields.get("cwd")
         self.result_elsewhere: bool = bool(fields.get("result_elsewhere"))

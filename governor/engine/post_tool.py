@@ -118,9 +118,15 @@ def _count_and_trim(case: Case, spec: dict[str, Any], call_id: str | None, prior
             f"memory-governor: this turn's memory reached {budget - left + total} of {budget} "
             f"{case.policy.unit} tokens (over budget; warn only)."
         )
-    if case.policy.mode == "monitor":
+    if case.policy.mode == "monitor" or event.whole_result:
         delivered, kept_all = total, set(range(len(parsed.entries)))  # the model got the whole result
         whole, deduped = set(kept_all), 0
+        if event.whole_result and decision.kind == ev.REPLACE:
+            decision = Decision(code=f"{decision.code}_uncut")
+            if over:
+                decision.tell_user(f"memory-governor: {event.tool} returned {total} {case.policy.unit} tokens, past "
+                                   "what this turn had left; this harness cannot cut a result, so all of it reached "
+                                   "the model and was counted.")  # fmt: skip
     if context is not None:
         shown = kept_all - set(repeats) if role == "search" else None  # a new preview, cut or not
         delivery.remember(ledger, case.session, context, parsed, case.prepared["prints"], whole, event.server or "",

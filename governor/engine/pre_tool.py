@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from governor.engine import events as ev
 from governor.engine import window
-from governor.engine.arguments import is_count, own_project, rewritten
+from governor.engine.arguments import is_count, own_project, refused, rewritten
 from governor.engine.budgets import budget_left, spent
 from governor.engine.events import Decision
 from governor.engine.ledger import key
@@ -72,6 +72,8 @@ def pre_tool(case: Case) -> Decision:
     if repeat is not None:
         return repeat
     decision, expected = _judge(case, spec)
+    if event.no_rewrite and decision.kind == ev.REWRITE:
+        decision = refused(event, decision)
     if decision.kind == ev.DENY and case.policy.mode == "enforce":
         ledger.deny(case.session, case.turn, call_id, role, event.tool or "", case.agent, now)
     else:

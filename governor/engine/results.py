@@ -423,11 +423,12 @@ def result_text(response: Any) -> str:
     if isinstance(response, str):
         return response
     if isinstance(response, list):
-        parts = [part.get("text", "") for part in response if isinstance(part, dict) and part.get("type") == "text"]
+        parts = [str(part["text"]) for part in response if isinstance(part, dict) and isinstance(part.get("text"), str)
+                 and part.get("type", "text") == "text"]  # fmt: skip
         if parts or not response:
             return "\n".join(parts)
     if isinstance(response, dict):
-        content = response.get("content")
+        content = response.get("content", response.get("llmContent"))  # an MCP result, or content parts
         if isinstance(content, list):
             return result_text(content)
         if isinstance(response.get("text"), str):

@@ -58,10 +58,11 @@ def judge_context(case: Case, usage: dict[str, int]) -> tuple[Decision, int]:
     left, budget, enforce = budget_left(case, usage)
     if enforce == "block" and expected > left:
         return spent(case, budget - left, budget, expected), 0  # refused before the trigger is spent
-    if armed:
+    code = f"unlocked_by:{armed[0]}" if armed else code
+    decision = _ask_to_fit(case, code, left if enforce == "block" else None)
+    if armed and not (case.event.no_rewrite and decision.kind == ev.REWRITE):  # a refused clamp spends nothing
         case.ledger.consume(case.session, armed[0])
-        code = f"unlocked_by:{armed[0]}"
-    return _ask_to_fit(case, code, left if enforce == "block" else None), expected
+    return decision, expected
 
 
 # Bytes per token of the policy's unit, at the low end for memory text (so what the server sends

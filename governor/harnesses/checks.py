@@ -123,3 +123,17 @@ def installs(harness: str, paths: Iterable[tuple[str, str]], read: Callable[[str
         except ValueError as err:
             checks.append(Check(BAD, f"{harness} ({scope})", str(err), "fix the file by hand"))
     return found
+
+
+def refused_search(harness: str, command: str, payload: dict[str, Any], harness_env: dict[str, str]) -> Check:
+    """Run an installed hook command on a synthetic search with limit 10 (`payload`) for a harness
+    that applies no rewritten arguments: it must refuse it, naming the limit to call again with."""
+    run = run_hook_command(command, payload, harness_env)
+    answer = run.answer if isinstance(run.answer, dict) else {}
+    specific = answer.get("hookSpecificOutput")
+    reason = str(specific.get("permissionDecisionReason", "")) if isinstance(specific, dict) else ""
+    if run.returncode == 0 and '"limit":' in reason:
+        return Check(OK, f"{harness} hook", f"the installed command answers (a search with limit 10 refused: "
+                     f"{reason[:80]}) in {run.millis:.0f} ms")  # fmt: skip
+    return Check(BAD, f"{harness} hook", f"the installed command did not clamp a search: {run.last_error}",
+                 f"memory-governor install {harness}  (then run doctor again)")  # fmt: skip

@@ -42,8 +42,17 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from governor.harnesses.checks import BAD, OK, WARN, Check
-from governor.harnesses.settings import Change, json_text, read_json, removal, without_hooks
+from governor.harnesses.checks import BAD, OK, WARN, Check, coverage, installs, isolation, refused_search
+from governor.harnesses.settings import (
+    Change,
+    hook_groups,
+    json_text,
+    matcher_names,
+    read_json,
+    removal,
+    with_hooks,
+    without_hooks,
+)
 
 RELATIVE = os.path.join(".memory-governor", "hook")
 
@@ -253,6 +262,80 @@ def groups_removed(scope: str, project: str, harness: str, path: str, ours: Call
     recognises removed (the file too, when the install made it and nothing else is left)."""
     before = read_json(path)
     return hooks_removed(scope, project, harness, path, before, removal(path, without_hooks(before, ours)))
+
+
+class HooksFile:
+    """A harness whose hooks are Claude-style groups (`{"hooks": {event: [{matcher, hooks}]}}`) in
+    a JSON settings file at `path(scope, project)`, ours where `ours(hook)`; at project scope they
+    run the launcher through `project_variable`. Its install, uninstall, and what its doctor shares."""
+
+    def __init__(self, harness: str, path: Callable[[str, str], str], scopes: tuple[str, ...],
+                 ours: Callable[[Any], bool], project_variable: str) -> None:  # fmt: skip
+        self.harness, self.path, self.scopes, self.ours, self.variable = harness, path, scopes, ours, project_variable
+
+    def plan_install(self, scope: str, project: str, groups: Callable[[str], dict[str, list[dict[str, Any]]]],
+                     done: str) -> list[Change]:  # fmt: skip
+        """Our hook groups (`groups(command)`, for the command this scope runs) in place of any earlier ones."""
+        path = self.path(scope, project)
+        before = read_json(path)
+        after = with_hooks(before, groups(hook_command_for(scope, self.harness, self.variable)), self.ours)
+        return hooks_installed(scope, project, path, before, after, done)
+
+    @staticmethod
+    def groups(command: str, before: list[str], after: list[str], patterns: list[str], after_events: tuple[str, ...],
+               session_events: tuple[str, ...], timeout: int) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
+        """Our hook groups running `command`: PreToolUse for exactly the tools `before`, each of
+        `after_events` for the tools `after` (both also for the regexes `patterns`), each of
+        `session_events` every time."""
+        from governor.harnesses.settings import exact_matcher
+
+        entry = {"type": "command", "command": command, "timeout": timeout}
+        out = {"PreToolUse": [{"matcher": exact_matcher(before, patterns), "hooks": [entry]}]}
+        out.update({event: [{"matcher": exact_matcher(after, patterns), "hooks": [entry]}] for event in after_events})
+        return {**out, **{event: [{"hooks": [entry]}] for event in session_events}}
+
+    def plan_uninstall(self, scope: str, project: str) -> list[Change]:
+        return groups_removed(scope, project, self.harness, self.path(scope, project), self.ours)
+
+    def project_files(self, project: str) -> list[str]:
+        """The project-scope files whose hooks run the launcher."""
+        return [self.path("project", project)]
+
+    def installed(self, project: str, needed: tuple[str, ...], tools: list[str],
+                  pre_event: str = "PreToolUse") -> tuple[list[Check], list[str], list[str]]:  # fmt: skip
+        """Each scope's file holding our hooks, judged: the launcher at project scope, every event of
+        `needed` hooked, every tool of `tools` in an exact matcher of `pre_event`. With the hook
+        commands found, and the scopes whose install is complete."""
+        checks: list[Check] = []
+        commands: list[str] = []
+        complete: list[str] = []
+        paths = [(scope, self.path(scope, project)) for scope in self.scopes]
+        for scope, path, events in installs(self.harness, paths, lambda p: hook_groups(read_json(p), self.ours),
+                                            checks):  # fmt: skip
+            if not events:
+                continue
+            commands += [hook["command"] for groups in events.values() for _, hook in groups]
+            if scope == "project":
+                checks += doctor(project, self.harness, path, commands, self.variable)
+            missing = [e for e in needed if e not in events]
+            matched = {name for matcher, _ in events.get(pre_event, []) for name in matcher_names(matcher)}
+            uncovered = [t for t in tools if t not in matched]
+            checks.append(coverage(self.harness, scope, path, events, missing, uncovered, len(tools)))
+            if not missing and not uncovered:
+                complete.append(scope)
+        return checks, commands, complete
+
+    def refusing_doctor(self, project: str, needed: tuple[str, ...], tools: list[str],
+                        payload: Callable[[str], dict[str, Any]]) -> list[Check]:  # fmt: skip
+        """The doctor of a harness that applies no rewritten arguments: `installed`, each hook
+        command's isolation, and the first one on a synthetic search with limit 10 (`payload(tool)`),
+        which it must refuse, naming the limit."""
+        checks, commands, _ = self.installed(project, needed, tools)
+        checks += [unsafe for unsafe in (isolation(self.harness, c) for c in sorted(set(commands))) if unsafe]
+        if commands and tools:
+            env = {self.variable: os.path.abspath(project)}
+            checks.append(refused_search(self.harness, commands[0], payload(tools[0]), env))
+        return checks
 
 
 # Harnesses that show the user nothing a hook prints (Copilot in `-p` mode): the model is told

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from governor.engine import events as ev
 from governor.engine.events import Event
-from governor.harnesses import answers
+from governor.harnesses import answers, claude_dialect
 from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
 from governor.harnesses.payload import governed, mapping, readers
 from governor.harnesses.payload import text as _text
@@ -61,17 +61,7 @@ CAPABILITIES = {
     "on crash": "fails open (the governor never crashes: it answers or applies on_error)",
 }
 
-EVENTS = {
-    "SessionStart": ev.SESSION_START,
-    "UserPromptSubmit": ev.PROMPT,
-    "PreToolUse": ev.PRE_TOOL,
-    "PostToolUse": ev.POST_TOOL,
-    "PostToolUseFailure": ev.TOOL_FAILED,
-    "PreCompact": ev.PRE_COMPACT,
-    "SubagentStart": ev.SUBAGENT_START,
-    "SubagentStop": ev.SUBAGENT_STOP,
-    "Stop": ev.STOP,
-}
+EVENTS = claude_dialect.EVENTS
 event_name, sniff_event = readers("hook_event_name", EVENTS)
 # CLAUDE_CODE_ENTRYPOINT of a binary an Agent SDK program runs (`claude -p` is sdk-cli).
 SDK_ENTRYPOINTS = ("sdk-py", "sdk-ts")
@@ -221,7 +211,7 @@ ANSWERS = answers.Dialect(
     post=("PostToolUse",),
     limit=MAX_STRING,
     context_events=CONTEXT_EVENTS,
-    deny=lambda reason: {"permissionDecision": "deny", "permissionDecisionReason": reason},
+    deny=claude_dialect.deny,
     rewrite=lambda tool_input: {"updatedInput": tool_input},
     replace=lambda text: {"updatedMCPToolOutput": text},
     nested=(answers.DENY, answers.REWRITE, answers.REPLACE, answers.CONTEXT),

@@ -28,8 +28,6 @@ from governor.harnesses.checks import (
     OK,
     WARN,
     Check,
-    coverage,
-    installs,
     isolation,
     run_hook_command,
     server_entries,
@@ -43,12 +41,9 @@ from governor.harnesses.settings import (
     command_is,
     exact_matcher,
     governed_names,
-    hook_groups,
-    matcher_names,
     ours,
     read_json,
     route_tools,
-    with_hooks,
 )
 
 NAME = "claude-code"
@@ -104,21 +99,19 @@ def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, 
 PROJECT_VARIABLE = "CLAUDE_PROJECT_DIR"  # set for every hook command (Doc)
 
 
+HOOKS = launcher.HooksFile(NAME, settings_path, SCOPES, is_ours, PROJECT_VARIABLE)
+project_files = HOOKS.project_files
+plan_uninstall = HOOKS.plan_uninstall
+
+
 def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Change]:
     path = settings_path(scope, project)
-    before = read_json(path)
-    after = with_hooks(before, our_hooks(policy, launcher.hook_command_for(scope, NAME, PROJECT_VARIABLE)), is_ours)
     tools = len(governed_tools(policy))
     events = len(TOOL_EVENTS) + len(SESSION_EVENTS)
     done = f"installed hooks on {events} events ({len(SESSION_EVENTS)} session events) for {tools} memory tools"
     if scope != "user" and not os.path.isdir(os.path.dirname(path)):
         done += f"; {RESTART_NOTE}"
-    return launcher.hooks_installed(scope, project, path, before, after, done)
-
-
-def project_files(project: str) -> list[str]:
-    """The project-scope files whose hooks run the launcher."""
-    return [settings_path("project", project)]
+    return HOOKS.plan_install(scope, project, lambda command: our_hooks(policy, command), done)
 
 
 # Claude Code reads a project's .claude/ hooks only if the folder was there when the session started.
@@ -128,27 +121,13 @@ RESTART_NOTE = (
 )
 
 
-def plan_uninstall(scope: str, project: str) -> list[Change]:
-    return launcher.groups_removed(scope, project, NAME, settings_path(scope, project), is_ours)
-
-
 def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     """Is the install complete for this policy, and does the installed command answer?"""
-    checks: list[Check] = []
     tools = governed_tools(policy)
-    commands: list[str] = []
-    paths = [(scope, settings_path(scope, project)) for scope in SCOPES]
-    for scope, path, events in installs(NAME, paths, lambda path: hook_groups(read_json(path), is_ours), checks):
-        if not events:
-            continue
-        commands += [hook["command"] for groups in events.values() for _, hook in groups]
-        if scope == "project":
-            checks += launcher.doctor(project, NAME, path, commands, PROJECT_VARIABLE)
-        missing = [e for e in (*TOOL_EVENTS, *SESSION_EVENTS) if e not in events]
-        matched = {name for matcher, _ in events.get("PreToolUse", []) for name in matcher_names(matcher)}
-        uncovered = [t for t in tools if t not in matched]
-        checks.append(coverage(NAME, scope, path, events, missing, uncovered, len(tools)))
-        if not missing and not uncovered and scope != "user" and _made_by_install(os.path.dirname(path)):
+    checks, commands, complete = HOOKS.installed(project, (*TOOL_EVENTS, *SESSION_EVENTS), tools)
+    for scope in complete:
+        path = settings_path(scope, project)
+        if scope != "user" and _made_by_install(os.path.dirname(path)):
             checks.append(Check(INFO, f"claude-code ({scope})", f"{RESTART_NOTE} (its .claude/ holds only what the "
                                 "install wrote)", "restart Claude Code sessions started before it"))  # fmt: skip
     walled = _managed_doctor()

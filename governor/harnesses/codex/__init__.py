@@ -39,9 +39,9 @@ from __future__ import annotations
 
 from governor.engine import events as ev
 from governor.engine.events import Event
-from governor.harnesses import answers
+from governor.harnesses import answers, claude_dialect
 from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
-from governor.harnesses.payload import governed, mapping, readers
+from governor.harnesses.payload import governed, readers
 from governor.harnesses.payload import text as _text
 from governor.harnesses.tool_names import split_tool_name
 
@@ -68,16 +68,7 @@ CAPABILITIES = {
     "on crash": "fails open (the governor never crashes: it answers or applies on_error)",
 }
 
-EVENTS = {
-    "SessionStart": ev.SESSION_START,
-    "UserPromptSubmit": ev.PROMPT,
-    "PreToolUse": ev.PRE_TOOL,
-    "PostToolUse": ev.POST_TOOL,
-    "PreCompact": ev.PRE_COMPACT,
-    "SubagentStart": ev.SUBAGENT_START,
-    "SubagentStop": ev.SUBAGENT_STOP,
-    "Stop": ev.STOP,
-}
+EVENTS = claude_dialect.events("PostToolUseFailure")
 event_name, sniff_event = readers("hook_event_name", EVENTS)
 # Events whose answer may carry hookSpecificOutput.additionalContext.
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "SubagentStart")
@@ -98,20 +89,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         "agent_type": _text(payload, "agent_type") or None,
         "cwd": _text(payload, "cwd"),
     }
-    if kind in (ev.PRE_TOOL, ev.POST_TOOL):
-        tool_name = _text(payload, "tool_name", required=True) or ""
-        tool_input = mapping(payload, "tool_input")
-        server, tool = split_tool_name(tool_name)
-        fields.update(tool_name=tool_name, server=server, tool=tool, tool_input=tool_input,
-                      call_id=_text(payload, "tool_use_id"))  # fmt: skip
-        if kind == ev.POST_TOOL:
-            from governor.engine.results import result_text
-
-            fields["tool_result"] = result_text(payload.get("tool_response"))
-    elif kind == ev.PROMPT:
-        fields["prompt"] = _text(payload, "prompt") or ""
-    elif kind == ev.SESSION_START:
-        fields["source"] = _text(payload, "source")
+    fields.update(claude_dialect.event_fields(payload, kind, split_tool_name))
     return Event(kind, _text(payload, "session_id", required=True) or "", **fields)
 
 
@@ -121,7 +99,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
 # is already within the turn's budget, and cutting it would break an entry in half.
 ANSWERS = answers.Dialect(
     pre=("PreToolUse",), post=("PostToolUse",), limit=MAX_STRING, context_events=CONTEXT_EVENTS,
-    deny=lambda reason: {"permissionDecision": "deny", "permissionDecisionReason": reason},
+    deny=claude_dialect.deny,
     rewrite=lambda tool_input: {"permissionDecision": "allow", "updatedInput": tool_input},
     replace=lambda text: {"decision": "block", "reason": text or "[memory-governor] result held back"},
     nested=(answers.DENY, answers.REWRITE, answers.CONTEXT),

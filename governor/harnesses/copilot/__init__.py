@@ -50,7 +50,7 @@ import os
 
 from governor.engine import events as ev
 from governor.engine.events import Event
-from governor.harnesses import answers
+from governor.harnesses import answers, claude_dialect
 from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
 from governor.harnesses.payload import named
 from governor.harnesses.payload import text as _checked
@@ -293,7 +293,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
 ANSWERS = answers.Dialect(
     pre=("preToolUse", "PreToolUse"), post=("postToolUse", "PostToolUse"), limit=MAX_STRING,
     context_events=CONTEXT_EVENTS,
-    deny=lambda reason: {"permissionDecision": "deny", "permissionDecisionReason": reason},
+    deny=claude_dialect.deny,
     rewrite=lambda tool_input: {"modifiedArgs": tool_input},
     replace=lambda text: {"modifiedResult": {"resultType": "success", "textResultForLlm": text}},
 )  # fmt: skip

@@ -31,7 +31,6 @@ from governor.harnesses.settings import (
     ours,
     read_json,
     route_tools,
-    with_hooks,
 )
 
 NAME = "gemini-cli"
@@ -104,24 +103,17 @@ def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, 
     return out
 
 
+HOOKS = launcher.HooksFile(NAME, settings_path, SCOPES, is_ours, PROJECT_VARIABLE)
+project_files = HOOKS.project_files
+plan_uninstall = HOOKS.plan_uninstall
+
+
 def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Change]:
-    path = settings_path(scope, project)
-    before = read_json(path)
-    after = with_hooks(before, our_hooks(policy, launcher.hook_command_for(scope, NAME, PROJECT_VARIABLE)), is_ours)
     tools = len(governed_tools(policy))
     done = f"installed hooks for {tools} memory tools and {len(SESSION_EVENTS)} session events"
     if scope == "project":
         done += " (Gemini runs project hooks only in a trusted folder)"
-    return launcher.hooks_installed(scope, project, path, before, after, done)
-
-
-def project_files(project: str) -> list[str]:
-    """The project-scope files whose hooks run the launcher."""
-    return [settings_path("project", project)]
-
-
-def plan_uninstall(scope: str, project: str) -> list[Change]:
-    return launcher.groups_removed(scope, project, NAME, settings_path(scope, project), is_ours)
+    return HOOKS.plan_install(scope, project, lambda command: our_hooks(policy, command), done)
 
 
 def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
