@@ -31,6 +31,8 @@ PIN_MODULES = (
     "opencode_env",
     "claude_agent_sdk_env",
     "orchestrators_env",
+    "qwen_env",
+    "droid_env",
 )
 
 

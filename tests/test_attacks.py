@@ -576,10 +576,21 @@ def test_every_harness_refuses_the_routes_by_its_own_tool_names(env: Env, comman
     gemini = GeminiSession(env)
     gemini.prompt("look it up")
     assert gemini.event("BeforeTool", tool_name="run_shell_command", tool_input={"command": command}).denied, "gemini"
+    from tests.harnesses.test_qwen_code import Qwen
+
+    qwen = Qwen(env)
+    qwen.prompt("look it up")
+    assert qwen.event("PreToolUse", tool_name="run_shell_command", tool_input={"command": command},
+                      tool_use_id="toolu_route").denied, "qwen-code"  # fmt: skip
+    from tests.harnesses.test_droid import Droid
+
+    assert Droid(env).event("PreToolUse", tool_name="Execute", tool_input={"command": command}).denied, "droid"
 
 
 def test_the_installers_hook_the_route_tools_of_their_harness(env: Env) -> None:
     for harness, path, names in (("gemini-cli", ".gemini/settings.json", ["run_shell_command", "read_file"]),
+                                 ("qwen-code", ".qwen/settings.json", ["run_shell_command", "read_file", "write_file"]),
+                                 ("droid", ".factory/settings.json", ["Execute", "Read", "ApplyPatch", "Create"]),
                                  ("copilot", ".github/hooks/memory-governor.json", ["bash", "view"]),
                                  ("claude-code", ".claude/settings.json", ["Bash", "Read", "Write"])):  # fmt: skip
         env.cli("install", harness, "--scope", "project", check=True)

@@ -229,6 +229,10 @@ MATCHERS = {
                 lambda m, name: re.fullmatch(m, name) is not None),
     "gemini-cli": (".gemini/settings.json", "BeforeTool", "mcp_mem_mem_search", "mcp_github_list_issues",
                    lambda m, name: re.search(m, name) is not None),
+    "droid": (".factory/settings.json", "PreToolUse", "mem___mem_search", "github___list_issues",
+              lambda m, name: re.search(m, name) is not None),
+    "qwen-code": (".qwen/settings.json", "PreToolUse", "mcp__mem__mem_search", "mcp__github__list_issues",
+                  lambda m, name: re.search(m, name) is not None),
 }  # fmt: skip
 
 

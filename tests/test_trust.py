@@ -323,6 +323,16 @@ SETTINGS_WRITES = {
         ),
         ("run_shell_command", {"command": "sed -i 's/BeforeTool/Nothing/' .gemini/settings.json"}),
     ],
+    "qwen-code": [
+        ("write_file", {"file_path": "{project}/.qwen/settings.json", "content": '{"disableAllHooks": true}'}),
+        ("edit", {"file_path": "{project}/.qwen/settings.json", "old_string": "PreToolUse", "new_string": "x"}),
+        ("run_shell_command", {"command": "rm ~/.qwen/settings.json"}),
+    ],
+    "droid": [
+        ("ApplyPatch", {"input": "*** Begin Patch\n*** Update File: {project}/.factory/settings.json\n"}),
+        ("Create", {"file_path": "{project}/.factory/mcp.json", "content": "{}"}),
+        ("Execute", {"command": "rm -rf .factory"}),
+    ],
     "opencode": [
         ("write", {"filePath": "{project}/.opencode/plugin/memory-governor.js", "content": "export default {}"}),
         ("bash", {"command": "rm -rf .opencode/plugin", "description": "clean"}),
@@ -335,6 +345,11 @@ LEFT_ALONE = {"claude-code": [("Bash", {"command": "ls -la"}), ("Read", {"file_p
               "codex": [("Bash", {"command": "git log --oneline -5"})],
               "copilot": [("bash", {"command": "cat .github/workflows/ci.yml"})],
               "gemini-cli": [("run_shell_command", {"command": "ls .geminirc-notes"})],
+              "droid": [("Read", {"file_path": "{project}/.factory/settings.json"}),
+                        ("Create", {"file_path": "{project}/.factory/droids/reviewer.md", "content": "x"}),
+                        ("Execute", {"command": "ls -la"})],
+              "qwen-code": [("read_file", {"file_path": "{project}/.qwen/settings.json"}),
+                            ("run_shell_command", {"command": "ls .qwenignore"})],
               "opencode": [("bash", {"command": "ls src", "description": "list"})]}  # fmt: skip
 
 
@@ -370,6 +385,21 @@ def _pre_tool(env: Env, harness: str) -> Any:
         gemini.prompt("tidy the repo")
         return lambda tool, args: (lambda a: a.reason if a.denied else None)(
             gemini.event("BeforeTool", tool_name=tool, tool_input=args)
+        )
+    if harness == "droid":
+        from tests.harnesses.test_droid import Droid
+
+        droid = Droid(env)
+        return lambda tool, args: (lambda a: a.reason if a.denied else None)(
+            droid.event("PreToolUse", tool_name=tool, tool_input=args)
+        )
+    if harness == "qwen-code":
+        from tests.harnesses.test_qwen_code import Qwen
+
+        qwen = Qwen(env)
+        qwen.prompt("tidy the repo")
+        return lambda tool, args: (lambda a: a.reason if a.denied else None)(
+            qwen.event("PreToolUse", tool_name=tool, tool_input=args, tool_use_id="toolu_1")
         )
     opencode = OpenCodeSession(env)
     opencode.prompt("tidy the repo")

@@ -38,6 +38,7 @@ REGISTRY = {
     "claude-agent-sdk": "governor.harnesses.claude_agent_sdk",
     "claude-code": "governor.harnesses.claude_code",
     "cline": "governor.harnesses.cline",
+    "droid": "governor.harnesses.droid",
     "codex": "governor.harnesses.codex",
     "copilot": "governor.harnesses.copilot",
     "gemini-cli": "governor.harnesses.gemini_cli",
@@ -46,6 +47,7 @@ REGISTRY = {
     "openai-agents": "governor.harnesses.openai_agents",
     "opencode": "governor.harnesses.opencode",
     "pi": "governor.harnesses.pi",
+    "qwen-code": "governor.harnesses.qwen_code",
 }
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

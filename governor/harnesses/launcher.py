@@ -116,7 +116,7 @@ _HARNESSES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str, tuple[str, ..
 # `~/.eng*/`) is refused too. Routes a team adds to its own policy are not seen here.
 ROUTE_TOOLS = ("Bash", "run_shell_command", "bash", "WebFetch", "web_fetch", "webfetch", "Read", "Grep", "Glob",
                "read_file", "read_many_files", "search_file_content", "glob", "view", "grep", "read", "run_commands",
-               "fetch_web_content", "read_files", "search_codebase")  # fmt: skip
+               "fetch_web_content", "read_files", "search_codebase", "Execute", "LS", "FetchUrl")  # fmt: skip
 # The launcher reads a payload's first PREFIX bytes, and a key's value only within NEAR bytes of
 # the start: sh's pattern removal is quadratic in how far it looks, so both are bounded.
 PREFIX = 65536
