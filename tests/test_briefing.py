@@ -177,6 +177,8 @@ def test_pinned_entries_come_first_and_are_never_dropped(env: Env) -> None:
         "tokens": data["selected"][0]["tokens"],
         "pinned": True,
         "truncated": False,
+        "snippet": False,
+        "merged": [],
     }
 
 
@@ -251,6 +253,60 @@ def test_an_engram_export_is_a_source(env: Env) -> None:
     data = brief(env, env.write("export.json", json.dumps(export)))
     assert [s["id"] for s in data["selected"]] == ["7"]
     assert "[#7 · decision · 2026-03-01] Use JWT: We use JWT." in data["text"]
+
+
+# -- density: near-duplicates, shared titles, query-aware snippets ------------------------------
+
+
+def test_near_duplicates_are_one_card_naming_each_id(env: Env) -> None:
+    rows = [{"id": 1, "title": "Cache", "content": "We cache sessions in redis for one hour."},
+            {"id": 2, "title": "Cache", "content": "We cache the sessions in redis for one hour."},
+            {"id": 3, "title": "Queue", "content": "The queue retries a job three times."}]  # fmt: skip
+    data = brief(env, write_candidates(env, rows), "--rank", "relevance")
+    assert [s["id"] for s in data["selected"]] == ["1", "3"] and data["selected"][0]["merged"] == ["2"]
+    assert "- #1 #2 Cache: We cache sessions in redis for one hour." in data["text"]
+    assert data["omitted"]["count"] == 0, "a folded duplicate was carried, not left out"
+
+
+def test_cards_that_share_a_title_are_written_under_one_header(env: Env) -> None:
+    rows = [{"id": i, "title": "Caroline (2023-05-08)", "type": "fact", "content": f"Caroline fact number {i}.",
+             "created_at": "2023-05-08"} for i in (1, 2)]  # fmt: skip
+    rows.append({"id": 3, "title": "Melanie (2023-05-08)", "type": "fact", "content": "Melanie paints.",
+                 "created_at": "2023-05-08"})  # fmt: skip
+    text = brief(env, write_candidates(env, rows), "--rank", "relevance")["text"]
+    # One type for all, and a date the titles already hold: neither is repeated on each card.
+    assert text.splitlines()[1:4] == [
+        "- #1 Caroline (2023-05-08): Caroline fact number 1.",
+        "  #2 Caroline fact number 2.",
+        "- #3 Melanie (2023-05-08): Melanie paints.",
+    ]
+
+
+def test_a_query_turns_the_cards_past_a_quarter_of_the_budget_into_snippets_about_it(env: Env) -> None:
+    def filler(i: int, part: str) -> str:
+        return " ".join(f"{part}{i}w{j}" for j in range(12))
+
+    rows = [{"id": i, "title": f"Note {i}", "content": f"{filler(i, 'a')} the gala in Boston {filler(i, 'b')}"}
+            for i in range(40)]  # fmt: skip
+    path = write_candidates(env, rows)
+    plain = brief(env, path, "--rank", "relevance", "--budget", "400")
+    focused = brief(env, path, "--rank", "relevance", "--budget", "400", "--query", "who went to the gala in Boston?")
+    assert len(focused["selected"]) > 2 * len(plain["selected"]), (plain["text"], focused["text"])
+    assert focused["tokens_used"] <= 400 and focused["snippets"]["count"] > 0
+    whole, cut = focused["selected"][0], focused["selected"][-1]
+    assert not whole["snippet"] and cut["snippet"]
+    line = next(x for x in focused["text"].splitlines() if f"#{cut['id']} " in x)
+    assert "gala in Boston" in line and line.count(" ") < 16 and "…" in line, line
+
+
+def test_a_long_card_keeps_its_words_about_the_query_not_its_head(env: Env) -> None:
+    body = " ".join(f"word{j}" for j in range(200)) + " the refund policy changed in March " + "tail " * 50
+    path = write_candidates(env, [{"id": 1, "title": "Billing", "content": body}])
+    head = brief(env, path, "--card-max-tokens", "40")
+    about = brief(env, path, "--card-max-tokens", "40", "--query", "what changed in the refund policy?")
+    assert "word0 word1" in head["text"] and "refund policy" not in head["text"]
+    assert "refund policy changed" in about["text"] and "word0 word1" not in about["text"]
+    assert about["truncated"]["ids"] == ["1"]
 
 
 def test_bad_candidates_are_located(env: Env) -> None:

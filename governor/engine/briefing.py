@@ -213,12 +213,80 @@ def _date(moment: float | None) -> str:
     return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%d") if moment is not None else ""
 
 
-def card(candidate: Candidate) -> str:
-    """One compact line per memory: id, type, date, title, then the body."""
-    label = " · ".join(part for part in (f"#{candidate.id}", candidate.type, _date(candidate.created_at)) if part)
-    body = " ".join(candidate.content.split())
-    head = f"- [{label}] {candidate.title}: " if candidate.title else f"- [{label}] "
-    return head + body
+class Card:
+    """One memory's card: its label (ids, type, date), title and body. Cards that share a title
+    and label are written under one header, each on a line of its own."""
+
+    __slots__ = ("body", "ids", "kind", "title", "when")
+
+    def __init__(self, candidate: Candidate, *, show_type: bool = True, ids: list[str] | None = None) -> None:
+        date = _date(candidate.created_at)
+        self.ids = ids or [candidate.id]
+        self.kind = candidate.type if show_type else ""
+        self.when = "" if date in candidate.title else date  # the title may already say when
+        self.title = candidate.title
+        self.body = " ".join(candidate.content.split())
+
+    def group(self) -> tuple[str, str, str] | None:
+        return (self.kind, self.when, self.title) if self.title else None
+
+    def line(self, under_header: bool = False) -> str:
+        ids = " ".join(f"#{ident}" for ident in self.ids)
+        if under_header:
+            return f"  {ids} {self.body}"
+        label = " · ".join(part for part in (ids, self.kind, self.when) if part)
+        label = f"[{label}]" if self.kind or self.when else label
+        return f"- {label} {self.title}: {self.body}" if self.title else f"- {label} {self.body}"
+
+
+def card(candidate: Candidate, *, show_type: bool = True) -> str:
+    """One compact line per memory: id, type, date, title, then the body (the date only where the
+    title does not already hold it; the type only where the block's memories are of several)."""
+    return Card(candidate, show_type=show_type).line()
+
+
+# Query-aware briefings (a `query`): about this share of the budget goes to whole cards, the best
+# ranked; the rest to snippets of the next ones (the words about the query's words), so a briefing
+# names more of the memories that bear on the task. Near-duplicates are merged into one card.
+WHOLE_SHARE = 0.25
+SNIPPET_WORDS = 6
+NEAR_DUPLICATE = 0.8  # Jaccard similarity of two memories' words that makes them one card
+MERGE_WINDOW = 500  # candidates (in rank order) compared for near-duplicates
+_WORD = re.compile(r"\w+")
+ELLIPSIS = "…"
+
+
+def _key(word: str) -> str:
+    """A word as the query is matched on: lower-cased, long words by their first five letters
+    (so "painted" meets "paint", "realizing" "realize", in any language)."""
+    word = word.lower()
+    return word[:5] if len(word) > 5 else word
+
+
+def query_weights(query: str, candidates: list[Candidate]) -> dict[str, float]:
+    """Each query word's weight: how rare it is among the candidates (a word most of them hold,
+    "the", "what", says nothing about which memory bears on the query)."""
+    keys = {_key(w) for w in _WORD.findall(query)}
+    if not keys or not candidates:
+        return {}
+    held = [{_key(w) for w in _WORD.findall(f"{c.title} {c.content}")} for c in candidates]
+    total = len(candidates)
+    weights = {k: math.log((total + 1) / (sum(k in h for h in held) + 0.5)) for k in keys}
+    return {k: w for k, w in weights.items() if w > 0}
+
+
+def snippet(text: str, weights: dict[str, float], words: int) -> str:
+    """The `words` words of `text` that hold the most of the query's weight, `…` where cut."""
+    parts = text.split()
+    if len(parts) <= words:
+        return " ".join(parts)
+    score = [weights.get(_key(w.strip(".,;:!?()\"'")), 0.0) for w in parts]
+    best = max(range(len(parts) - words + 1), key=lambda at: (sum(score[at : at + words]), -at))
+    return (
+        ((ELLIPSIS + " ") if best else "")
+        + " ".join(parts[best : best + words])
+        + (" " + ELLIPSIS if best + words < len(parts) else "")
+    )
 
 
 def cut_to(text: str, tokens: int, count: Callable[[str], int], marker: str) -> str:
@@ -240,6 +308,7 @@ class Briefing:
         self.selected: list[dict[str, Any]] = []
         self.omitted: list[str] = []
         self.truncated: list[str] = []  # ids of cards cut to fit (the budget's misfit, or the card cap)
+        self.snippets: list[str] = []  # ids of cards cut to their words about the query
         self.unit = ""
         self.estimate = False
         self.budget: int | None = None
@@ -277,6 +346,7 @@ class Briefing:
             "selected": self.selected,
             "omitted": {"count": len(self.omitted), "ids": self.omitted},
             "truncated": {"count": len(self.truncated), "ids": self.truncated},
+            "snippets": {"count": len(self.snippets), "ids": self.snippets},
             "nudge": self.nudge,
             "text": self.text,
         }
@@ -294,37 +364,70 @@ def pack(
     fill: str = "stop",
     card_max_tokens: int | None = None,
     estimate: bool = False,
+    query: str | None = None,
 ) -> Briefing:
     """Select and render. The whole emitted block is counted and never exceeds the budget
-    (except pinned entries, which are never dropped, and keep-top, which keeps the top one)."""
+    (except pinned entries, which are never dropped, and keep-top, which keeps the top one).
+
+    Near-duplicate memories become one card naming each id; cards that share a title are written
+    under one header. With a `query`, a card over `card_max_tokens` keeps its words about the query
+    (not its head), and once whole cards have taken WHOLE_SHARE of the budget, the next ones are
+    snippets: the SNIPPET_WORDS words about the query's words."""
     out = Briefing()
     out.unit, out.estimate, out.budget = unit, estimate, budget
-    cards: dict[int, str] = {}  # rendered (and counted) only when the selection reaches them
-
+    show_type = len(candidates) < 2 or len({c.type for c in candidates}) > 1  # one type for all: said by none
+    weights = query_weights(query, candidates) if query else {}
+    order, folded = _merge_near_duplicates(candidates, order)
+    cards: dict[int, Card] = {}  # made (and counted) only when the selection reaches them
     capped: set[int] = set()  # cards cut to card_max_tokens
+    snipped: set[int] = set()  # cards cut to their words about the query
+    whole = [0]  # what whole cards cost so far (a query-aware briefing turns to snippets past its share)
 
-    def card_of(index: int) -> str:
+    def card_of(index: int) -> Card:
         if index not in cards:
-            text = card(candidates[index])
-            if card_max_tokens is not None and count(text) > card_max_tokens:
-                text = cut_to(text, card_max_tokens, count, "…")
+            made = Card(candidates[index], show_type=show_type, ids=[candidates[index].id, *folded.get(index, [])])
+            if weights and budget is not None and whole[0] > WHOLE_SHARE * budget:
+                shorter = snippet(made.body, weights, SNIPPET_WORDS)
+                if shorter != made.body:
+                    made.body = shorter
+                    snipped.add(index)
+            if card_max_tokens is not None and count(made.line()) > card_max_tokens:
+                if weights:  # its words about the query, as many as the cap holds
+                    words = len(made.body.split())
+                    while (
+                        words > 1
+                        and count(_with_body(made, snippet(made.body, weights, words)).line()) > card_max_tokens
+                    ):
+                        words = words * 3 // 4
+                    made.body = snippet(made.body, weights, max(1, words))
+                else:
+                    made.body = cut_to(made.line(), card_max_tokens, count, ELLIPSIS)[
+                        len(made.line()) - len(made.body) :
+                    ]
                 capped.add(index)
-            cards[index] = text
+            cards[index] = made
+            if index not in snipped:
+                whole[0] += count(made.line())
         return cards[index]
 
     frame = f"{OPEN_TAG.format(unit=unit, budget=budget if budget is not None else 'none')}\n{CLOSE_TAG}"
     frame_cost = count(frame)
     room = None if budget is None else budget - frame_cost
     pinned = frozenset(i for i, c in enumerate(candidates) if c.pinned)
-    chosen = select(lambda i: count(card_of(i) + "\n"), order, room, limit=limit, over_budget=over_budget, fill=fill,
-                    pinned=pinned)  # fmt: skip
+    chosen = select(lambda i: count(card_of(i).line() + "\n"), order, room, limit=limit, over_budget=over_budget,
+                    fill=fill, pinned=pinned)  # fmt: skip
     kept = list(chosen.kept)
     truncated = chosen.truncated
     if truncated is not None:
-        cards[truncated] = cut_to(cards[truncated], chosen.truncate_to - count("\n"), count, TRUNCATION_MARKER)
-        if not cards[truncated]:
+        made = cards[truncated]
+        line = cut_to(made.line(), chosen.truncate_to - count("\n"), count, TRUNCATION_MARKER)
+        if line:
+            made.body = line[len(made.line()) - len(made.body) :]
+        else:
             kept.remove(truncated)
             truncated = None
+    elif budget is not None and over_budget == "omit":
+        kept = _top_up(cards, card_of, kept, chosen.omitted, count, unit, budget, limit, fill)
     while True:
         text = _block(cards, kept, unit, budget)
         used = count(text) if kept else 0
@@ -336,13 +439,15 @@ def pack(
         kept.remove(removable[-1])
     out.text, out.tokens_used = (text, used) if kept else ("", 0)
     out.selected = [
-        {"id": candidates[i].id, "tokens": count(cards[i]), "pinned": candidates[i].pinned,
-         "truncated": i == truncated or i in capped}
+        {"id": candidates[i].id, "tokens": count(cards[i].line()), "pinned": candidates[i].pinned,
+         "truncated": i == truncated or i in capped, "snippet": i in snipped, "merged": folded.get(i, [])}
         for i in kept
     ]  # fmt: skip
     out.truncated = [candidates[i].id for i in kept if i == truncated or i in capped]
+    out.snippets = [candidates[i].id for i in kept if i in snipped]
     kept_set = set(kept)
     out.omitted = [candidates[i].id for i in order if i not in kept_set]
+    out.omitted += [ident for i in order if i not in kept_set for ident in folded.get(i, [])]
     out.limited = limit if limit is not None and len(kept) >= limit else None
     if not kept and out.omitted and budget is not None and out.limited is None:
         # The selection takes the first card in rank order that fits (any that fits, with fill=skip).
@@ -352,13 +457,13 @@ def pack(
     return out
 
 
-def _fits(card_text: str, count: Callable[[str], int], unit: str, budget: int) -> int:
+def _fits(made: Card, count: Callable[[str], int], unit: str, budget: int) -> int:
     """The smallest budget whose block holds this card. The block names its budget, so its count
     depends on that number: up until a budget holds the block that names it, then down while one
     less still does."""
 
     def cost(named: int) -> int:
-        return count(_block({0: card_text}, [0], unit, named))
+        return count(_block({0: made}, [0], unit, named))
 
     need = cost(budget)
     while cost(need) > need:
@@ -368,9 +473,59 @@ def _fits(card_text: str, count: Callable[[str], int], unit: str, budget: int) -
     return need
 
 
-def _block(cards: dict[int, str], kept: Iterable[int], unit: str, budget: int | None) -> str:
+def _with_body(made: Card, body: str) -> Card:
+    copy = Card.__new__(Card)
+    copy.ids, copy.kind, copy.when, copy.title, copy.body = made.ids, made.kind, made.when, made.title, body
+    return copy
+
+
+def _merge_near_duplicates(candidates: list[Candidate], order: list[int]) -> tuple[list[int], dict[int, list[str]]]:
+    """`order` without the memories that nearly repeat a better-ranked one (their words the same,
+    Jaccard >= NEAR_DUPLICATE), and for each card kept the ids folded into it. A pinned memory is
+    never folded away."""
+    kept: list[tuple[int, set[str]]] = []
+    folded: dict[int, list[str]] = {}
+    out = []
+    for position, index in enumerate(order):
+        words = {w.lower() for w in _WORD.findall(candidates[index].content)}
+        if position < MERGE_WINDOW and words and not candidates[index].pinned:
+            twin = next((k for k, seen in kept if len(words & seen) >= NEAR_DUPLICATE * len(words | seen)), None)
+            if twin is not None:
+                folded.setdefault(twin, []).append(candidates[index].id)
+                continue
+        if position < MERGE_WINDOW:
+            kept.append((index, words))
+        out.append(index)
+    return out, folded
+
+
+def _top_up(cards: dict[int, Card], card_of: Callable[[int], Card], kept: list[int], omitted: list[int],
+            count: Callable[[str], int], unit: str, budget: int, limit: int | None, fill: str) -> list[int]:  # fmt: skip
+    """Cards under a shared header cost less than alone: the selection (by each card alone) may
+    leave room; fill it with the next cards while the exact block fits."""
+    kept = list(kept)
+    for index in omitted:
+        if limit is not None and len(kept) >= limit:
+            break
+        card_of(index)
+        if count(_block(cards, [*kept, index], unit, budget)) <= budget:
+            kept.append(index)
+        elif fill == "stop":
+            break
+    return kept
+
+
+def _block(cards: dict[int, Card], kept: Iterable[int], unit: str, budget: int | None) -> str:
+    """The memory-cards block: each card in rank order, those that share a title and label after
+    the first of them, under its header."""
+    groups: dict[Any, list[int]] = {}
+    for index in kept:
+        key = cards[index].group()
+        groups.setdefault(key if key is not None else ("", "", f"\0{index}"), []).append(index)
     lines = [OPEN_TAG.format(unit=unit, budget=budget if budget is not None else "none")]
-    lines += [cards[i] for i in kept]
+    for members in groups.values():
+        lines.append(cards[members[0]].line())
+        lines += [cards[i].line(under_header=True) for i in members[1:]]
     lines.append(CLOSE_TAG)
     return "\n".join(lines) + "\n"
 

@@ -82,7 +82,8 @@ def brief(
                 c.use_count = max(c.use_count, uses)
         order = rank(found, ranking, now, half_life_days, query)
         result = pack(found, tally.count, chosen, budget=budget, order=order, limit=limit, over_budget=over_budget,
-                      fill=fill, card_max_tokens=card_max_tokens or None, estimate=tally.estimate)  # fmt: skip
+                      fill=fill, card_max_tokens=card_max_tokens or None, estimate=tally.estimate,
+                      query=query)  # fmt: skip
         if record_usage and ledger is not None and result.selected:
             with ledger.write():
                 ledger.bump_usage([f"{store}/{item['id']}" for item in result.selected], now)
