@@ -79,6 +79,33 @@ def test_install_writes_root_readable_files_and_uninstall_removes_exactly_what_i
     assert tree(root) == before
 
 
+def test_install_pins_what_runs_code_around_a_hook_keeps_the_administrators_and_uninstall_takes_back_its_own(
+    tmp_path, env
+):
+    """A user's settings.json `env` runs a program in or around every hook (the loader's variables,
+    Claude Code's shell prefix); the managed file's `env` wins, so the install pins each one empty,
+    keeps a value the administrator set there, doctor says when one is not pinned, and the
+    uninstall takes back exactly the pins it added."""
+    root = tmp_path / "r"
+    (root / "etc" / "claude-code").mkdir(parents=True)
+    settings_path = root / "etc" / "claude-code" / "managed-settings.json"
+    settings_path.write_text(json.dumps({"env": {"LD_LIBRARY_PATH": "/opt/cuda/lib", "TEAM": "x"}}))
+    before = json.loads(settings_path.read_text())
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    settings = json.loads(settings_path.read_text())
+    assert settings["env"] == {"LD_LIBRARY_PATH": "/opt/cuda/lib", "TEAM": "x", "LD_PRELOAD": "", "LD_AUDIT": "",
+                               "CLAUDE_CODE_SHELL_PREFIX": ""}  # fmt: skip
+    assert not [c for c in managed.doctor(str(root), is_ours) if c.status == BAD and "env" in c.detail]
+    del settings["env"]["CLAUDE_CODE_SHELL_PREFIX"]
+    settings_path.write_text(json.dumps(settings))
+    unpinned = [c.detail for c in managed.doctor(str(root), is_ours) if c.status == BAD and "env" in c.detail]
+    assert unpinned and "CLAUDE_CODE_SHELL_PREFIX" in unpinned[0] and "LD_PRELOAD" not in unpinned[0], unpinned
+    governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    assert json.loads(settings_path.read_text())["env"]["CLAUDE_CODE_SHELL_PREFIX"] == ""
+    governor("uninstall", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    assert json.loads(settings_path.read_text()) == before
+
+
 def test_uninstall_keeps_a_policy_the_administrator_changed_since(tmp_path, env):
     root = tmp_path / "r"
     governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)

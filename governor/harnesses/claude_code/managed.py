@@ -7,8 +7,9 @@ says. With `allowManagedHooksOnly: true` there, no other file's hooks run at all
 
 The layout (every path root-owned, no level group- or world-writable):
 
-  /etc/claude-code/managed-settings.json   the hooks (merged: other keys and hooks kept), and
-                                           allowManagedHooksOnly: true
+  /etc/claude-code/managed-settings.json   the hooks (merged: other keys and hooks kept),
+                                           allowManagedHooksOnly: true, and `env` pinning the
+                                           variables that run code in or around a hook (PINNED_ENV)
   /etc/memory-governor/policy.yaml         the administrator's policy, over the shipped default
   /etc/memory-governor/policy.json         it compiled, with the signature a hook compares
   /etc/memory-governor/environment.json    what every managed hook gets from the administrator
@@ -38,16 +39,24 @@ import os
 from typing import Any
 
 from governor.harnesses import managed as shared
-from governor.harnesses.settings import read_json
+from governor.harnesses.settings import SettingsError, read_json
 from governor.policy import managed as policy_managed
 
 ONLY_MANAGED = "allowManagedHooksOnly"
+# Set in a user's own settings.json `env` (which the model can write), each of these runs a program
+# of the user's in or around every hook, managed ones included, from the next session: the dynamic
+# loader's (a shared object in the hook's /bin/sh and interpreter) and Claude Code's prefix for
+# every command it runs through a shell, hooks too (Seen in 2.1.197). The managed file's `env` wins
+# over the user's, so the install pins each one empty there; a value the administrator set there is
+# kept. PYTHON* need no pin: the hook's interpreter runs -I, which reads none of them.
+PINNED_ENV = ("LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "CLAUDE_CODE_SHELL_PREFIX")
 
 ROOT = "/"
 
 GUARANTEES = (
     "managed: the hooks run whatever user, project or local settings say (disableAllHooks, emptied "
-    "hooks, an env entry, --setting-sources), only managed hooks run, and the policy in force is "
+    "hooks, an env entry, --setting-sources), only managed hooks run, no user env entry puts a program "
+    "in or around them (" + ", ".join(PINNED_ENV) + " pinned), and the policy in force is "
     "{policy} whatever the project's or the user's files say (nothing to accept); " + shared.LEDGER + ". Project, "
     "local and user installs: every protection holds only against the spellings the routes read, "
     "because the model can write the user's files"
@@ -62,6 +71,35 @@ class Layout(shared.Layout):
     others = "project and user"
     installed = "managed hooks installed (allowManagedHooksOnly: only managed hooks run)"
     guarantees = GUARANTEES
+
+    def pinned(self, path: str, after: dict[str, Any], record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        env = after.get("env")
+        if env is not None and not isinstance(env, dict):
+            raise SettingsError(f"{path}: env is not an object; fix it by hand, nothing was changed")
+        env = env or {}
+        added = [name for name in PINNED_ENV if name not in env]
+        kept = [name for name in record.get("set_env") or [] if name in PINNED_ENV]
+        return {"set_env": sorted({*kept, *added})}, {"env": {**env, **dict.fromkeys(added, "")}}
+
+    def unpinned(self, after: dict[str, Any], record: dict[str, Any]) -> None:
+        env = after.get("env")
+        if not isinstance(env, dict):
+            return
+        for name in record.get("set_env") or []:
+            if env.get(name) == "":
+                del env[name]
+        if not env:
+            del after["env"]
+
+    def pin_checks(self, label: str, path: str, settings: dict[str, Any], fix: str) -> list[Any]:
+        from governor.harnesses.checks import BAD, Check
+
+        env = settings.get("env")
+        unpinned = [name for name in PINNED_ENV if not isinstance(env, dict) or name not in env]
+        if not unpinned:
+            return []
+        return [Check(BAD, label, f"{path}: env does not pin {', '.join(unpinned)}, so a user's settings.json can "
+                      "put a program in or around every managed hook", fix)]  # fmt: skip
 
 
 LAYOUT = Layout()
