@@ -154,6 +154,51 @@ def test_a_redis_paused_or_locked_from_the_models_shell_refuses_memory_calls(env
     assert locked.denied and "on_error does not apply" in locked.stderr, locked.raw + locked.stderr
 
 
+def test_under_the_governors_own_redis_user_every_call_is_governed_and_no_ledger_can_be_stopped(
+    env: Env, redis_server
+) -> None:  # type: ignore[no-untyped-def]
+    """The ACL user doctor tells the administrator to make (ACL_RULES): a turn, a save, the policy's
+    first acceptance, status, report, gc and doctor's ledger check all work through it (Redis
+    refuses it nothing they run), and every command a model holding its URL
+    would stop, lock, flush or reconfigure the Redis with is refused by Redis itself. Doctor warns
+    of a URL whose user can do more, and names the rules."""
+    import redis
+
+    from governor.engine.redis_access import ACL_RULES
+
+    admin = redis_server.client()
+    admin.execute_command("ACL", "SETUSER", "memory-governor", "on", ">its-own", *ACL_RULES.split())
+    url = f"redis://memory-governor:its-own@127.0.0.1:{redis_server.port}/0"
+    sess = Session(env, "acl", extra_env={"MEMORY_GOVERNOR_LEDGER_URL": url})
+    sess.start()
+    sess.prompt("what did we decide about caching?")
+    first, second, third = (sess.pre("mem_search", query=q, limit=10) for q in ("cache", "eviction", "ttl"))
+    assert first.updated_input == {"query": "cache", "limit": 3} and second.updated_input is not None, first.raw
+    assert third.denied and "could not" not in third.stderr, third.raw + third.stderr  # the limit's, not a failure
+    assert not sess.pre("mem_save", title="t", content="Use X because Y.", type="decision").denied
+    with_url = {**env.vars, "MEMORY_GOVERNOR_LEDGER_URL": url}
+    for command in (["status"], ["report", "--format", "json"], ["gc"]):
+        assert env.cli(*command, env=with_url).returncode == 0, command
+    assert admin.execute_command("ACL", "LOG") == [], "nothing the governor runs is refused to its own user"
+    limited = redis.Redis.from_url(url, decode_responses=True, socket_timeout=5)
+    for command in (["CLIENT", "PAUSE", "20000", "ALL"], ["CONFIG", "SET", "requirepass", "x"], ["SHUTDOWN", "NOSAVE"],
+                    ["FLUSHALL"], ["FLUSHDB"], ["KEYS", "*"], ["CLIENT", "KILL", "TYPE", "normal"],
+                    ["ACL", "SETUSER", "memory-governor", "+@all"], ["SET", "not-ours", "1"]):  # fmt: skip
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            limited.execute_command(*command)
+    assert admin.ping() and admin.dbsize() > 0, "the Redis and the ledger's rows are still there"
+
+    def ledger_rows(which: str) -> list[dict[str, str]]:
+        rows = env.cli_json("doctor", "--format", "json", env={**env.vars, "MEMORY_GOVERNOR_LEDGER_URL": which})
+        return [row for row in rows if row["check"] == "ledger"]
+
+    own = ledger_rows(url)
+    assert [row["status"] for row in own] == ["ok"], own
+    wide = ledger_rows(redis_server.url)
+    assert [row["status"] for row in wide] == ["ok", "warn"], wide
+    assert "CONFIG" in wide[1]["detail"] and ACL_RULES in wide[1]["fix"], wide
+
+
 def test_a_hook_blocked_anywhere_answers_before_its_harness_gives_up(env: Env, tmp_path: Path) -> None:
     """A FIFO planted where the hook reads (here a module's bytecode in the user's own copy of the
     package, which the model can write) blocks an open() that uses no CPU: the wall-clock watchdog

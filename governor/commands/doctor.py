@@ -213,6 +213,31 @@ def _ledger(report: Report, env: Mapping[str, str], state: str, policy: Compiled
         report.add(OK, "ledger", f"{where}: {found}" + (f"; answered in {took:.0f} ms" if url else ""))
     else:
         report.add(BAD, "ledger", f"{where}: {found}", "memory-governor gc, or move it aside")
+    if ok and url:
+        _redis_powers(report, env, url)
+
+
+def _redis_powers(report: Report, env: Mapping[str, str], url: str) -> None:
+    """A warning when the URL's Redis user can run administrative commands: any process that reads
+    the URL (the model's shell, the hooks run as the user) can then pause, lock, flush or stop the
+    ledger of every user on it, or rewrite the server's configuration."""
+    from governor.engine.redis_access import ACL_RULES, administers
+    from governor.engine.redis_ledger import RedisLedger, masked
+
+    try:
+        ledger = RedisLedger(state_dir(env), url)
+        try:
+            powerful = administers(ledger)
+        finally:
+            ledger.close()
+    except Exception:
+        return  # the ledger check above answered; this one says nothing it cannot tell
+    if powerful:
+        report.add(WARN, "ledger", f"Redis at {masked(url)}: its user can run administrative commands (it was "
+                   "answered CONFIG GET), such as CLIENT PAUSE, CONFIG SET, SHUTDOWN, FLUSHALL: a process that reads "
+                   "this URL can stop every user's ledger with one",
+                   f"as the Redis administrator: ACL SETUSER memory-governor on >PASSWORD {ACL_RULES} ; then use "
+                   "redis://memory-governor:PASSWORD@host:port/db")  # fmt: skip
 
 
 def _held(report: Report, sources: Sources, policy: CompiledPolicy) -> None:

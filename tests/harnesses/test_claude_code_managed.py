@@ -431,8 +431,9 @@ def test_the_administrators_ledger_url_is_every_managed_hooks_and_no_variable_mo
     (turn,) = json.loads(as_user.run([*cli, "report", "--format", "json"], as_user.base / "p").stdout)["turns"]
     assert turn["usage"]["max_search_calls"] == 1 and turn["denied"] == 1
     doctor = json.loads(as_user.run([*cli, "doctor", "--format", "json"], as_user.base / "p").stdout)
-    (ledger,) = [r for r in doctor if r["check"] == "ledger"]
+    ledger, wide = [r for r in doctor if r["check"] == "ledger"]
     assert ledger["status"] == "ok" and ledger["detail"].startswith(f"Redis at {url}"), ledger
+    assert wide["status"] == "warn" and "ACL SETUSER memory-governor" in wide["fix"], wide  # the default user
     # Kept by an install that does not name it; "" takes it away; the uninstall removes the file.
     governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
     assert json.loads(Path(where["environment"]).read_text()) == {"MEMORY_GOVERNOR_LEDGER_URL": url}
