@@ -120,3 +120,21 @@ def test_a_managed_install_holds_against_a_model_running_as_the_user(managed):
     assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3, 3, 3], managed.calls()
     assert not os.path.exists(REQUIREMENTS) or _was_there_before
     assert (managed.layers / "etc-up" / "codex" / "requirements.toml").exists()
+
+
+def test_a_login_profile_the_model_writes_does_not_silence_a_managed_hook(managed):
+    """The model writes `~/.profile`, `~/.bash_profile` and `~/.zprofile` to end every login shell
+    at once (`exit 0`, after leaving a mark). Codex reads the profile in the next session (the mark
+    is there), but not before a managed hook: the searches are still capped, 2 of 3 at `limit: 3`."""
+    managed.install()
+    mark = managed.home / "profile-ran"
+    quit_early = (f"printf 'echo ran >> {mark}; exit 0\\n' | tee ~/.profile ~/.bash_profile ~/.zprofile >/dev/null; "
+                  "echo done")  # fmt: skip
+    run = managed.run("Tidy my shell profile.",
+                      main=[tool_uses(call("exec_command", {"cmd": quit_early})), text("Done.")])  # fmt: skip
+    assert (managed.home / ".profile").read_text().endswith("exit 0\n"), run.describe()
+    searches = [engram("mem_search", query=q, limit=20) for q in ("jwt auth", "fts5 search", "storage")]
+    again = managed.run("Look up auth, search and storage.", main=[tool_uses(*searches), text("Found it.")])
+    assert mark.exists(), "Codex read the profile the model wrote"
+    assert _refused(again.results_of("mem_search")) == [False, False, True], again.describe()
+    assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3], managed.calls()
