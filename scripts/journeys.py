@@ -469,11 +469,17 @@ def redis_ledger(base: Path, bin_dir: Path, project: Path) -> None:
 
     server = e2e_component(lambda: RedisServer(base / "redis")).start()  # Debian's redis-server
     try:
-        url = {"MEMORY_GOVERNOR_LEDGER_URL": server.url}
+        # docs/teams.md: the governor gets a Redis user of its own that can do nothing else
+        admin = Person(base, "redis-admin", bin_dir)
+        admin.run(f"redis-cli -p {server.port} ACL SETUSER memory-governor on '>PASSWORD' resetkeys '~mg:*' "
+                  "resetchannels -@all +@read +@write +@scripting +@transaction +@connection -@dangerous +info +time",
+                  base)  # fmt: skip
+        url = {"MEMORY_GOVERNOR_LEDGER_URL": f"redis://memory-governor:PASSWORD@127.0.0.1:{server.port}/0"}
         host_a, host_b = Person(base, "host-a", bin_dir, **url), Person(base, "host-b", bin_dir, **url)
         rows = doctor_rows(host_a, project)
         check(rows["ledger"]["status"] == "ok" and "Redis" in rows["ledger"]["detail"],
-              "doctor: the ledger in force is that Redis, and it answers", rows["ledger"])  # fmt: skip
+              "doctor: the ledger in force is that Redis, it answers, and its user administers nothing",
+              rows["ledger"])  # fmt: skip
         first = host_a.searches(project, "fanned-out", "p1", 3)
         second = host_b.searches(project, "fanned-out", "p1", 2, first=3)
         check(refusals(first + second) == [False, False, False, False, True],
