@@ -22,6 +22,7 @@ COMMANDS = {
     "install": ("install", "install"),
     "uninstall": ("install", "uninstall"),
     "serve": ("serve", "command"),
+    "service": ("service", "group"),
     "proxy": ("proxy", "command"),
     "classify": ("classify", "command"),
     "count": ("tokens", "count"),

@@ -45,6 +45,7 @@ FLAG = "--managed"
 MARK = "MEMORY_GOVERNOR_MANAGED"
 
 _config: str | None = None
+_walled = False  # this hook asks the decision service: it writes nothing in the user's state directory
 
 
 def enter(config_dir: str) -> None:
@@ -53,19 +54,27 @@ def enter(config_dir: str) -> None:
     _config = os.path.abspath(config_dir)
 
 
+def behind_wall() -> None:
+    """This managed hook asks the decision service (runtime.service): the user's state directory
+    is not its to write, even for the policy's history."""
+    global _walled
+    _walled = True
+
+
 def active() -> str | None:
     """The managed configuration folder this process enforces, or None (an ordinary install)."""
     return _config
 
 
-def environment(env: Mapping[str, str], config_dir: str | None = None) -> dict[str, str]:
+def environment(env: Mapping[str, str], config_dir: str | None = None, uid: int | None = None) -> dict[str, str]:
     """The environment a managed hook decides in: nothing in it the model could have set chooses
     the state directory, the policy, the ledger, telemetry or the warm server. (`config_dir`: the
-    managed folder, when not this process's own: the review tools, which say what a hook does.)"""
+    managed folder, when not this process's own: the review tools, which say what a hook does;
+    `uid`: whose hook it is, when not this process's: the decision service, runtime.service.)"""
     import pwd
 
     try:
-        home = pwd.getpwuid(os.getuid()).pw_dir or "/"
+        home = pwd.getpwuid(os.getuid() if uid is None else uid).pw_dir or "/"
     except KeyError:  # a uid with no entry: a state directory of its own under /tmp is no boundary
         home = env.get("HOME") or "/"
     from governor.engine.nesting import MARKER  # kept: it can only charge a session more (governor.engine.nesting)
@@ -146,7 +155,7 @@ def load(env: Mapping[str, str], cwd: str | None, config_dir: str | None = None,
             notices.append(f"memory-governor: the managed policy in {config} changed since it was installed; it is "
                            "in force, compiled at every hook. An administrator runs `memory-governor install` with "
                            "`--scope managed` again.")  # fmt: skip
-    if state is not None:
+    if state is not None and not _walled:
         from governor.policy import history
 
         history.remember(state, blob)  # `report` shows each turn against the limits it was decided under

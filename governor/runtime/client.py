@@ -109,15 +109,88 @@ def ask(harness: str, raw: bytes, env: Mapping[str, str]) -> tuple[bytes, bytes]
         return None
     finally:
         conn.close()
-    reply = b"".join(chunks)
+    return _reply(b"".join(chunks))[0]
+
+
+SERVICE_NAME = "service.json"  # in a managed folder: where its hooks find the decision service (runtime.service)
+SERVICE_SECONDS = 5.0  # a managed hook waits this long for the service; under the hook's watchdog
+
+
+def service_settings(config: str) -> dict[str, object] | None:
+    """CONFIG/service.json (root-owned, written by the install): the service's socket and uid;
+    None when the install put up no wall, {} when it is there but cannot be read (the hooks then
+    refuse governed calls: the wall is not taken down by a file that cannot be read)."""
+    from governor import jsonio
+
+    try:
+        with open(os.path.join(config, SERVICE_NAME), "rb") as handle:
+            data = jsonio.loads(handle.read(65536))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def ask_service(harness: str, raw: bytes, env: Mapping[str, str], where: Mapping[str, object]
+                ) -> tuple[tuple[bytes, bytes] | None, str]:  # fmt: skip
+    """The decision service's answer (stdout, stderr), or None and why there is none. Only a
+    listener the kernel says runs as the service's uid (or root) is told anything."""
+    import _socket
+    import time
+
+    path, uid = where.get("socket"), where.get("uid")
+    if not isinstance(path, str) or not isinstance(uid, int):
+        return None, f"{SERVICE_NAME} names no socket and uid"
+    deadline = time.monotonic() + SERVICE_SECONDS
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    conn.settimeout(SERVICE_SECONDS)
+    try:
+        _connect(conn, os.path.dirname(path), os.path.basename(path))
+        option = getattr(_socket, "SO_PEERCRED", None)
+        if option is not None:
+            import sys
+
+            cred = conn.getsockopt(_socket.SOL_SOCKET, option, 12)
+            theirs = int.from_bytes(cred[4:8], sys.byteorder)
+            if theirs not in (uid, 0):
+                return None, f"the process on {path} runs as uid {theirs}, not the service's ({uid})"
+        blob = b"\0".join(f"{k}={v}".encode("utf-8", "surrogateescape") for k, v in env.items() if "\0" not in v)
+        here = os.fsencode(os.getcwd())
+        head = b"%s %s %s %d %d %d\n" % (PROTOCOL, harness.encode(), fingerprint(), len(blob), len(raw), len(here))
+        try:
+            conn.sendall(head + blob + raw + here)
+        except OSError:  # answered before it read the request (BUSY): the answer is still there to read
+            pass
+        chunks: list[bytes] = []
+        while True:
+            conn.settimeout(max(deadline - time.monotonic(), 0.001))
+            try:
+                chunk = conn.recv(65536)
+            except OSError:
+                if chunks:  # a reset after the answer (BUSY, closed with the request unread): it is whole
+                    break
+                raise
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except OSError as err:
+        return None, f"{path}: {err.strerror or type(err).__name__}"
+    finally:
+        conn.close()
+    return _reply(b"".join(chunks))
+
+
+def _reply(reply: bytes) -> tuple[tuple[bytes, bytes] | None, str]:
+    """A server's reply read: the answer, or None and what the server said instead."""
     line, _, rest = reply.partition(b"\n")
     parts = line.split()
-    if len(parts) != 3 or parts[0] != b"OK":
-        return None
+    if len(parts) != 3 or parts[0] != b"OK" or not parts[1].isdigit() or not parts[2].isdigit():
+        return None, line[:200].decode("utf-8", "backslashreplace") or "no reply"
     out_len, err_len = int(parts[1]), int(parts[2])
     if len(rest) != out_len + err_len:
-        return None
-    return rest[:out_len], rest[out_len:]
+        return None, "a short reply"
+    return (rest[:out_len], rest[out_len:]), ""
 
 
 def server_command() -> list[str]:
@@ -220,12 +293,12 @@ def _met(folder: str, what: str) -> None:
         pass
 
 
-def _connect(conn: object, folder: str) -> None:
+def _connect(conn: object, folder: str, name: str = SOCKET_NAME) -> None:
     """Connect by a relative name: a socket path is limited to ~100 bytes, a state dir is not."""
     here = os.getcwd()
     os.chdir(folder)
     try:
-        conn.connect(SOCKET_NAME)  # type: ignore[attr-defined]
+        conn.connect(name)  # type: ignore[attr-defined]
     finally:
         os.chdir(here)
 

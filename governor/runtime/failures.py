@@ -37,7 +37,7 @@ def user_caused(err: BaseException) -> bool:
     from governor.engine.case import DecisionTimeout
     from governor.engine.ledger import LedgerError
 
-    return isinstance(err, (LedgerError, OSError, DecisionTimeout, InputTooLarge, Unanswered))
+    return isinstance(err, (LedgerError, OSError, DecisionTimeout, InputTooLarge, Unanswered, ServiceUnavailable))
 
 
 class InputTooLarge(Exception):
@@ -47,6 +47,11 @@ class InputTooLarge(Exception):
 
 class Unanswered(Exception):
     """The decision did not finish in wall-clock time (the hook's watchdog): something blocked it."""
+
+
+class ServiceUnavailable(Exception):
+    """Under the wall, the decision service gave no answer (stopped, busy with this user's other
+    calls, or not there): nothing else decides, so a governed call is refused."""
 
 
 def on_error(adapter: Any, name: str | None, event: Event | None, policy: CompiledPolicy | None,
@@ -79,6 +84,9 @@ def on_error(adapter: Any, name: str | None, event: Event | None, policy: Compil
     if contention:
         verdict = ("refused while another process holds it (contention, not the governor's own failure: "
                    "on_error does not apply)") if closed else "not affected"  # fmt: skip
+    elif isinstance(err, ServiceUnavailable):
+        verdict = ("refused until the decision service answers (under this managed install nothing else "
+                   "decides; ask your administrator)") if closed else "not affected"  # fmt: skip
     elif holds:
         verdict = ("refused until it can (a process running as you can cause this, so on_error does not "
                    "apply)") if closed else "not affected"  # fmt: skip
@@ -91,6 +99,12 @@ def on_error(adapter: Any, name: str | None, event: Event | None, policy: Compil
             "memory-governor could not check this memory call: another process holds the ledger past its busy "
             "timeout, so it cannot be counted. Try it again in a moment, or continue without memory; the user has "
             "been told.",
+        )
+    elif closed and isinstance(err, ServiceUnavailable):
+        answer = adapter.refusal(
+            name,
+            f"memory-governor's decision service did not answer for this memory call ({err}), so it is refused "
+            "until it does. Continue without memory; the user has been told.",
         )
     elif closed and holds:
         answer = adapter.refusal(

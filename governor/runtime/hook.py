@@ -14,6 +14,10 @@ or a non-zero exit would let the call through silently.
 import os
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 MAX_INPUT = 64 * 1024 * 1024
 
 
@@ -98,6 +102,23 @@ class Watchdog:
             os._exit(0)
 
 
+def _wall(config: "str | None", harness: str, raw: bytes, env: "Mapping[str, str]"
+          ) -> "tuple[tuple[bytes, bytes] | None, str] | None":  # fmt: skip
+    """Under a managed install with the wall (its folder names the decision service): the service's
+    answer, or None and why it gave none. None when there is no wall."""
+    if config is None:
+        return None
+    from governor.runtime import client
+
+    where = client.service_settings(config)
+    if where is None:
+        return None
+    from governor.policy.managed import behind_wall
+
+    behind_wall()
+    return client.ask_service(harness, raw, env, where)
+
+
 def run(harness: str, exits: bool = False, watch: Watchdog | None = None) -> int:
     """One hook event. `exits`: the process ends right after (os._exit), so the ledger is left
     open for the exit to release: closing the last connection checkpoints the WAL (an fsync).
@@ -114,7 +135,16 @@ def run(harness: str, exits: bool = False, watch: Watchdog | None = None) -> int
             env = managed.environment(os.environ)  # type: ignore[assignment]
         if watch is not None:
             watch.raw, watch.env = raw, env
-        if env.get("MEMORY_GOVERNOR_WARM_SERVER", "auto") != "off":
+        wall = _wall(managed.active(), harness, raw, env)
+        if wall is not None:  # the decision service decides, or the governed call is refused
+            answer, why = wall
+            if answer is None:
+                from governor.runtime.failures import ServiceUnavailable
+                from governor.runtime.runner import unanswered
+
+                late = unanswered(harness, raw, env, None, ServiceUnavailable(why))
+                answer = late.stdout(), late.stderr()
+        elif env.get("MEMORY_GOVERNOR_WARM_SERVER", "auto") != "off":
             try:
                 from governor.runtime.client import ask
 

@@ -118,7 +118,7 @@ _UNREAD: Any = object()  # respond: the payload is still to be parsed from the r
 def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None = None,
             payload: Any = _UNREAD, told: tuple[str, ...] = (), loaded: Loaded | None = None,
             cwd: str | None = None, caller_uid: int | None = None, caller_pid: int | None = None,
-            out: Outcome | None = None) -> Outcome:  # fmt: skip
+            out: Outcome | None = None, scoped: bool = False) -> Outcome:  # fmt: skip
     """Decide one hook event. Never raises. `now` replaces the clock (replay plays recorded time).
 
     A long-lived caller that has parsed the event already (the MCP proxy) passes `payload`
@@ -134,7 +134,10 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
     server's SO_PEERCRED); None: this process's; pid 0: not known (no lineage). The user is whose
     window the call counts in (`<uid>@<host>`, governor.engine.window); the process is where the
     session's lineage is read (governor.runtime.lineage). `out`: the Outcome to fill, for a caller
-    that watches how far the decision got (the hook's watchdog)."""
+    that watches how far the decision got (the hook's watchdog). `scoped`: one process decides for
+    many users (the managed install's decision service, runtime.service): each session is the
+    caller's own (its id prefixed with `caller_uid`), so no user can name another's, and nothing
+    is written where the event or the caller's environment says (no marker for the session's tools)."""
     out = Outcome() if out is None else out
     try:
         adapter = out.adapter = harnesses.adapter(harness)
@@ -171,6 +174,8 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
         if event is None:
             return out  # an event this adapter does not govern
         event.harness = event.harness or adapter.NAME
+        if scoped:
+            event.session_id = f"{caller_uid}/{event.session_id}"
         _anchor(event, cwd)
         out.event = event
         policy, notices = _policy(env, event, loaded)
@@ -197,7 +202,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
             out.answer = {**(out.answer or {}), **answer}
             return out
         out.answer = adapter.render(name or "", decision)
-        if event.kind == ev.SESSION_START and hasattr(adapter, "pass_marker"):
+        if event.kind == ev.SESSION_START and hasattr(adapter, "pass_marker") and not scoped:
             own = caller.lineage()
             if own is not None and own.own:  # the tools this session starts name it (governor.runtime.lineage)
                 adapter.pass_marker(env, payload, own.own)
@@ -227,13 +232,14 @@ def _failed(out: Outcome, adapter: Any, name: str | None, event: Event | None, p
 
 
 def unanswered(harness: str, raw: bytes | None, env: Mapping[str, str], out: Outcome | None,
-               seconds: float) -> Outcome:  # fmt: skip
+               seconds: float | BaseException) -> Outcome:  # fmt: skip
     """What a hook answers when its decision did not finish in `seconds` of wall-clock time
     (governor.runtime.hook.Watchdog): something blocked it, which a process running as the user
     can cause, so a governed call is refused whatever on_error says (`user_caused`), from what the
     decision had found so far (`out`: its event and policy), else from the payload read afresh.
     Nothing is logged or marked in the state directory (it may be what blocked), and the user is
-    told with each refusal."""
+    told with each refusal. `seconds` may instead be the failure itself (the decision service gave
+    no answer: runtime.failures.ServiceUnavailable)."""
     from governor.runtime.failures import Unanswered
 
     late = Outcome()
@@ -248,8 +254,10 @@ def unanswered(harness: str, raw: bytes | None, env: Mapping[str, str], out: Out
             event = adapter.parse(payload, env)
         except BaseException:
             name = name or adapter.sniff_event(raw[:4096])
-    failure = Unanswered(f"no decision within {seconds:g} s of the hook's start: something it reads or writes "
-                         "blocked it")  # fmt: skip
+    failure = seconds
+    if not isinstance(failure, BaseException):
+        failure = Unanswered(f"no decision within {seconds:g} s of the hook's start: something it reads or writes "
+                             "blocked it")  # fmt: skip
     _failed(late, adapter, name, event, policy, env, failure, quiet=True)
     return late
 

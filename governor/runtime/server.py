@@ -36,9 +36,15 @@ EXPORTER_STOP_SECONDS = 5.0
 
 
 class Server:
-    def __init__(self, env: dict[str, str], idle_exit: float) -> None:
+    """The warm server of one user's state directory (runtime.service.Service: the managed
+    install's decision service, which answers every user)."""
+
+    socket_mode = 0o600  # the owner's alone
+    retires = True  # a request from other code, or the policy turning it off, stops it
+
+    def __init__(self, env: dict[str, str], idle_exit: float, folder: str | None = None) -> None:
         self.env = env
-        self.folder = ensure_dir(run_dir(env))
+        self.folder = ensure_dir(folder or run_dir(env))
         self.idle_exit = idle_exit
         self.fingerprint = fingerprint()
         self.last_request = time.monotonic()
@@ -76,7 +82,7 @@ class Server:
                 pass
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             listener.bind(SOCKET_NAME)
-            os.chmod(SOCKET_NAME, 0o600)
+            os.chmod(SOCKET_NAME, self.socket_mode)
             listener.listen(128)
             listener.settimeout(1.0)
             made = os.stat(SOCKET_NAME)
@@ -118,12 +124,18 @@ class Server:
             except OSError:
                 break
             self.last_request = time.monotonic()
-            threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+            self.dispatch(conn)
         self.close()
+
+    def dispatch(self, conn: socket.socket) -> None:
+        """A connection accepted: answered on a thread of its own."""
+        threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
+
+    read_seconds = 30.0  # a request that does not arrive in this is dropped
 
     def handle(self, conn: socket.socket) -> None:
         try:
-            conn.settimeout(30)
+            conn.settimeout(self.read_seconds)
             head, rest = _read_request(conn)
             parts = head.split()
             if len(parts) not in (5, 6) or parts[0] != PROTOCOL or not all(part.isdigit() for part in parts[3:]):
@@ -133,7 +145,8 @@ class Server:
             env_len, body_len, cwd_len = (int(part) for part in (*parts[3:], b"0")[:3])
             if their_print != self.fingerprint:
                 conn.sendall(b"RETRY code-changed\n")
-                self.stopping.set()  # retire; the next hook starts a server with the new code
+                if self.retires:
+                    self.stopping.set()  # retire; the next hook starts a server with the new code
                 return
             rest += _read_exactly(conn, env_len + body_len + cwd_len - len(rest))
             env_blob, body, cwd = rest[:env_len], rest[env_len : env_len + body_len], rest[env_len + body_len :]
@@ -146,14 +159,14 @@ class Server:
                 env[name] = value
             # A folder the event names relatively is the hook's, not this server's (the client sends
             # its own; OpenCode's plugin names absolute ones and sends none).
-            uid, pid = _peer(conn)
-            outcome = respond(harness.decode(), body, env, cwd=os.fsdecode(cwd) if os.path.isabs(cwd) else None,
-                              caller_uid=uid, caller_pid=pid)  # fmt: skip
+            uid, pid = peer(conn)
+            outcome = self.decide(harness.decode(), body, env, os.fsdecode(cwd) if os.path.isabs(cwd) else None,
+                                  uid, pid)  # fmt: skip
             out, err = outcome.stdout(), outcome.stderr()
             conn.sendall(b"OK %d %d\n" % (len(out), len(err)) + out + err)
             if not self.telemetry_asked:
                 self.export(env)
-            if os.path.exists(os.path.join(self.folder, DISABLED_NAME)):
+            if self.retires and os.path.exists(os.path.join(self.folder, DISABLED_NAME)):
                 self.stopping.set()  # the policy turned the warm server off
         except BaseException:  # respond() never raises; this is the socket's own failure
             try:
@@ -162,6 +175,11 @@ class Server:
                 pass
         finally:
             conn.close()
+
+    def decide(self, harness: str, body: bytes, env: dict[str, str], cwd: str | None, uid: int | None,
+               pid: int) -> Any:  # fmt: skip
+        """One event, decided in the hook's own environment, for the user the kernel names."""
+        return respond(harness, body, env, cwd=cwd, caller_uid=uid, caller_pid=pid)
 
     def export(self, env: dict[str, str]) -> None:
         """Start sending the audit trail, once, if `env` turns telemetry on (in the background: the
@@ -214,7 +232,7 @@ class Server:
             self.lock_handle = None
 
 
-def _peer(conn: socket.socket) -> tuple[int | None, int]:
+def peer(conn: socket.socket) -> tuple[int | None, int]:
     """(uid, pid) of the process at the other end, as the kernel says (SO_PEERCRED); where the
     platform does not say, (None, 0): the decision is this server's user's, and the caller has no lineage."""
     option = getattr(socket, "SO_PEERCRED", None)

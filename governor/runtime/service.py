@@ -1,0 +1,163 @@
+"""The decision service: under a managed install with the wall, every user's hooks ask it, and
+nothing the model can do as the user reaches what it decides with.
+
+It is the warm server (governor.runtime.server) run once for the machine, as a system user of its
+own (USER), with:
+
+  STATE   its state directory (ledger, notices, caches), 0700 and its own: no user can read or
+          write it, so no user can delete, replace or block the ledger, or forge a grant in it
+  RUN     the socket's folder, root-owned and writable by the service's group alone, so no user
+          can put a socket of their own in its place (the hook also checks the listener's uid:
+          runtime.client.ask_service)
+
+Who asks is the kernel's word (SO_PEERCRED), never the request's: each session is the caller's
+uid's own (runner.respond `scoped`), the window a call counts in is that uid's, and the policy is
+the administrator's (the managed folder, governor.policy.managed): no user file, variable or
+acceptance record moves it. Of the hook's environment a decision reads only what a harness sets
+(the nesting marker, the session's folder); the state directory, the ledger's URL and telemetry
+are the service's own. Each uid has at most PER_UID requests in hand and all of them TOTAL: past
+that a request is answered BUSY at once (the hook refuses the governed call and says why), so one
+user's flood cannot starve another's hooks, nor the service.
+
+`memory-governor service run` starts it. Started as root it makes its folders, then becomes USER
+(a systemd unit starts it so, and so can a container's init); started as USER it uses them as they are.
+The managed hooks find it by CONFIG/service.json (runtime.client.SERVICE_NAME), which the install
+writes, and ask it (runtime.client.ask_service).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from governor.runtime.server import Server
+
+USER = "memory-governor"
+STATE = "/var/lib/memory-governor"
+RUN = "/run/memory-governor"
+PER_UID = 4  # requests of one uid in hand at once
+TOTAL = 64  # requests in hand at once
+READ_SECONDS = 2.0  # a request that has not arrived in this is dropped (a caller's held connection)
+
+
+class Service(Server):
+    socket_mode = 0o666  # every user's hook connects; the folder is what no user can write
+    retires = False  # no request stops it: a user could send one
+    read_seconds = READ_SECONDS
+
+    def __init__(self, config: str, state: str, run: str) -> None:
+        from governor.policy import managed
+
+        managed.enter(config)
+        self.config = os.path.abspath(config)
+        self.state = os.path.abspath(state)
+        own = {k: v for k, v in os.environ.items() if k.startswith(("PATH", "LANG", "LC_", "TZ"))}
+        own.update({"MEMORY_GOVERNOR_STATE_DIR": self.state, "HOME": self.state})
+        super().__init__(own, float("inf"), folder=run)
+        self.in_hand: dict[int | None, int] = {}
+        self.counting = threading.Lock()
+
+    def dispatch(self, conn: Any) -> None:
+        from governor.runtime.server import peer
+
+        try:
+            uid, _ = peer(conn)
+        except OSError:
+            conn.close()
+            return
+        with self.counting:
+            busy = self.in_hand.get(uid, 0) >= PER_UID or sum(self.in_hand.values()) >= TOTAL
+            if not busy:
+                self.in_hand[uid] = self.in_hand.get(uid, 0) + 1
+        if busy:
+            try:
+                conn.setblocking(False)
+                conn.send(b"BUSY too many requests of this user in hand\n")
+            except OSError:
+                pass
+            conn.close()
+            return
+        threading.Thread(target=self._handle_counted, args=(conn, uid), daemon=True).start()
+
+    def _handle_counted(self, conn: Any, uid: int | None) -> None:
+        try:
+            self.handle(conn)
+        finally:
+            with self.counting:
+                self.in_hand[uid] -= 1
+                if not self.in_hand[uid]:
+                    del self.in_hand[uid]
+
+    def decide(self, harness: str, body: bytes, env: dict[str, str], cwd: str | None, uid: int | None,
+               pid: int) -> Any:  # fmt: skip
+        from governor.runtime.runner import respond
+
+        if uid is None:  # no peer credentials on this platform: whose the call is cannot be known
+            from governor.runtime.runner import Outcome
+
+            refused = Outcome()
+            refused.errors.append("memory-governor: the decision service cannot tell who asks on this platform")
+            return refused
+        return respond(harness, body, self.environment(env, uid), cwd=cwd, caller_uid=uid, caller_pid=pid,
+                       scoped=True)  # fmt: skip
+
+    def environment(self, hook_env: dict[str, str], uid: int) -> dict[str, str]:
+        """What a decision for `uid` reads: the hook's environment as a managed hook keeps it (no
+        variable of ours but the nesting marker, HOME the caller's own from the password database),
+        with this service's state directory and the administrator's settings (the ledger's URL)."""
+        from governor.policy import managed
+
+        env = managed.environment(hook_env, self.config, uid=uid)
+        env["MEMORY_GOVERNOR_STATE_DIR"] = self.state
+        return env
+
+    def export(self, env: dict[str, str]) -> None:
+        """Telemetry only as the service's own environment says: a hook's cannot turn it on."""
+        if env is self.env:
+            super().export(env)
+
+
+def prepare(state: str, run: str, user: str) -> None:
+    """As root: the service's folders (its state 0700 and its own; the socket's root-owned, writable
+    by its group alone), then this process becomes `user`. As anyone else: nothing (the folders are
+    used as they are)."""
+    if os.geteuid() != 0:
+        return
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    os.makedirs(state, mode=0o700, exist_ok=True)
+    os.chown(state, entry.pw_uid, entry.pw_gid)
+    os.chmod(state, 0o700)
+    os.makedirs(run, mode=0o775, exist_ok=True)
+    os.chown(run, 0, entry.pw_gid)
+    os.chmod(run, 0o775)
+    os.setgroups([])
+    os.setgid(entry.pw_gid)
+    os.setuid(entry.pw_uid)
+
+
+def run(config: str, state: str, run: str, user: str) -> int:
+    """Serve until stopped (SIGTERM, SIGINT)."""
+    import signal
+
+    from governor import with_site_packages
+    from governor.runtime.runner import keep_connections
+
+    prepare(state, run, user)
+    os.umask(0o077)
+    with_site_packages()
+    keep_connections()
+    service = Service(config, state, run)
+    if not service.claim():
+        raise SystemExit(f"memory-governor: a decision service already answers on {run}")
+    service.bind()
+
+    def stop(_signum: int, _frame: Any) -> None:
+        service.stopping.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    service.serve()
+    return 0

@@ -1,0 +1,235 @@
+"""The wall: a managed install's decision service (governor.runtime.service), through real processes.
+
+The service runs as a user of its own; each managed hook runs as another uid (setpriv), as the
+managed install wrote it, on real Claude Code payloads. What is proved: the decisions are the
+service's (its state, not the user's; the administrator's policy), each uid's sessions are its
+own, a stopped service refuses governed calls and says so while ordinary calls pass, a listener
+that is not the service's uid is told nothing, and one uid's held requests do not starve another's.
+Needs root and setpriv (skipped without them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from governor.runtime import service as decision_service
+from tests.conftest import Answer
+
+pytestmark = [
+    pytest.mark.hook_processes,
+    pytest.mark.skipif(os.geteuid() != 0 or not (shutil.which("setpriv") and shutil.which("unshare")),
+                       reason="the service and its callers run as users of their own: needs root, setpriv and unshare"),
+]  # fmt: skip
+
+SERVICE_UID = 65534  # nobody: the service's user here (the install makes `memory-governor`)
+ALICE, BOB = 47011, 47012  # two users' hooks, by uid
+POLICY = "version: 1\nlimits:\n  max_search_calls: {value: 1}\n"
+
+
+def as_user(layers: Path, uid: int | None, args: list[str]) -> list[str]:
+    """`args` in a private mount namespace whose /root (the checkout's interpreter lives there, 0700)
+    only opens to traversal, run as `uid` (None: as root)."""
+    mount = (f"mount -t overlay overlay -o lowerdir=/root,upperdir={layers}/up,workdir={layers}/work /root"
+             ' && exec "$@"')  # fmt: skip
+    drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"] if uid is not None else []
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", mount, "sh", *drop, *args]
+
+
+class Wall:
+    """A managed install under a prefix, its service.json, and the service run as SERVICE_UID."""
+
+    def __init__(self, top: Path) -> None:
+        self.top = top
+        self.root = top / "r"
+        self.state = top / "service-state"
+        self.run_dir = top / "run"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.layers = top / "layers"
+        (self.layers / "up").mkdir(parents=True)
+        (self.layers / "work").mkdir()
+        os.chmod(self.layers / "up", 0o711)
+        (top / "policy.yaml").write_text(POLICY)
+        out = subprocess.run([sys.executable, "-m", "governor", "install", "claude-code", "--scope", "managed",
+                              "--root", str(self.root), "--policy", str(top / "policy.yaml")],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert out.returncode == 0, out.stdout + out.stderr
+        self.config = self.root / "etc" / "memory-governor"
+        settings = json.loads((self.root / "etc" / "claude-code" / "managed-settings.json").read_text())
+        self.command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        self.socket = self.run_dir / "governor.sock"
+        (self.config / "service.json").write_text(json.dumps({"socket": str(self.socket), "uid": SERVICE_UID}))
+        os.chmod(self.config / "service.json", 0o644)
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(as_user(self.layers, None, [
+            sys.executable, "-I", "-m", "governor", "service", "run", "--config", str(self.config),
+            "--state", str(self.state), "--run-dir", str(self.run_dir), "--user", "nobody"]),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/")  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not self.socket.exists():
+            assert self.proc.poll() is None, self.proc.stderr.read().decode() if self.proc.stderr else ""
+            assert time.monotonic() < deadline, "the service did not bind its socket"
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(30)
+            self.proc = None
+
+    def hook(self, uid: int, payload: dict[str, Any], env: dict[str, str] | None = None) -> Answer:
+        """The managed hook command, run as `uid` the way Claude Code runs it (by the shell)."""
+        home = self.top / f"home-{uid}"
+        home.mkdir(exist_ok=True)
+        os.chown(home, uid, uid)
+        base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+        proc = subprocess.run(as_user(self.layers, uid, ["sh", "-c", self.command]), input=json.dumps(payload).encode(),
+                              env={**base, **(env or {})}, cwd=str(home), capture_output=True,
+                              timeout=60)  # fmt: skip
+        return Answer(proc)
+
+
+def search(session: str, prompt: str, n: int, query: str = "auth") -> dict[str, Any]:
+    return {"session_id": session, "transcript_path": "/nonexistent.jsonl", "cwd": "/", "prompt_id": prompt,
+            "hook_event_name": "PreToolUse", "permission_mode": "default", "tool_name": "mcp__engram__mem_search",
+            "tool_input": {"query": query, "limit": 3}, "tool_use_id": f"toolu_{session}_{prompt}_{n}"}  # fmt: skip
+
+
+def shell(session: str, command: str) -> dict[str, Any]:
+    return {"session_id": session, "transcript_path": "/nonexistent.jsonl", "cwd": "/", "prompt_id": "p1",
+            "hook_event_name": "PreToolUse", "permission_mode": "default", "tool_name": "Bash",
+            "tool_input": {"command": command}, "tool_use_id": f"toolu_{session}_shell"}  # fmt: skip
+
+
+@pytest.fixture
+def wall() -> Iterator[Wall]:
+    top = Path(tempfile.mkdtemp(prefix="mg-wall-"))
+    os.chmod(top, 0o755)  # the callers' uids reach the managed folder and the socket through it
+    made = Wall(top)
+    try:
+        yield made
+    finally:
+        made.stop()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_the_service_decides_with_its_own_state_the_administrators_policy_and_the_callers_uid(wall):
+    wall.start()
+    planted = {"MEMORY_GOVERNOR_STATE_DIR": str(wall.top / "forged"), "MEMORY_GOVERNOR_POLICY": "/nonexistent",
+               "MEMORY_GOVERNOR_LEDGER_URL": "redis://127.0.0.1:1/0"}  # fmt: skip
+    first = wall.hook(ALICE, search("s1", "p1", 1), env=planted)
+    second = wall.hook(ALICE, search("s1", "p1", 2), env=planted)
+    assert not first.denied, first.stderr
+    assert second.denied and "search" in second.reason.lower(), (second.raw, second.stderr)  # the policy's 1
+    # The same session id and turn from another uid is another session: its own budget.
+    other = wall.hook(BOB, search("s1", "p1", 3))
+    assert not other.denied, (other.raw, other.stderr)
+    # Decided by the service: its ledger in its own 0700 state, none in the users' or the forged folders.
+    ledger = wall.state / "ledger.db"
+    assert ledger.exists() and os.stat(wall.state).st_uid == SERVICE_UID
+    assert stat.S_IMODE(os.stat(wall.state).st_mode) == 0o700
+    assert not (wall.top / "forged").exists()
+    assert not list((wall.top / f"home-{ALICE}").rglob("ledger.db*"))
+    run = os.stat(wall.run_dir)
+    assert run.st_uid == 0 and stat.S_IMODE(run.st_mode) == 0o775, "the socket's folder: root's, no user writes it"
+
+
+def test_a_stopped_service_refuses_governed_calls_and_says_so_and_ordinary_work_passes(wall):
+    wall.start()
+    assert not wall.hook(ALICE, search("s2", "p1", 1)).denied
+    wall.stop()
+    refused = wall.hook(ALICE, search("s2", "p2", 1))
+    assert refused.denied, (refused.raw, refused.stderr)
+    assert "decision service did not answer" in refused.reason, refused.raw
+    told = (refused.data or {}).get("systemMessage", "")
+    assert "refused until the decision service answers" in told, refused.raw  # the user is told
+    ordinary = wall.hook(ALICE, shell("s2", "ls -la"))
+    assert not ordinary.denied and "decision service" not in ordinary.raw, ordinary.raw
+    wall.start()
+    back = wall.hook(ALICE, search("s2", "p3", 1))
+    assert not back.denied, (back.raw, back.stderr)
+    again = wall.hook(ALICE, search("s2", "p3", 2))
+    assert again.denied and "decision service" not in again.reason, again.raw  # governed: the limit's refusal
+
+
+def test_a_listener_that_is_not_the_services_uid_is_told_nothing(wall):
+    # As if a user could put a socket where the service's should be: the hook checks the listener's uid.
+    wall.run_dir.mkdir()
+    os.chown(wall.run_dir, ALICE, ALICE)
+    fake = subprocess.Popen(as_user(wall.layers, ALICE, [sys.executable, "-I", "-c", _FAKE, str(wall.socket)]),
+                            stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert fake.stdout is not None and fake.stdout.readline().strip() == b"ready"
+        answer = wall.hook(ALICE, search("s3", "p1", 1))
+    finally:
+        fake.terminate()
+    told = fake.communicate(timeout=10)[0]
+    assert answer.denied and f"uid {ALICE}" in answer.raw, (answer.raw, answer.stderr)
+    assert told == b"", "the hook sent nothing to a listener of the wrong uid"
+
+
+_FAKE = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1]); s.listen(4)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    data = c.recv(65536)
+    sys.stdout.write(data.decode("latin-1")); sys.stdout.flush()
+    c.sendall(b"OK 0 0\\n"); c.close()
+"""
+
+_HOLD = """
+import socket, sys, time
+held = []
+for _ in range(int(sys.argv[2])):
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(sys.argv[1]); c.send(b"M"); held.append(c)
+print("ready", flush=True)
+while True:  # a byte at a time, never a whole request: each held connection keeps a worker waiting
+    time.sleep(0.5)
+    for c in held:
+        c.send(b"G")
+"""
+
+
+def test_one_uids_held_requests_do_not_starve_another_uid(wall):
+    wall.start()
+    holder = subprocess.Popen(as_user(wall.layers, ALICE, [sys.executable, "-I", "-c", _HOLD, str(wall.socket),
+                                                          str(decision_service.PER_UID)]), stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"ready"
+        time.sleep(0.3)  # the service has taken each held connection in hand
+        starved = wall.hook(ALICE, search("s4", "p1", 1))
+        served = wall.hook(BOB, search("s4", "p1", 1))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert starved.denied and "BUSY" in starved.reason + starved.stderr, (starved.raw, starved.stderr)
+    assert not served.denied and "could not" not in served.stderr, (served.raw, served.stderr)
+    time.sleep(0.5)  # the held connections closed: ALICE is answered again
+    assert not wall.hook(ALICE, search("s4", "p2", 1)).denied
+
+
+def test_the_service_ignores_a_callers_environment_for_its_own_state_and_telemetry():
+    made = decision_service.Service.__new__(decision_service.Service)
+    made.config, made.state = "/etc/memory-governor", "/var/lib/memory-governor"
+    env = made.environment({"MEMORY_GOVERNOR_STATE_DIR": "/tmp/x", "XDG_STATE_HOME": "/tmp/y", "HOME": "/tmp/z",
+                            "MEMORY_GOVERNOR_ENABLE_TELEMETRY": "1", "CLAUDE_PROJECT_DIR": "/p"}, 0)  # fmt: skip
+    assert env["MEMORY_GOVERNOR_STATE_DIR"] == "/var/lib/memory-governor" and "XDG_STATE_HOME" not in env
+    assert env["HOME"] == os.path.expanduser("~root") and "MEMORY_GOVERNOR_ENABLE_TELEMETRY" not in env
+    assert env["CLAUDE_PROJECT_DIR"] == "/p"
