@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import signal
 import stat
@@ -39,6 +40,22 @@ ALICE, BOB = 47011, 47012  # two users' hooks, by uid
 POLICY = "version: 1\nlimits:\n  max_search_calls: {value: 1}\n"
 
 
+def install(root: Path, *args: str) -> str:
+    """`install claude-code --scope managed --service` under the prefix `root`, the service's user
+    `nobody`; what it said."""
+    out = subprocess.run([sys.executable, "-m", "governor", "install", "claude-code", "--scope", "managed", "--root",
+                          str(root), "--service", "--service-user", "nobody", *args],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout + out.stderr
+
+
+def doctor(root: Path) -> list[dict[str, str]]:
+    out = subprocess.run([sys.executable, "-m", "governor", "--managed-root", str(root), "doctor", "--format", "json"],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    return [row for row in json.loads(out.stdout) if row["check"] == "decision service"]
+
+
 def as_user(layers: Path, uid: int | None, args: list[str]) -> list[str]:
     """`args` in a private mount namespace whose /root (the checkout's interpreter lives there, 0700)
     only opens to traversal, run as `uid` (None: as root)."""
@@ -62,16 +79,15 @@ class Wall:
         (self.layers / "work").mkdir()
         os.chmod(self.layers / "up", 0o711)
         (top / "policy.yaml").write_text(POLICY)
-        out = subprocess.run([sys.executable, "-m", "governor", "install", "claude-code", "--scope", "managed",
-                              "--root", str(self.root), "--policy", str(top / "policy.yaml")],
-                             capture_output=True, text=True, timeout=120)  # fmt: skip
-        assert out.returncode == 0, out.stdout + out.stderr
+        self.installed = install(self.root, "--policy", str(top / "policy.yaml"))
         self.config = self.root / "etc" / "memory-governor"
         settings = json.loads((self.root / "etc" / "claude-code" / "managed-settings.json").read_text())
         self.command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
         self.socket = self.run_dir / "governor.sock"
-        (self.config / "service.json").write_text(json.dumps({"socket": str(self.socket), "uid": SERVICE_UID}))
-        os.chmod(self.config / "service.json", 0o644)
+        written = json.loads((self.config / "service.json").read_text())
+        assert written == {"socket": "/run/memory-governor/governor.sock", "uid": SERVICE_UID, "user": "nobody"}
+        written["socket"] = str(self.socket)  # this test's own socket folder, not the machine's /run
+        (self.config / "service.json").write_text(json.dumps(written))
 
     def start(self) -> None:
         self.proc = subprocess.Popen(as_user(self.layers, None, [
@@ -148,7 +164,9 @@ def test_the_service_decides_with_its_own_state_the_administrators_policy_and_th
 
 
 def test_a_stopped_service_refuses_governed_calls_and_says_so_and_ordinary_work_passes(wall):
+    assert [row["status"] for row in doctor(wall.root)] == ["FAIL"], "doctor: it does not answer"
     wall.start()
+    assert [(row["status"], "answers" in row["detail"]) for row in doctor(wall.root)] == [("ok", True)]
     assert not wall.hook(ALICE, search("s2", "p1", 1)).denied
     wall.stop()
     refused = wall.hook(ALICE, search("s2", "p2", 1))
@@ -223,6 +241,23 @@ def test_one_uids_held_requests_do_not_starve_another_uid(wall):
     assert not served.denied and "could not" not in served.stderr, (served.raw, served.stderr)
     time.sleep(0.5)  # the held connections closed: ALICE is answered again
     assert not wall.hook(ALICE, search("s4", "p2", 1)).denied
+
+
+def test_the_install_writes_the_unit_and_keeps_the_redis_credentials_from_users(tmp_path):
+    root = tmp_path / "r"
+    said = install(root, "--ledger-url", "redis://governor:s3cret@127.0.0.1:1/0")
+    unit = (root / "etc" / "systemd" / "system" / "memory-governor.service").read_text()
+    assert f"ExecStart={sys.executable} -I -m governor service run --config /" in unit and "--user nobody" in unit
+    assert "no systemd here: start the decision service" in said and "service run" in said
+    environment = root / "etc" / "memory-governor" / "environment.json"
+    found = os.stat(environment)
+    assert "s3cret" in environment.read_text() and stat.S_IMODE(found.st_mode) == 0o640
+    assert (found.st_uid, found.st_gid) == (0, pwd.getpwnam("nobody").pw_gid), "root's, the service's group"
+    gone = subprocess.run([sys.executable, "-m", "governor", "uninstall", "claude-code", "--scope", "managed",
+                           "--root", str(root)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert gone.returncode == 0, gone.stderr
+    assert not (root / "etc" / "memory-governor" / "service.json").exists()
+    assert not (root / "etc" / "systemd" / "system" / "memory-governor.service").exists()
 
 
 def test_the_service_ignores_a_callers_environment_for_its_own_state_and_telemetry():

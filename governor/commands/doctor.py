@@ -146,7 +146,10 @@ def command(fmt: str) -> int:
 
     pid = running_pid(dict(env))
     mode = policy.data["runtime"]["warm_server"]
-    if managed is not None:
+    walled = _service_checks() if managed is not None else []
+    if walled:
+        report.rows.extend(walled)
+    elif managed is not None:
         report.add(INFO, "warm server", "off under the managed install: every hook decides in its own process")
     elif mode == "off":
         report.add(INFO, "warm server", "off by policy: every hook decides in its own process")
@@ -167,6 +170,14 @@ def command(fmt: str) -> int:
             if row.fix:
                 click.echo(f"{'':24} fix: {row.fix}")
     return 1 if report.failed else 0
+
+
+def _service_checks() -> list[Check]:
+    """Under the wall: the decision service answers, and its unit is enabled where systemd runs."""
+    from governor.harnesses.claude_code import managed
+    from governor.runtime.service import service_checks
+
+    return list(service_checks("decision service", managed.ROOT))
 
 
 def _managed_policy(report: Report, managed: Managed) -> CompiledPolicy:

@@ -63,6 +63,12 @@ _POLICY = click.option("--policy", "policy_file", type=click.Path(dir_okay=False
 _LEDGER_URL = click.option("--ledger-url", default=None, metavar="URL",
                            help="managed: the Redis every user's managed hooks keep the ledger on (redis://…; "
                            "\"\" for each user's own SQLite file again); default: as it is.")  # fmt: skip
+_SERVICE = click.option("--service", is_flag=True,
+                        help="managed: the wall. Every hook asks one decision service, run as its own system user "
+                        "(--service-user, made if missing) with state no user can reach; the install writes its "
+                        "systemd unit and starts it where systemd runs. Unanswered, governed calls are refused.")  # fmt: skip
+_SERVICE_USER = click.option("--service-user", default="memory-governor", show_default=True,
+                             help="managed --service: the decision service's system user.")  # fmt: skip
 _CLIENT = click.option("--client", help="mcp-proxy: the MCP client whose configuration starts the memory server "
                        "(claude-desktop, cursor, windsurf, claude-code, gemini-cli, vscode).")  # fmt: skip
 _PROJECT = click.option("--project", type=click.Path(file_okay=False), help="The project directory (default: here).")
@@ -78,11 +84,16 @@ _DRY_RUN = click.option("--dry-run", is_flag=True, help="Show the settings that 
 @_ROOT
 @_POLICY
 @_LEDGER_URL
+@_SERVICE
+@_SERVICE_USER
 def install(harness: str, scope: str | None, client: str | None, project: str | None, dry_run: bool,
-            root: str | None, policy_file: str | None, ledger_url: str | None) -> int:  # fmt: skip
+            root: str | None, policy_file: str | None, ledger_url: str | None, service: bool,
+            service_user: str) -> int:  # fmt: skip
     """Install the hooks into a harness's settings (mcp-proxy: the proxy into an MCP client's)."""
     if scope == "managed":
-        return _install_managed(harness, root, policy_file, ledger_url, dry_run)
+        return _install_managed(harness, root, policy_file, ledger_url, dry_run, service_user if service else None)
+    if service:
+        raise click.BadParameter("only the managed scope has a decision service", param_hint="--service")
     if ledger_url is not None:
         raise click.BadParameter("only the managed scope keeps a ledger URL (elsewhere: MEMORY_GOVERNOR_LEDGER_URL)",
                                  param_hint="--ledger-url")  # fmt: skip
@@ -158,7 +169,7 @@ def _managed_prefix(layout: Layout, root: str | None) -> str:
 
 
 def _install_managed(harness: str, root: str | None, policy_file: str | None, ledger_url: str | None,
-                     dry_run: bool) -> int:  # fmt: skip
+                     dry_run: bool, service_user: str | None = None) -> int:  # fmt: skip
     import tempfile
 
     from governor.harnesses import managed as shared
@@ -208,7 +219,9 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, le
             table = shared.write_table(where["config"], unit)
             click.echo(f"{table}: the tokenizer table every hook counts with" if table else
                        f"no tokenizer table for {unit}: the hooks count without one")  # fmt: skip
-    except (SettingsError, OSError) as err:
+        if service_user is not None:
+            _install_service(prefix, where, service_user, root is None, dry_run)
+    except (SettingsError, OSError, ValueError) as err:
         raise click.ClickException(str(err)) from err
     if not dry_run:
         click.echo(
@@ -216,6 +229,21 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, le
             "no user, project or local file switches these hooks off. Check it: memory-governor doctor"
         )
     return 0
+
+
+def _install_service(prefix: str, where: dict[str, str], name: str, create: bool, dry_run: bool) -> None:
+    """The wall (governor.runtime.service): its user, service.json and unit, the administrator's
+    environment kept from users, and the service started where systemd runs (else how to)."""
+    from governor.runtime import service
+
+    user = service.service_user(name, create and not dry_run)
+    if not dry_run:
+        os.makedirs(os.path.dirname(service.service_paths(prefix)["unit"]), mode=0o755, exist_ok=True)
+    for change in service.plan_service(prefix, user):
+        _apply_managed(change, dry_run)
+    if not dry_run:
+        service.keep_environment_from_users(where, user)
+        click.echo(service.start_service(prefix))
 
 
 def _check_ledger(url: str, blob: dict[str, Any]) -> None:
@@ -257,6 +285,8 @@ def _apply_managed(change: Change, dry_run: bool) -> None:
 
 
 def _uninstall_managed(harness: str, root: str | None, dry_run: bool) -> int:
+    from governor.harnesses import managed as shared
+
     layout, setup = _managed(harness)
     prefix = _managed_prefix(layout, root)
     record = layout.read_record(prefix)
@@ -265,6 +295,11 @@ def _uninstall_managed(harness: str, root: str | None, dry_run: bool) -> int:
             apply(change, dry_run, click.echo)
     except (SettingsError, OSError) as err:
         raise click.ClickException(str(err)) from err
+    if not dry_run and not shared.others_installed(layout.paths(prefix)):
+        from governor.runtime import service
+
+        for path in service.stop_service(prefix):
+            click.echo(f"{path}: removed")
     if not dry_run:
         for table in layout.remove_tables(prefix, record):
             click.echo(f"{table}: removed")

@@ -263,20 +263,39 @@ def remove_folders(folders: list[str], record: dict[str, Any]) -> list[str]:
     return removed
 
 
-def ownership_checks(label: str, files: list[str], fix: str) -> list[Any]:
+def ownership_checks(label: str, files: list[str], fix: str, read: list[str] | None = None) -> list[Any]:
     """BAD checks for every file a managed hook runs or reads that someone other than root can
-    change, or that another user cannot read; [] when there is none."""
+    change, or that another user cannot read (of `read`, when only those are read by every user);
+    [] when there is none."""
     from governor.harnesses.checks import BAD, Check
 
     checks = []
     unsafe = policy_managed.ownership_problems(files)
-    unreadable = [p for p in files if os.path.exists(p) and not os.stat(p).st_mode & 0o004]
+    unreadable = [p for p in (files if read is None else read) if os.path.exists(p) and not os.stat(p).st_mode & 0o004]
     if unsafe:
         checks.append(Check(BAD, label, "someone other than root can change what every hook runs or enforces: "
                             + "; ".join(unsafe[:4]), fix))  # fmt: skip
     if unreadable:
         checks.append(Check(BAD, label, f"not readable by other users: {', '.join(unreadable)}", "chmod 0644 them"))
     return checks
+
+
+def credential_checks(label: str, where: dict[str, str], walled: bool) -> list[Any]:
+    """The administrator's environment holds the ledger's Redis URL: under the wall no user may read it
+    (BAD when they can); without it every user's hook reads it, so every user can (WARN)."""
+    from governor.harnesses.checks import BAD, WARN, Check
+
+    if policy_managed.LEDGER_URL not in policy_managed.settings(where["config"]):
+        return []
+    readable = bool(os.stat(where["environment"]).st_mode & 0o004)
+    if walled and readable:
+        return [Check(BAD, label, f"{where['environment']} holds the ledger's Redis URL and every user can read it",
+                      f"chmod 0640 {where['environment']} (root, the service's group)")]  # fmt: skip
+    if not walled:
+        return [Check(WARN, label, f"{where['environment']} holds the ledger's Redis URL: every user's hook reads it, "
+                      "so every user (and their model) can use its credentials",
+                      "install --scope managed --service: only the decision service holds them")]  # fmt: skip
+    return []
 
 
 def read_files(where: dict[str, str]) -> list[str]:
@@ -432,7 +451,9 @@ class Layout:
             return []
         files = [where["settings"], *read_files(where), *ran_files(hooks[0]["command"])]
         fix = f"sudo memory-governor install {self.harness} --scope managed (from a root-owned environment)"
-        checks = ownership_checks(label, files, fix)
+        walled = policy_managed.service(where["config"]) is not None  # only the service reads environment.json
+        checks = ownership_checks(label, files, fix, [f for f in files if not walled or f != where["environment"]])
+        checks += credential_checks(label, where, walled)
         if settings.get(self.only_managed) is not True:
             checks.append(Check(BAD, label, f"{where['settings']}: {self.only_managed} is not true, so {self.others} "
                                 "hooks run beside the managed ones", fix))  # fmt: skip

@@ -37,6 +37,7 @@ CONFIG_DIR = "/etc/memory-governor"
 POLICY_NAME = "policy.yaml"
 COMPILED_NAME = "policy.json"
 ENVIRONMENT_NAME = "environment.json"
+SERVICE_NAME = "service.json"  # there under the wall: where the hooks find the decision service (runtime.service)
 # What the administrator may set for every managed hook (`install --scope managed --ledger-url`).
 LEDGER_URL = "MEMORY_GOVERNOR_LEDGER_URL"
 SETTABLE = (LEDGER_URL,)
@@ -99,6 +100,20 @@ def settings(config_dir: str) -> dict[str, str]:
     if not isinstance(data, dict):
         return {}
     return {k: v for k, v in data.items() if k in SETTABLE and isinstance(v, str) and v}
+
+
+def service(config_dir: str) -> dict[str, object] | None:
+    """CONFIG/service.json (root-owned, written by `install --service`): the decision service's socket
+    and uid; None when the install put up no wall, {} when it is there but cannot be read (the hooks
+    then refuse governed calls: a file that cannot be read does not take the wall down)."""
+    try:
+        with open(os.path.join(config_dir, SERVICE_NAME), "rb") as handle:
+            data = jsonio.loads(handle.read(65536))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def environment_path(config_dir: str) -> str:

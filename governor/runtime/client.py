@@ -112,24 +112,7 @@ def ask(harness: str, raw: bytes, env: Mapping[str, str]) -> tuple[bytes, bytes]
     return _reply(b"".join(chunks))[0]
 
 
-SERVICE_NAME = "service.json"  # in a managed folder: where its hooks find the decision service (runtime.service)
-SERVICE_SECONDS = 5.0  # a managed hook waits this long for the service; under the hook's watchdog
-
-
-def service_settings(config: str) -> dict[str, object] | None:
-    """CONFIG/service.json (root-owned, written by the install): the service's socket and uid;
-    None when the install put up no wall, {} when it is there but cannot be read (the hooks then
-    refuse governed calls: the wall is not taken down by a file that cannot be read)."""
-    from governor import jsonio
-
-    try:
-        with open(os.path.join(config, SERVICE_NAME), "rb") as handle:
-            data = jsonio.loads(handle.read(65536))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+SERVICE_SECONDS = 5.0  # a managed hook waits this long for the decision service; under the hook's watchdog
 
 
 def ask_service(harness: str, raw: bytes, env: Mapping[str, str], where: Mapping[str, object]
@@ -141,7 +124,7 @@ def ask_service(harness: str, raw: bytes, env: Mapping[str, str], where: Mapping
 
     path, uid = where.get("socket"), where.get("uid")
     if not isinstance(path, str) or not isinstance(uid, int):
-        return None, f"{SERVICE_NAME} names no socket and uid"
+        return None, "service.json names no socket and uid"
     deadline = time.monotonic() + SERVICE_SECONDS
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     conn.settimeout(SERVICE_SECONDS)

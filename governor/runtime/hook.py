@@ -108,14 +108,14 @@ def _wall(config: "str | None", harness: str, raw: bytes, env: "Mapping[str, str
     answer, or None and why it gave none. None when there is no wall."""
     if config is None:
         return None
-    from governor.runtime import client
+    from governor.policy import managed
 
-    where = client.service_settings(config)
+    where = managed.service(config)
     if where is None:
         return None
-    from governor.policy.managed import behind_wall
+    managed.behind_wall()
+    from governor.runtime import client
 
-    behind_wall()
     return client.ask_service(harness, raw, env, where)
 
 

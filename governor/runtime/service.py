@@ -21,16 +21,20 @@ user's flood cannot starve another's hooks, nor the service.
 
 `memory-governor service run` starts it. Started as root it makes its folders, then becomes USER
 (a systemd unit starts it so, and so can a container's init); started as USER it uses them as they are.
-The managed hooks find it by CONFIG/service.json (runtime.client.SERVICE_NAME), which the install
+The managed hooks find it by CONFIG/service.json (policy.managed.SERVICE_NAME), which the install
 writes, and ask it (runtime.client.ask_service).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import Any
 
+from governor.harnesses.managed import CONFIG
+from governor.harnesses.settings import Change
+from governor.policy.managed import SERVICE_NAME
 from governor.runtime.server import Server
 
 USER = "memory-governor"
@@ -161,3 +165,145 @@ def run(config: str, state: str, run: str, user: str) -> int:
     signal.signal(signal.SIGINT, stop)
     service.serve()
     return 0
+
+
+# -- the wall: the decision service every managed hook asks (governor.runtime.service) ----------
+
+UNIT = ("etc", "systemd", "system", "memory-governor.service")
+
+
+def service_paths(root: str) -> dict[str, str]:
+    """CONFIG/service.json (where the hooks find the service) and the systemd unit that starts it."""
+    return {"service": os.path.join(root, *CONFIG, SERVICE_NAME), "unit": os.path.join(root, *UNIT)}
+
+
+def service_command(config: str, user: str) -> list[str]:
+    """The service's command: this root-owned environment's interpreter, isolated (`-I`)."""
+    return [sys.executable, "-I", "-m", "governor", "service", "run", "--config", config, "--user", user]
+
+
+def unit_text(config: str, user: str) -> str:
+    import shlex
+
+    return (
+        "# memory-governor: the decision service every user's managed hooks ask (the wall).\n"
+        "# Written by `memory-governor install <harness> --scope managed --service`.\n"
+        "[Unit]\nDescription=memory-governor decision service\nAfter=network.target\n\n"
+        f"[Service]\nExecStart={shlex.join(service_command(config, user))}\n"
+        "Restart=always\nRestartSec=1\n\n[Install]\nWantedBy=multi-user.target\n"
+    )
+
+
+def service_user(name: str, create: bool) -> Any:
+    """The service's system user (its password entry); made (`useradd --system`) when `create` and
+    missing. ValueError when it is not there to use."""
+    import pwd
+    import subprocess
+
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        pass
+    if create:
+        made = subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", STATE,
+                               "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True)  # fmt: skip
+        if made.returncode == 0:
+            return pwd.getpwnam(name)
+        raise ValueError(f"could not make the service's user {name}: {made.stderr.strip() or made.returncode}")
+    raise ValueError(f"no user {name} for the decision service (the install makes it when run as root on /)")
+
+
+def plan_service(root: str, user: Any) -> list[Any]:
+    """service.json (the socket and the service's uid, for every hook) and the systemd unit."""
+    from governor.harnesses.settings import json_text, read_json, read_text
+
+    config = os.path.join(root, *CONFIG)
+    paths = service_paths(root)
+    before = read_json(paths["service"], "the service's settings") if os.path.exists(paths["service"]) else None
+    after = {"socket": os.path.join(RUN, "governor.sock"), "uid": user.pw_uid, "user": user.pw_name}
+    return [
+        Change(paths["service"], before, after, "the managed hooks ask the decision service",
+               "the service's settings as they are", json_text, backup=False),
+        Change(paths["unit"], read_text(paths["unit"]), unit_text(config, user.pw_name), "the service's systemd unit",
+               "the service's unit as it is", lambda t: t, backup=False),
+    ]  # fmt: skip
+
+
+def systemd_runs(root: str) -> bool:
+    return root == "/" and os.path.isdir("/run/systemd/system")
+
+
+def start_service(root: str) -> str:
+    """The unit enabled and (re)started where systemd runs; else how to start the service. What was done."""
+    import subprocess
+
+    if not systemd_runs(root):
+        config = os.path.join(root, *CONFIG)
+        return ("no systemd here: start the decision service from the machine's init, as root: "
+                + " ".join(service_command(config, "memory-governor")))  # fmt: skip
+    for args in (["daemon-reload"], ["enable", "memory-governor.service"], ["restart", "memory-governor.service"]):
+        done = subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            return f"systemctl {' '.join(args)} failed: {done.stderr.strip()}"
+    return "the decision service is enabled and started (systemd: memory-governor.service)"
+
+
+def stop_service(root: str) -> list[str]:
+    """The last managed install's uninstall: the unit disabled and stopped where systemd runs, and
+    service.json and the unit removed. The paths removed."""
+    import subprocess
+
+    paths = service_paths(root)
+    if systemd_runs(root) and os.path.exists(paths["unit"]):
+        subprocess.run(["systemctl", "disable", "--now", "memory-governor.service"], capture_output=True, timeout=60)
+    removed = []
+    for path in (paths["service"], paths["unit"]):
+        try:
+            os.unlink(path)
+            removed.append(path)
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def keep_environment_from_users(where: dict[str, str], user: Any) -> None:
+    """Under the wall only the service reads the administrator's environment (the Redis URL and its
+    credentials): root's, readable by the service's group, by no one else."""
+    if os.path.exists(where["environment"]):
+        os.chown(where["environment"], 0, user.pw_gid)
+        os.chmod(where["environment"], 0o640)
+
+
+def service_checks(label: str, root: str) -> list[Any]:
+    """Under the wall: the service answers on its socket as its own uid, and where systemd runs its
+    unit is enabled. [] without the wall."""
+    from governor.harnesses.checks import BAD, OK, Check
+    from governor.runtime import client
+
+    config = os.path.join(root, *CONFIG)
+    from governor.policy.managed import service
+
+    where = service(config)
+    if where is None:
+        return []
+    fix = (
+        f"start it: systemctl start memory-governor, or as root: {' '.join(service_command(config, 'memory-governor'))}"
+    )
+    checks = []
+    if systemd_runs(root):
+        import subprocess
+
+        enabled = subprocess.run(["systemctl", "is-enabled", "memory-governor.service"], capture_output=True,
+                                 text=True, timeout=30)  # fmt: skip
+        if enabled.stdout.strip() != "enabled":
+            checks.append(Check(BAD, label, f"memory-governor.service is {enabled.stdout.strip() or 'not installed'}: "
+                                "the service will not start with the machine", "systemctl enable memory-governor"))  # fmt: skip
+    answer, why = client.ask_service("claude-code", b"{}", {}, where)
+    if answer is None:
+        checks.append(Check(BAD, label, f"the decision service does not answer ({why}): every governed call is "
+                            "refused until it does", fix))  # fmt: skip
+    else:
+        checks.append(
+            Check(OK, label, f"the decision service answers on {where.get('socket')} as uid {where.get('uid')}")
+        )
+    return checks
