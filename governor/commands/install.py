@@ -186,7 +186,7 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, le
             + "; ".join(unsafe[:3])
             + (f" (and {len(unsafe) - 3} more)" if len(unsafe) > 3 else "")
             + ". Install it in a root-owned environment (sudo python3 -m venv /opt/memory-governor; "
-            "sudo /opt/memory-governor/bin/pip install memory-governor) and run that one's memory-governor"
+            "sudo /opt/memory-governor/bin/pip install <path-to-clone>) and run that one's memory-governor"
         )
         if root is None:
             raise click.ClickException(message)

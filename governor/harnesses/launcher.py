@@ -59,7 +59,8 @@ RELATIVE = os.path.join(".memory-governor", "hook")
 _MISSING = (
     "memory-governor is not installed on this machine (no memory-governor on PATH, "
     "MEMORY_GOVERNOR not set), so this project's memory limits do not run here: {effect}. "
-    "Install it (pip install memory-governor), or set MEMORY_GOVERNOR to the program, then run "
+    "Install it from a clone of memory-governor (pipx install <path-to-clone>), or set MEMORY_GOVERNOR to "
+    "the program, then run "
     "memory-governor doctor."
 )
 _CLOSED = "memory calls are refused (the project's policy says on_error: closed)"
