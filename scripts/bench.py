@@ -17,7 +17,7 @@ server's round trip; the hooks on the Redis ledger beside the SQLite file (--onl
 transports Claude Code offers besides a command (an HTTP
 endpoint, an MCP tool over stdio), measured as round trips to the same decision code; and the
 MCP proxy per call beside the bare server (and beside the MCP Python SDK's transports, when
-the SDK is installed).
+the SDK is installed); the managed hook behind the wall, answered by the decision service (--only wall).
 """
 
 from __future__ import annotations
@@ -248,6 +248,59 @@ def time_hooks(runs: int, units: tuple[str, ...], harness: str = "claude-code") 
                              "median_ms": statistics.median(values) * 1000, "p95_ms": pct(values, 0.95) * 1000,
                              "bare_ms": base * 1000, "ratio": statistics.median(values) / base})  # fmt: skip
     return rows
+
+
+WALL_CASES = (
+    "UserPromptSubmit",
+    "PreToolUse (memory tool)",
+    "PreToolUse (non-memory tool)",
+    "PostToolUse (search result)",
+)
+
+
+def time_wall(runs: int) -> list[dict[str, Any]]:
+    """The managed hook behind the wall (install --scope managed --service): each event a whole hook
+    process, the command the install writes, answered by the decision service over its socket;
+    interleaved call by call with the bare interpreter. The service runs as this user here."""
+    import getpass
+    import signal
+
+    box = Sandbox("o200k_base", warm=False)
+    root = box.dir / "root"
+    name = getpass.getuser()
+    subprocess.run([PY, "-m", "governor", "install", "claude-code", "--scope", "managed", "--root", str(root),
+                    "--service", "--service-user", name], check=True, capture_output=True, cwd="/")  # fmt: skip
+    config = root / "etc" / "memory-governor"
+    settings = json.loads((root / "etc" / "claude-code" / "managed-settings.json").read_text())
+    command = ["sh", "-c", settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]]
+    run_dir = box.dir / "run"
+    service = json.loads((config / "service.json").read_text())
+    (config / "service.json").write_text(json.dumps({**service, "socket": str(run_dir / "governor.sock")}))
+    server = subprocess.Popen([PY, "-I", "-m", "governor", "service", "run", "--config", str(config), "--state",
+                               str(box.dir / "service-state"), "--run-dir", str(run_dir), "--user", name],
+                              cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        for _ in range(400):
+            if (run_dir / "governor.sock").exists():
+                break
+            time.sleep(0.05)
+        cases = {k: v for k, v in hook_cases("o200k_base").items() if k in WALL_CASES}
+        samples: dict[str, list[float]] = {name: [] for name in cases}
+        yardstick: list[float] = []
+        for make in cases.values():  # one warm-up each (the service loads the tokenizer on its first)
+            box.hook(make(box), command)
+        time.sleep(1.0)
+        for _ in range(runs):
+            yardstick.append(bare())
+            for case, make in cases.items():
+                samples[case].append(box.hook(make(box), command))
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+    base = statistics.median(yardstick)
+    return [{"event": case, "median_ms": statistics.median(values) * 1000, "p95_ms": pct(values, 0.95) * 1000,
+             "bare_ms": base * 1000, "ratio": statistics.median(values) / base}
+            for case, values in samples.items()]  # fmt: skip
 
 
 TELEMETRY_CASES = ("UserPromptSubmit", "PreToolUse (memory tool)", "PostToolUse (search result)")
@@ -1816,7 +1869,7 @@ def main() -> int:
                         help="Only the hook table, with this harness's payloads.")  # fmt: skip
     parser.add_argument("--baseline", type=Path, help="--only prompt, cold: time this checkout too, in one run.")
     parser.add_argument("--only", choices=["proxy", "pathological", "redis", "telemetry", "prompt", "cold", "sdk",
-                                           "harnesses"],
+                                           "harnesses", "wall"],
                         help="Time one section and print its rows (proxy, redis, telemetry, cold, harnesses: --write "
                              "replaces its section).")  # fmt: skip
     args = parser.parse_args()
@@ -1875,6 +1928,13 @@ def main() -> int:
         if args.write:
             _replace_section(args.write, HARNESS_BEGIN, HARNESS_END, text)
         print(text)
+        return 0
+    if args.only == "wall":
+        load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+        for row in time_wall(runs):
+            print(f"{row['event']:32} {row['median_ms']:7.1f} ms  p95 {row['p95_ms']:7.1f} ms  "
+                  f"{row['ratio']:5.2f}x bare ({row['bare_ms']:.1f} ms)")  # fmt: skip
+        print(f"load average {load} -> " + " / ".join(f"{x:.1f}" for x in os.getloadavg()))
         return 0
     if args.only == "pathological":
         print("\n".join(pathological_lines(time_pathological(min(runs, 5)))))

@@ -67,6 +67,9 @@ _SERVICE = click.option("--service", is_flag=True,
                         help="managed: the wall. Every hook asks one decision service, run as its own system user "
                         "(--service-user, made if missing) with state no user can reach; the install writes its "
                         "systemd unit and starts it where systemd runs. Unanswered, governed calls are refused.")  # fmt: skip
+_SERVICE_START = click.option("--no-service-start", "service_start", is_flag=True, flag_value=False, default=True,
+                              help="managed --service: write the unit, start nothing (an image being built; the "
+                              "machine's init starts the service).")  # fmt: skip
 _SERVICE_USER = click.option("--service-user", default="memory-governor", show_default=True,
                              help="managed --service: the decision service's system user.")  # fmt: skip
 _CLIENT = click.option("--client", help="mcp-proxy: the MCP client whose configuration starts the memory server "
@@ -86,12 +89,14 @@ _DRY_RUN = click.option("--dry-run", is_flag=True, help="Show the settings that 
 @_LEDGER_URL
 @_SERVICE
 @_SERVICE_USER
+@_SERVICE_START
 def install(harness: str, scope: str | None, client: str | None, project: str | None, dry_run: bool,
             root: str | None, policy_file: str | None, ledger_url: str | None, service: bool,
-            service_user: str) -> int:  # fmt: skip
+            service_user: str, service_start: bool) -> int:  # fmt: skip
     """Install the hooks into a harness's settings (mcp-proxy: the proxy into an MCP client's)."""
     if scope == "managed":
-        return _install_managed(harness, root, policy_file, ledger_url, dry_run, service_user if service else None)
+        return _install_managed(harness, root, policy_file, ledger_url, dry_run, service_user if service else None,
+                                service_start)  # fmt: skip
     if service:
         raise click.BadParameter("only the managed scope has a decision service", param_hint="--service")
     if ledger_url is not None:
@@ -169,7 +174,7 @@ def _managed_prefix(layout: Layout, root: str | None) -> str:
 
 
 def _install_managed(harness: str, root: str | None, policy_file: str | None, ledger_url: str | None,
-                     dry_run: bool, service_user: str | None = None) -> int:  # fmt: skip
+                     dry_run: bool, service_user: str | None = None, service_start: bool = True) -> int:  # fmt: skip
     import tempfile
 
     from governor.harnesses import managed as shared
@@ -220,7 +225,7 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, le
             click.echo(f"{table}: the tokenizer table every hook counts with" if table else
                        f"no tokenizer table for {unit}: the hooks count without one")  # fmt: skip
         if service_user is not None:
-            _install_service(prefix, where, service_user, root is None, dry_run)
+            _install_service(prefix, where, service_user, root is None, dry_run, service_start)
     except (SettingsError, OSError, ValueError) as err:
         raise click.ClickException(str(err)) from err
     if not dry_run:
@@ -231,7 +236,8 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, le
     return 0
 
 
-def _install_service(prefix: str, where: dict[str, str], name: str, create: bool, dry_run: bool) -> None:
+def _install_service(prefix: str, where: dict[str, str], name: str, create: bool, dry_run: bool,
+                     start: bool) -> None:  # fmt: skip
     """The wall (governor.runtime.service): its user, service.json and unit, the administrator's
     environment kept from users, and the service started where systemd runs (else how to)."""
     from governor.runtime import service
@@ -243,7 +249,7 @@ def _install_service(prefix: str, where: dict[str, str], name: str, create: bool
         _apply_managed(change, dry_run)
     if not dry_run:
         service.keep_environment_from_users(where, user)
-        click.echo(service.start_service(prefix))
+        click.echo(service.start_service(prefix, user.pw_name, start))
 
 
 def _check_ledger(url: str, blob: dict[str, Any]) -> None:

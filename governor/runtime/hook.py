@@ -14,10 +14,6 @@ or a non-zero exit would let the call through silently.
 import os
 import sys
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
 MAX_INPUT = 64 * 1024 * 1024
 
 
@@ -52,6 +48,11 @@ def _disarm_safety_net() -> None:
 
 
 WATCHDOG_SECONDS = 8.0  # wall clock from the hook's start; under the 10 s every installer gives a hook
+
+
+def _managed() -> bool:
+    managed = sys.modules.get("governor.policy.managed")
+    return bool(managed and managed.active())
 
 
 class Watchdog:
@@ -91,7 +92,12 @@ class Watchdog:
         try:
             from governor.runtime.runner import unanswered
 
-            late = unanswered(self.harness, self.raw, self.env, self.outcome, WATCHDOG_SECONDS)  # type: ignore[arg-type]
+            env = self.env
+            if env is os.environ and _managed():  # behind the wall the hook kept the environment as it came
+                from governor.policy.managed import environment
+
+                env = environment(os.environ)
+            late = unanswered(self.harness, self.raw, env, self.outcome, WATCHDOG_SECONDS)  # type: ignore[arg-type]
             out, err = late.stdout(), late.stderr()
         except BaseException as failure:
             err = f"memory-governor: no decision in {WATCHDOG_SECONDS:g} s ({type(failure).__name__})\n".encode()
@@ -100,23 +106,6 @@ class Watchdog:
             os.write(2, err)
         finally:
             os._exit(0)
-
-
-def _wall(config: "str | None", harness: str, raw: bytes, env: "Mapping[str, str]"
-          ) -> "tuple[tuple[bytes, bytes] | None, str] | None":  # fmt: skip
-    """Under a managed install with the wall (its folder names the decision service): the service's
-    answer, or None and why it gave none. None when there is no wall."""
-    if config is None:
-        return None
-    from governor.policy import managed
-
-    where = managed.service(config)
-    if where is None:
-        return None
-    managed.behind_wall()
-    from governor.runtime import client
-
-    return client.ask_service(harness, raw, env, where)
 
 
 def run(harness: str, exits: bool = False, watch: Watchdog | None = None) -> int:
@@ -131,18 +120,22 @@ def run(harness: str, exits: bool = False, watch: Watchdog | None = None) -> int
         env = os.environ
         from governor.policy import managed
 
-        if managed.active():  # nothing the model can set in the environment moves a managed hook
+        config = managed.active()
+        wall = managed.service(config) if config else None  # the wall: the decision service decides
+        if config and wall is None:  # nothing the model can set in the environment moves a managed hook
             env = managed.environment(os.environ)  # type: ignore[assignment]
         if watch is not None:
             watch.raw, watch.env = raw, env
-        wall = _wall(managed.active(), harness, raw, env)
-        if wall is not None:  # the decision service decides, or the governed call is refused
-            answer, why = wall
-            if answer is None:
+        if wall is not None:  # the service makes the hook's environment a managed one itself (runtime.service)
+            managed.behind_wall()
+            from governor.runtime.client import ask_service
+
+            answer, why = ask_service(harness, raw, env, wall)
+            if answer is None:  # nothing else decides: a governed call is refused, and the user told
                 from governor.runtime.failures import ServiceUnavailable
                 from governor.runtime.runner import unanswered
 
-                late = unanswered(harness, raw, env, None, ServiceUnavailable(why))
+                late = unanswered(harness, raw, managed.environment(env), None, ServiceUnavailable(why))
                 answer = late.stdout(), late.stderr()
         elif env.get("MEMORY_GOVERNOR_WARM_SERVER", "auto") != "off":
             try:

@@ -233,14 +233,17 @@ def systemd_runs(root: str) -> bool:
     return root == "/" and os.path.isdir("/run/systemd/system")
 
 
-def start_service(root: str) -> str:
-    """The unit enabled and (re)started where systemd runs; else how to start the service. What was done."""
+def start_service(root: str, user: str, start: bool = True) -> str:
+    """The unit enabled and (re)started where systemd runs (unless not `start`); else how to start
+    the service. What was done, in words."""
+    import shlex
     import subprocess
 
-    if not systemd_runs(root):
+    if not start or not systemd_runs(root):
         config = os.path.join(root, *CONFIG)
-        return ("no systemd here: start the decision service from the machine's init, as root: "
-                + " ".join(service_command(config, "memory-governor")))  # fmt: skip
+        why = "not started (--no-service-start)" if not start else "no systemd here"
+        return (f"{why}: start the decision service from the machine's init (systemctl enable --now "
+                f"memory-governor where systemd runs), as root: {shlex.join(service_command(config, user))}")  # fmt: skip
     for args in (["daemon-reload"], ["enable", "memory-governor.service"], ["restart", "memory-governor.service"]):
         done = subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=60)
         if done.returncode != 0:

@@ -91,3 +91,45 @@ def user_and_layers() -> Iterator[tuple[Path, Path, str]]:
         subprocess.run(["userdel", "-r", user], capture_output=True)
         shutil.rmtree(user_tmp, ignore_errors=True)
         shutil.rmtree(layers, ignore_errors=True)
+
+
+class Service:
+    """The decision service of a managed install with the wall (`install ... --service`), run as the
+    service's own user in the test's namespace (its /etc: the user `install` made there). Its socket
+    and state are in the test's layers folder, not the machine's /run and /var/lib: service.json is
+    pointed there after the install."""
+
+    def __init__(self, layers: Path, user: pwd.struct_passwd, python: str) -> None:
+        self.layers, self.user, self.python = layers, user, python
+        self.state = layers / "service-state"
+        self.run_dir = layers / "run"
+        self.socket = self.run_dir / "governor.sock"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def point(self) -> None:
+        import json
+
+        path = self.layers / "etc-up" / "memory-governor" / "service.json"
+        written = json.loads(path.read_text())
+        assert written["socket"] == "/run/memory-governor/governor.sock" and written["user"] == "memory-governor"
+        path.write_text(json.dumps({**written, "socket": str(self.socket)}))
+        os.chmod(self.layers, 0o711)  # the user's hooks reach the socket's folder through it
+
+    def start(self) -> None:
+        import time
+
+        command = [self.python, "-I", "-m", "governor", "service", "run", "--state", str(self.state), "--run-dir",
+                   str(self.run_dir)]  # fmt: skip
+        self.proc = subprocess.Popen(namespaced(self.layers, self.user, command, False), stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, cwd="/")  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not self.socket.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the decision service did not start: {self.proc.stderr.read()!r}")  # type: ignore[union-attr]
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(30)
+            self.proc = None

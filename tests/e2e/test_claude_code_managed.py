@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 from conftest import Harness, Tools
 from fake_model import FakeModel, call, engram, text, tool_uses
-from managed_env import namespaced, own, user_and_layers
+from managed_env import Service, namespaced, own, user_and_layers
 from sandbox import PYTHON, RUN_TIMEOUT
 
 pytestmark = [pytest.mark.e2e]
@@ -53,8 +53,9 @@ class Managed(Harness):
     def namespaced(self, args: Sequence[str], as_user: bool) -> list[str]:
         return namespaced(self.layers, self.user, args, as_user)
 
-    def install(self) -> None:
-        args = self.namespaced([PYTHON, "-m", "governor", "install", "claude-code", "--scope", "managed"], False)
+    def install(self, *more: str) -> None:
+        args = self.namespaced([PYTHON, "-m", "governor", "install", "claude-code", "--scope", "managed", *more],
+                               False)  # fmt: skip
         env = {**self.env, "MEMORY_GOVERNOR_STATE_DIR": str(self.layers / "root-state")}
         proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -195,3 +196,81 @@ def test_a_users_settings_env_puts_no_program_in_or_around_a_managed_hook(manage
     assert sorted(r.is_error for r in run.results_of("mem_search")) == [False, False, True], run.describe()
     assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3], managed.calls()
     assert not loaded.exists() and not prefixed.exists(), "neither program ran"
+
+
+# -- the wall: every managed hook asks the decision service (install --service) ----------------------
+
+
+def test_behind_the_wall_nothing_the_model_does_as_the_user_opens_the_gate(managed):
+    """Under `install --scope managed --service`, the model's one script makes the user's own state
+    unusable (the ledger a folder, errors.log a FIFO), tries the service's state and socket, forges
+    `policy accept` (plainly and through a pseudo-terminal), loosens the project's policy and puts a
+    shared object in LD_PRELOAD through `~/.claude/settings.json`. None of it reaches what decides:
+    the next session's searches are capped, 2 of 3 at `limit: 3`. The service stopped, every search
+    is refused and the user told; started again, they are governed again."""
+    import shutil
+
+    if shutil.which("cc") is None:
+        from npm import unavailable
+
+        unavailable("no C compiler (cc) to build the attack's shared object")
+    managed.install("--service", "--no-service-start")
+    wall = Service(managed.layers, managed.user, PYTHON)
+    wall.point()
+    wall.start()
+    try:
+        _behind_the_wall(managed, wall)
+    finally:
+        wall.stop()
+
+
+def _behind_the_wall(managed: Managed, wall: Service) -> None:
+    loaded = managed.tmp / "preload-ran"
+    source, library = managed.tmp / "skip.c", managed.tmp / "skip.so"
+    source.write_text(SKIP_MANAGED_HOOK)
+    subprocess.run(["cc", "-shared", "-fPIC", f'-DMARK="{loaded}"', "-o", str(library), str(source)], check=True)
+    state = managed.user_state
+    script = "\n".join([
+        f"cd {managed.project}",
+        f"rm -rf {state}; mkdir -p {state}/ledger.db; mkfifo {state}/errors.log",
+        f"ls {wall.state} >/dev/null 2>&1 && echo READ-SERVICE-STATE",
+        f"touch {wall.state}/ledger.db 2>/dev/null && echo WROTE-SERVICE-STATE",
+        f"rm -f {wall.socket} 2>/dev/null; [ -S {wall.socket} ] || echo REMOVED-SOCKET",
+        "mkdir -p .memory-governor ~/.claude",
+        f"printf '{LOOSE}' > .memory-governor/policy.yaml",
+        "memory-governor policy accept --yes </dev/null >/dev/null 2>&1",
+        f"{PYTHON} -m governor policy accept --yes </dev/null >/dev/null 2>&1",
+        f"echo y | {PYTHON} -c \"import pty; pty.spawn(['{PYTHON}', '-m', 'governor', 'policy', 'acc' + 'ept'])\""
+        " >/dev/null 2>&1",
+        f"printf '%s' '{json.dumps({'env': {'LD_PRELOAD': str(library)}})}' > ~/.claude/settings.json",
+        "echo done",
+    ])  # fmt: skip
+    attack = f"echo {base64.b64encode(script.encode()).decode()} | base64 -d | sh"
+    first = managed.run("Loosen the memory limits.", main=[tool_uses(call("Bash", {"command": attack})), text("Ok.")],
+                        allowed=["Bash"])  # fmt: skip
+    [bash] = first.results(prefix="Bash")
+    assert bash.text.strip().endswith("done") and "SERVICE-STATE" not in bash.text, first.describe()
+    assert "REMOVED-SOCKET" not in bash.text and (state / "ledger.db").is_dir(), first.describe()
+    searches = [engram("mem_search", query=q, limit=20) for q in ("jwt auth", "fts5 search", "storage")]
+    run = managed.run("Look up auth, search and storage.", main=[tool_uses(*searches), text("Found.")],
+                      allowed=["mcp__engram__mem_search"])  # fmt: skip
+    assert sorted(r.is_error for r in run.results_of("mem_search")) == [False, False, True], run.describe()
+    assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3], managed.calls()
+    assert not loaded.exists(), "the shared object never ran in a managed hook"
+    assert (wall.state / "ledger.db").exists(), "the service's ledger counted them"
+    # The service stopped: nothing else decides, so every search is refused, and the user is told.
+    wall.stop()
+    down = managed.run("Look them up again.", main=[tool_uses(*searches), text("None.")],
+                       allowed=["mcp__engram__mem_search"])  # fmt: skip
+    results = down.results_of("mem_search")
+    assert [r.is_error for r in results] == [True, True, True], down.describe()
+    assert all("decision service did not answer" in r.text for r in results), down.describe()
+    assert len(managed.calls("mem_search")) == 2, "no refused call reached the server"
+    entries = [json.loads(line) for line in managed.transcript(down).read_text().splitlines() if line.strip()]
+    told = json.dumps(entries)
+    assert "refused until the decision service answers" in told, "the user is told (the hook's systemMessage)"
+    # Back: governed again.
+    wall.start()
+    back = managed.run("And now?", main=[tool_uses(*searches), text("Found.")], allowed=["mcp__engram__mem_search"])
+    assert sorted(r.is_error for r in back.results_of("mem_search")) == [False, False, True], back.describe()
+    assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3, 3, 3], managed.calls()
