@@ -42,6 +42,7 @@ REGISTRY = {
     "codex": "governor.harnesses.codex",
     "copilot": "governor.harnesses.copilot",
     "gemini-cli": "governor.harnesses.gemini_cli",
+    "kilo": "governor.harnesses.kilo",
     "langchain": "governor.harnesses.langchain",
     "mcp-proxy": "governor.harnesses.mcp_proxy",
     "openai-agents": "governor.harnesses.openai_agents",

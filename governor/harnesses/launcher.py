@@ -106,6 +106,7 @@ _HARNESSES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str, tuple[str, ..
     "codex": (("SessionStart",), ("PreToolUse",), _named("mcp__"), ("tool_input",)),
     "copilot": (("sessionStart", "SessionStart"), ("preToolUse", "PreToolUse"), _COPILOT, ("toolArgs", "tool_input")),
     "opencode": (("session.start",), ("tool.execute.before",), _scripted("hook", "tool"), ("args",)),
+    "kilo": (("session.start",), ("tool.execute.before",), _scripted("hook", "tool"), ("args",)),
     "pi": (("session_start",), ("tool_call",), _scripted("event", "toolName"), ("input",)),
     "cline": (("session_start",), ("tool_call",), _scripted("event", "toolName"), ("input",)),
 }

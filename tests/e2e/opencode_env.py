@@ -48,12 +48,16 @@ CLOSED_PORT = "http://127.0.0.1:9/"  # npm's registry for these runs: nothing li
 
 
 class OpenCodeTools:
+    """The installed binary (`opencode`, or a fork's: BINARY) at VERSION."""
+
+    BINARY, VERSION = "opencode", OPENCODE_VERSION
+
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.opencode = root / "node_modules" / ".bin" / "opencode"
+        self.opencode = root / "node_modules" / ".bin" / self.BINARY
 
     def ready(self) -> bool:
-        return npm.version_ok(self.opencode, OPENCODE_VERSION)
+        return npm.version_ok(self.opencode, self.VERSION)
 
 
 def install_opencode() -> OpenCodeTools:
@@ -89,15 +93,21 @@ class OpenCodeHarness(Sandbox):
     """A project with memory-governor installed for OpenCode, and a way to run `opencode run` in it.
 
     The seed, the Engram call log, team policies, `governor(...)` and `calls(...)` are the
-    shared sandbox's (sandbox.py); the config and the run are OpenCode's."""
+    shared sandbox's (sandbox.py); the config and the run are OpenCode's. A fork that loads
+    OpenCode's plugins (Kilo Code) changes the class attributes: the harness it installs, its
+    project folder, its config folder under XDG_CONFIG_HOME, its variables' prefix, and the plugin
+    package it would install into each config folder."""
+
+    HARNESS, FOLDER, CONFIG, ENV, CONFIG_FILE = "opencode", ".opencode", "opencode", "OPENCODE", "opencode.json"
+    PLUGIN_PACKAGE = ("@opencode-ai/plugin", OPENCODE_VERSION)
 
     def __init__(self, tmp: Path, tools: OpenCodeTools, model: FakeChat, warm_server: bool = False) -> None:
         super().__init__(tmp, tools, model, warm_server)
         self.env.update({
             "XDG_DATA_HOME": str(self.home / ".local" / "share"),
-            "OPENCODE_DISABLE_MODELS_FETCH": "1",
-            "OPENCODE_DISABLE_AUTOUPDATE": "1",
-            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            f"{self.ENV}_DISABLE_MODELS_FETCH": "1",
+            f"{self.ENV}_DISABLE_AUTOUPDATE": "1",
+            f"{self.ENV}_DISABLE_LSP_DOWNLOAD": "1",
             "npm_config_registry": CLOSED_PORT,
             "npm_config_fetch_retries": "0",
             "NO_COLOR": "1",
@@ -106,17 +116,17 @@ class OpenCodeHarness(Sandbox):
 
     @property
     def plugin(self) -> Path:
-        return self.project / ".opencode" / "plugin" / "memory-governor.js"
+        return self.project / self.FOLDER / "plugin" / "memory-governor.js"
 
     @property
     def user_plugin(self) -> Path:
-        return self.home / ".config" / "opencode" / "plugin" / "memory-governor.js"
+        return self.home / ".config" / self.CONFIG / "plugin" / "memory-governor.js"
 
     def agent(self, name: str, body: str, front: dict[str, str] | None = None) -> Path:
         lines = ["---", f"description: The {name} agent. Use it when asked to run {name}.", "mode: subagent"]
         lines += [f"{k}: {v}" for k, v in (front or {}).items()]
         lines += ["---", body, ""]
-        return self.write(f".opencode/agent/{name}.md", "\n".join(lines))
+        return self.write(f"{self.FOLDER}/agent/{name}.md", "\n".join(lines))
 
     def _write_config(self) -> None:
         model_url = self.model.url  # type: ignore[attr-defined]
@@ -135,19 +145,19 @@ class OpenCodeHarness(Sandbox):
             "mcp": {"engram": engram},
             **self.config,
         }  # fmt: skip
-        (self.project / "opencode.json").write_text(json.dumps(config, indent=2))
+        (self.project / self.CONFIG_FILE).write_text(json.dumps(config, indent=2))
         # OpenCode installs @opencode-ai/plugin into each config folder it reads (the project's
         # .opencode, and its own in XDG_CONFIG_HOME) unless it is listed there already; a failed
         # install costs ~70 s of npm retries before the run goes on.
-        listed = {"@opencode-ai/plugin": OPENCODE_VERSION}
-        for folder in (self.project / ".opencode", self.home / ".config" / "opencode"):
+        listed = dict([self.PLUGIN_PACKAGE])
+        for folder in (self.project / self.FOLDER, self.home / ".config" / self.CONFIG):
             (folder / "node_modules").mkdir(parents=True, exist_ok=True)
             (folder / "package.json").write_text(json.dumps({"dependencies": listed}))
             (folder / "package-lock.json").write_text(json.dumps({"packages": {"": {"dependencies": listed}}}))
 
     def install(self, *args: str) -> None:
         """The project's own installer writes .opencode/plugin/memory-governor.js."""
-        self.governor("install", "opencode", "--project", str(self.project), *args)
+        self.governor("install", self.HARNESS, "--project", str(self.project), *args)
         assert (self.user_plugin if "user" in args else self.plugin).exists()
         self.installed = True
 

@@ -1,5 +1,6 @@
 // memory-governor for OpenCode: forwards OpenCode's hook calls to the governor and applies its answers.
-// Written by `memory-governor install opencode`, which fills in CONFIG; a new install rewrites this file.
+// Written by `memory-governor install opencode` (or `install kilo`: Kilo Code loads OpenCode's plugins), which fills in
+// CONFIG; a new install rewrites this file.
 //
 // Each forwarded hook call is one JSON message (governor/harnesses/opencode/__init__.py reads it) sent
 // to the warm server's Unix socket ("MG1 <harness> <fingerprint> <env-bytes> <body-bytes>\n" env body ->

@@ -24,94 +24,98 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from governor.harnesses import launcher
 from governor.harnesses.checks import INFO, WARN, Check, server_entries, unmapped_memory_servers
 from governor.harnesses.opencode import NAME, PLUGIN_FILE, tool_name
-from governor.harnesses.scripts import Script, governor_answers, run_config, timeouts
-from governor.harnesses.settings import Change, governed_names, read_text, route_tools
+from governor.harnesses.scripts import Script, ScriptSetup
+from governor.harnesses.settings import read_text
 
 SCOPES = ("project", "user")
-SCRIPT = Script(__file__, "plugin.js", "// memory-governor for OpenCode:")  # the plugin's template, its first line
+MARK = "// memory-governor for OpenCode:"  # the plugin template's first line (a fork's install writes it too)
 
 
-def config_dir() -> str:
-    """OpenCode's own config folder: $XDG_CONFIG_HOME/opencode, else ~/.config/opencode."""
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    base = xdg if xdg and os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "opencode")
+def _selftest(name: str, server: str, tool: str, project: str) -> dict[str, Any]:
+    return {"hook": "tool.execute.before", "sessionID": "doctor", "parentID": "", "agent": "build",
+            "directory": project, "worktree": project, "tool": name, "callID": "doctor-1",
+            "args": {"query": "doctor", "limit": 10}, "mcp": {"server": server, "tool": tool}}  # fmt: skip
 
 
-def plugin_path(scope: str, project: str) -> str:
-    if scope == "user":
-        return os.path.join(config_dir(), "plugin", PLUGIN_FILE)
-    return os.path.join(project, ".opencode", "plugin", PLUGIN_FILE)
+class Host:
+    """Where a harness that loads OpenCode's plugins keeps them and its config: OpenCode, or a
+    fork that loads the same plugin (Kilo Code). `name`: the harness; `title`: its name for the
+    user; `folder`: its folder in the project (`.opencode`), `config`: its folder's name under
+    $XDG_CONFIG_HOME (`opencode`), `names`: its config files' names, `also`: other project folders
+    it reads config from."""
+
+    def __init__(self, name: str, title: str, folder: str, config: str, names: tuple[str, ...],
+                 also: tuple[str, ...] = ()) -> None:  # fmt: skip
+        self.name, self.title, self.folder, self.config = name, title, folder, config
+        self.names, self.also = names, also
+        self.setup = ScriptSetup(name, Script(__file__, "plugin.js", MARK), "plugin", self.plugin_path, tool_name,
+                                 _selftest, lambda answer: (answer.get("args") or {}).get("limit"))  # fmt: skip
+
+    def config_dir(self) -> str:
+        """The harness's own config folder: $XDG_CONFIG_HOME/<config>, else ~/.config/<config>."""
+        xdg = os.environ.get("XDG_CONFIG_HOME")
+        base = xdg if xdg and os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".config")
+        return os.path.join(base, self.config)
+
+    def plugin_path(self, scope: str, project: str) -> str:
+        if scope == "user":
+            return os.path.join(self.config_dir(), "plugin", PLUGIN_FILE)
+        return os.path.join(project, self.folder, "plugin", PLUGIN_FILE)
+
+    def doctor(self, project: str, policy: dict[str, Any]) -> list[Check]:
+        """Is the plugin there, current for this policy, and does the governor it names answer?"""
+        checks, installed = self.setup.doctor(project, policy)
+        if not installed:
+            return checks
+        if installed == 2:
+            checks.append(Check(INFO, self.name, f"installed in both scopes: {self.title} loads both, and the first "
+                                "it loads decides (the other stands aside)"))  # fmt: skip
+        stale = stale_pwd(os.environ)
+        if stale is not None:
+            checks.append(Check(WARN, self.name, f"$PWD is {stale} but the working directory is {os.getcwd()}: "
+                                f"{self.title} takes its project from an inherited $PWD first, so started from here "
+                                f"it loads the plugins and policy of {stale}, not this project's", f"cd {os.getcwd()} "
+                                "(or run it with PWD set to the folder it runs in)"))  # fmt: skip
+        servers = []
+        for path, name, entry in self.mcp_servers(project):
+            command = entry.get("command")
+            words = [str(w) for w in command] if isinstance(command, list) else [str(command or entry.get("url", ""))]
+            servers.append((path, name, " ".join(words)))
+        return checks + unmapped_memory_servers(policy, servers)
+
+    def config_files(self, project: str) -> list[str]:
+        """The harness's config files for `project`: its own, then the project's."""
+        mine = [os.path.join(self.config_dir(), name) for name in self.names]
+        here = [os.path.join(folder, name) for folder in (project, *(os.path.join(project, f) for f in
+                (self.folder, *self.also))) for name in self.names if name != "config.json"]  # fmt: skip
+        return mine + here
+
+    def mcp_servers(self, project: str) -> list[tuple[str, str, dict[str, Any]]]:
+        """(file, name, entry) of every MCP server the harness's config files name for `project`."""
+        out = []
+        for path in self.config_files(project):
+            try:
+                data = jsonc(read_text(path) or "")
+            except ValueError:
+                continue
+            out += server_entries(path, data.get("mcp") if isinstance(data, dict) else None)
+        return out
 
 
-def governed_tools(policy: dict[str, Any]) -> dict[str, list[str]]:
-    """The name OpenCode gives each tool the policy governs -> [server, tool]. Two pairs can get one
-    name (`a_b` + `c`, `a` + `b_c`); OpenCode then exposes only one of them, and the first the
-    policy lists is the one the governor counts it as."""
-    return {name: list(pair) for name, pair in governed_names(policy, tool_name).items()}
-
-
-def forwarded_tools(policy: dict[str, Any], governed: dict[str, list[str]]) -> list[str]:
-    """Other tools whose calls the governor judges before they run: dispatches, and the routes' tools."""
-    others = [*policy["briefing"]["dispatch_tools"], *route_tools(policy)]
-    return [name for name in dict.fromkeys(others) if name not in governed]
-
-
-def plugin_config(policy: dict[str, Any], scope: str) -> dict[str, Any]:
-    governed = governed_tools(policy)
-    return {"harness": NAME, **run_config(NAME, scope), "tools": governed, "forward": forwarded_tools(policy, governed),
-            **timeouts()}  # fmt: skip
-
-
-def plugin_text(policy: dict[str, Any], scope: str) -> str:
-    return SCRIPT.text(plugin_config(policy, scope))
-
-
-installed_config = SCRIPT.config
-
-
-def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Change]:
-    done = f"installed the plugin for {len(governed_tools(policy))} memory tools"
-    change = SCRIPT.install(plugin_path(scope, project), plugin_config(policy, scope), done)
-    return launcher.with_install(scope, project, change)
-
-
-def project_files(project: str) -> list[str]:
-    """The project-scope files that run the launcher."""
-    return [plugin_path("project", project)]
-
-
-def plan_uninstall(scope: str, project: str) -> list[Change]:
-    return launcher.with_uninstall(
-        scope, project, NAME, SCRIPT.uninstall(plugin_path(scope, project), "plugin removed")
-    )
-
-
-def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
-    """Is the plugin there, current for this policy, and does the governor it names answer?"""
-    governed = governed_tools(policy)
-    files = [(scope, plugin_path(scope, project)) for scope in SCOPES]
-    checks, installed = SCRIPT.doctor(
-        NAME, "plugin", project, files, lambda scope: plugin_text(policy, scope), governed
-    )
-    if not installed:
-        return checks
-    if len(installed) == 2:
-        checks.append(Check(INFO, "opencode", "installed in both scopes: OpenCode loads both, and the first it "
-                            "loads decides (the other stands aside)"))  # fmt: skip
-    stale = stale_pwd(os.environ)
-    if stale is not None:
-        checks.append(Check(WARN, "opencode", f"$PWD is {stale} but the working directory is {os.getcwd()}: OpenCode "
-                            "takes its project from an inherited $PWD first, so started from here it loads the "
-                            f"plugins and policy of {stale}, not this project's", f"cd {os.getcwd()} (or run it "
-                            "with PWD set to the folder it runs in)"))  # fmt: skip
-    for command in {json.dumps(command): command for command in installed}.values():
-        checks += _governor_answers(command, project, governed)
-    checks += _unmapped_memory_servers(project, policy)
-    return checks
+HOST = Host(NAME, "OpenCode", ".opencode", "opencode", ("opencode.json", "opencode.jsonc", "config.json"))
+config_dir = HOST.config_dir
+plugin_path = HOST.plugin_path
+governed_tools = HOST.setup.governed_tools
+plugin_text = HOST.setup.text
+installed_config = HOST.setup.script.config
+plan_install = HOST.setup.plan_install
+project_files = HOST.setup.project_files
+plan_uninstall = HOST.setup.plan_uninstall
+doctor = HOST.doctor
+config_files = HOST.config_files
+mcp_servers = HOST.mcp_servers
 
 
 def stale_pwd(env: Mapping[str, str]) -> str | None:
@@ -123,47 +127,6 @@ def stale_pwd(env: Mapping[str, str]) -> str | None:
         return pwd if pwd and os.path.realpath(pwd) != os.path.realpath(here) else None
     except OSError:
         return None
-
-
-def _governor_answers(command: list[str], project: str, governed: dict[str, list[str]]) -> list[Check]:
-    payload = None
-    for name, (server, tool) in list(governed.items())[:1]:
-        payload = {"hook": "tool.execute.before", "sessionID": "doctor", "parentID": "", "agent": "build",
-                   "directory": project, "worktree": project, "tool": name, "callID": "doctor-1",
-                   "args": {"query": "doctor", "limit": 10}, "mcp": {"server": server, "tool": tool}}  # fmt: skip
-    return governor_answers(
-        NAME, "plugin", command, project, payload, lambda answer: (answer.get("args") or {}).get("limit")
-    )
-
-
-def config_files(project: str) -> list[str]:
-    """OpenCode's config files for `project`: its own, then the project's."""
-    names = ("opencode.json", "opencode.jsonc", "config.json")
-    mine = [os.path.join(config_dir(), name) for name in names]
-    here = [os.path.join(folder, name) for folder in (project, os.path.join(project, ".opencode"))
-            for name in names[:2]]  # fmt: skip
-    return mine + here
-
-
-def mcp_servers(project: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """(file, name, entry) of every MCP server OpenCode's config files name for `project`."""
-    out = []
-    for path in config_files(project):
-        try:
-            data = jsonc(read_text(path) or "")
-        except ValueError:
-            continue
-        out += server_entries(path, data.get("mcp") if isinstance(data, dict) else None)
-    return out
-
-
-def _unmapped_memory_servers(project: str, policy: dict[str, Any]) -> list[Check]:
-    servers = []
-    for path, name, entry in mcp_servers(project):
-        command = entry.get("command")
-        words = [str(word) for word in command] if isinstance(command, list) else [str(command or entry.get("url", ""))]
-        servers.append((path, name, " ".join(words)))
-    return unmapped_memory_servers(policy, servers)
 
 
 def jsonc(text: str) -> Any:
