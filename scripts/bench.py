@@ -148,6 +148,13 @@ class Sandbox:
         base = {"sessionId": f"cp-{self.n // 2}", "timestamp": 1796118631421, "cwd": project}
         return "copilot", json.dumps({**base, **fields}).encode(), env
 
+    def vscode(self, event: str, **fields: Any) -> tuple[str, bytes, dict[str, str]]:
+        """A VS Code agent hooks payload (docs/vscode.md): what VS Code sends the Copilot hook file's command."""
+        self.n += 1
+        base = {"hookEventName": event, "sessionId": f"vs-{self.n // 2}", "timestamp": "2026-12-06T10:30:00.000Z",
+                "cwd": str(self.dir / "project")}  # fmt: skip
+        return "copilot", json.dumps({**base, **fields}).encode(), {}
+
     def hook(self, data: bytes | tuple[str, bytes, dict[str, str]], command: list[str] | None = None) -> float:
         """One hook process, timed: the entry file's command for the payload's harness, or `command`."""
         harness, env = self.harness, self.env
@@ -1205,6 +1212,8 @@ def process_harness_cases() -> dict[tuple[str, str], tuple[str, Any]]:
             "preToolUse", toolName="engram-mem_search", toolArgs=search)),
         ("Copilot CLI", "PreToolUse via .claude hooks"): ("pre", lambda s: s.copilot(
             "PreToolUse", hand_off=True, tool_name="engram-mem_search", tool_input=search)),
+        ("VS Code", "PreToolUse (a tool not governed)"): ("pre", lambda s: s.vscode(
+            "PreToolUse", tool_name="replace_string_in_file", tool_input={"filePath": "a.ts"}, tool_use_id=f"t{s.n}")),
         ("Gemini CLI", "BeforeAgent"): ("prompt", lambda s: _gemini(s, "BeforeAgent", prompt=prompt)),
         ("Gemini CLI", "BeforeTool (memory tool)"): ("pre", lambda s: _gemini(
             s, "BeforeTool", **gemini_tool("mcp_engram_mem_search", search))),

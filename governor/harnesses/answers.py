@@ -51,16 +51,17 @@ class Dialect:
     `deny(reason)` (the reason already capped), `rewrite(tool_input)` and `replace(text)` give
     the fields of each answer; `nested` names the answers (and CONTEXT) whose fields go inside
     `hookSpecificOutput` with `hookEventName`, the others stand at the top of the answer;
-    `context` is the field that adds context, on `context_events` only."""
+    `context` is the field that adds context, on `context_events` only; `label(name)` is the
+    `hookEventName` it writes (the event's own name, where the adapter knows it by another)."""
 
-    __slots__ = ("context", "context_events", "limit", "nested", "post", "pre", "spell")
+    __slots__ = ("context", "context_events", "label", "limit", "nested", "post", "pre", "spell")
 
     def __init__(self, *, pre: Container[str], post: Container[str], limit: int, context_events: Container[str],
                  deny: Spelling, rewrite: Spelling, replace: Spelling, nested: Container[str] = (),
-                 context: str = "additionalContext") -> None:  # fmt: skip
+                 context: str = "additionalContext", label: Callable[[str], str] = str) -> None:  # fmt: skip
         self.pre, self.post, self.limit, self.context_events = pre, post, limit, context_events
         self.spell = {DENY: deny, REWRITE: rewrite, REPLACE: replace}
-        self.nested, self.context = nested, context
+        self.nested, self.context, self.label = nested, context, label
 
     def render(self, name: str, decision: Decision) -> dict[str, Any] | None:
         """The answer for hook event `name`, or None for no output (no objection)."""
@@ -74,7 +75,7 @@ class Dialect:
         if decision.context and name in self.context_events:
             (inner if CONTEXT in self.nested else out)[self.context] = cap(decision.context, self.limit)
         if inner:
-            out[NEST] = {"hookEventName": name, **inner}
+            out[NEST] = {"hookEventName": self.label(name), **inner}
         if decision.user_message:
             out["systemMessage"] = cap(decision.user_message, self.limit)
         return out or None

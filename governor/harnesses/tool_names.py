@@ -1,5 +1,6 @@
 """MCP tool names as the harnesses that spell them `mcp__<server>__<tool>` name them to hooks
-(Claude Code, Codex CLI), and as replay spells every harness's calls.
+(Claude Code, Codex CLI), and as replay spells every harness's calls; and `mcp_<server>_<tool>`
+(Gemini CLI, VS Code's agent hooks).
 
 Hot path: standard library only, no imports.
 """
@@ -12,6 +13,17 @@ def split_tool_name(name: str) -> tuple[str | None, str | None]:
     if not name.startswith("mcp__"):
         return None, None
     server, sep, tool = name[5:].partition("__")
+    if not sep or not server or not tool:
+        return None, None
+    return server, tool
+
+
+def split_single(name: str) -> tuple[str | None, str | None]:
+    """mcp_<server>_<tool> -> (server, tool), the server being the part up to the first `_` (as
+    Gemini CLI parses its own names); anything else -> (None, None)."""
+    if not name.startswith("mcp_"):
+        return None, None
+    server, sep, tool = name[4:].partition("_")
     if not sep or not server or not tool:
         return None, None
     return server, tool

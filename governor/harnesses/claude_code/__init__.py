@@ -77,11 +77,16 @@ def foreign(payload: Any, env: Mapping[str, str]) -> str | None:
     sends `tool_result: {result_type, text_result_for_llm}`; Cursor adds `cursor_version`; Gemini
     CLI (`gemini hooks migrate` copies these hooks into its settings) names events of its own.
     COPILOT_CLI=1 is also in the environment of every command Copilot's agent runs, so a
-    Claude Code started from there is known by the fields only it sends."""
+    Claude Code started from there is known by the fields only it sends. VS Code's agent hooks
+    run these hooks too, with `hookEventName` for `hook_event_name`: the Copilot adapter reads
+    that payload (VS Code runs Copilot's hook files alike), and a call both see is counted once
+    (its `tool_use_id`)."""
     own = isinstance(payload, dict) and any(k in payload for k in ("permission_mode", "tool_use_id", "prompt_id"))
     if env.get("COPILOT_CLI") == "1" and not own:
         return "copilot"
     if isinstance(payload, dict):
+        if "hookEventName" in payload and "hook_event_name" not in payload:
+            return "copilot"  # VS Code's agent hooks (governor.harnesses.copilot.vscode)
         if "cursor_version" in payload:
             return "cursor"
         if payload.get("hook_event_name") in GEMINI_EVENTS:

@@ -40,6 +40,18 @@ Harness facts this relies on (seen on 1.0.102; docs/copilot.md has the details a
   the exit code; a hook past its timeout lets the call through; output that is not JSON is
   ignored.
 
+VS Code's agent hooks (a preview; Doc only, not run here: docs/vscode.md) run the same hook files
+(.github/hooks/*.json, ~/.copilot/hooks) for every tool call, matchers ignored, with a payload of
+their own: hookEventName (PascalCase), sessionId, timestamp (ISO), cwd, transcript_path,
+tool_name (an MCP tool `mcp_<server>_<tool>`), tool_input, tool_use_id; PostToolUse tool_response
+(a string). Answers go inside
+hookSpecificOutput (permissionDecision, additionalContext); PostToolUse `decision: "block"` with
+a reason "shown to the model". Such a payload is known by `hookEventName` and read as VS Code's
+(`VSCODE_EVENTS`): its tool_use_id is the call id; its rewritten arguments are not relied on
+(an `updatedInput` that does not match a tool's schema is ignored, and whether it needs an allow
+is not said), so a clamp is a refusal naming the arguments; nothing is said to replace a result,
+so one past the budget is counted whole and the user told.
+
 Copilot runs every hook file it finds, so when memory-governor is installed in two of them
 (its own hooks and the Claude Code hooks, or both scopes) exactly one decides (`_deferred`).
 """
@@ -54,6 +66,7 @@ from governor.harnesses import answers, claude_dialect
 from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
 from governor.harnesses.payload import named
 from governor.harnesses.payload import text as _checked
+from governor.harnesses.tool_names import split_single
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -100,7 +113,13 @@ EVENTS = {
     "SubagentStop": ev.SUBAGENT_STOP,
     "Stop": ev.STOP,
 }
-COMPACTION = ("preCompact", "PreCompact")
+VSCODE = "@vscode"  # how this adapter names VS Code's events apart from Copilot's Claude-style ones
+VSCODE_EVENTS = {f"{name}{VSCODE}": kind for name, kind in (
+    ("SessionStart", ev.SESSION_START), ("UserPromptSubmit", ev.PROMPT), ("PreToolUse", ev.PRE_TOOL),
+    ("PostToolUse", ev.POST_TOOL), ("PreCompact", ev.SESSION_START), ("SubagentStart", ev.SUBAGENT_START),
+    ("SubagentStop", ev.SUBAGENT_STOP), ("Stop", ev.STOP))}  # fmt: skip
+EVENTS.update(VSCODE_EVENTS)
+COMPACTION = ("preCompact", "PreCompact", f"PreCompact{VSCODE}")
 # Events whose answer's additionalContext reaches the model (seen); elsewhere it is not sent.
 CONTEXT_EVENTS = frozenset(("sessionStart", "userPromptSubmitted", "preToolUse", "postToolUse", "postToolUseFailure",
                             "subagentStart", "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse",
@@ -157,12 +176,20 @@ def _own_event(payload: dict[str, Any]) -> str | None:
     return None
 
 
+def vscode(payload: dict[str, Any]) -> bool:
+    """Did VS Code's agent hooks send this (`hookEventName`, which Copilot's dialects never send)?"""
+    return "hookEventName" in payload and "hook_event_name" not in payload
+
+
 def event_name(payload: Any) -> str | None:
     if not isinstance(payload, dict):
         return None
     name = payload.get("hook_event_name")
     if isinstance(name, str):
         return name
+    if vscode(payload):
+        name = payload.get("hookEventName")
+        return f"{name}{VSCODE}" if isinstance(name, str) else None
     return _own_event(payload)
 
 
@@ -171,6 +198,9 @@ def sniff_event(raw: bytes) -> str | None:
     name = named(raw, "hook_event_name")
     if name is not None:
         return name if name in EVENTS else None
+    name = named(raw, "hookEventName")
+    if name is not None:
+        return f"{name}{VSCODE}" if f"{name}{VSCODE}" in EVENTS else None
     if b'"toolName"' in raw or b'"tool_name"' in raw:
         if b'"toolResult"' in raw or b'"tool_result"' in raw:
             return "postToolUse"
@@ -252,7 +282,8 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         # A subagent is a session of its own; it is counted in the session (or subagent) that dispatched it.
         session = _text(payload, "parentAgentId", "parent_agent_id") or session
     project = _project(payload, env)
-    if _deferred(payload, env, project):
+    from_vscode = vscode(payload)
+    if not from_vscode and _deferred(payload, env, project):
         return None
     fields: dict[str, Any] = {
         "agent_id": agent_id,
@@ -266,12 +297,20 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         server, tool = split_tool_name(tool_name)
         fields.update(tool_name=tool_name, server=server, tool=tool, tool_input=tool_input,
                       call_key=ev.call_key(tool_name, tool_input))  # fmt: skip
+        if from_vscode:  # mcp_<server>_<tool>; its own call id; no rewrite or replacement it is known to apply
+            server, tool = split_single(tool_name)
+            fields.update(server=server, tool=tool, call_id=_checked(payload, "tool_use_id", True), call_key=None, no_rewrite=True,
+                          whole_result=True)  # fmt: skip
         if kind == ev.PRE_TOOL and server is None and tool_input:
             from governor.harnesses.copilot.session_log import FILE_TOOLS, log_read
 
             if tool_name in FILE_TOOLS:  # the session log keeps every result untrimmed
                 fields["spilled"] = log_read(tool_name, tool_input, env or {}, fields["cwd"] or "")
-        if kind == ev.POST_TOOL:
+        if kind == ev.POST_TOOL and from_vscode:
+            from governor.engine.results import result_text
+
+            fields["tool_result"] = result_text(payload.get("tool_response"))
+        elif kind == ev.POST_TOOL:
             result = _field(payload, "toolResult", "tool_result")
             if isinstance(result, dict):
                 if _field(result, "resultType", "result_type") in FAILED_RESULTS:
@@ -297,5 +336,21 @@ ANSWERS = answers.Dialect(
     rewrite=lambda tool_input: {"modifiedArgs": tool_input},
     replace=lambda text: {"modifiedResult": {"resultType": "success", "textResultForLlm": text}},
 )  # fmt: skip
-render = ANSWERS.render
-refusal = ANSWERS.refusal
+# VS Code's (Doc): inside hookSpecificOutput, under the event's own name; a withheld result (on_error
+# closed) is a PostToolUse block whose reason the model is shown.
+VSCODE_ANSWERS = answers.Dialect(
+    pre=(f"PreToolUse{VSCODE}",), post=(f"PostToolUse{VSCODE}",), limit=MAX_STRING,
+    context_events=frozenset(f"{name}{VSCODE}" for name in ("PreToolUse", "PostToolUse", "SessionStart",
+                                                            "SubagentStart")),
+    deny=claude_dialect.deny, rewrite=lambda tool_input: {"updatedInput": tool_input},
+    replace=lambda text: {"decision": "block", "reason": text},
+    nested=(answers.DENY, answers.REWRITE, answers.CONTEXT), label=lambda name: name.removesuffix(VSCODE),
+)  # fmt: skip
+
+
+def render(name: str, decision: Any) -> dict[str, Any] | None:
+    return (VSCODE_ANSWERS if name.endswith(VSCODE) else ANSWERS).render(name, decision)
+
+
+def refusal(name: str | None, reason: str) -> dict[str, Any] | None:
+    return (VSCODE_ANSWERS if name and name.endswith(VSCODE) else ANSWERS).refusal(name, reason)

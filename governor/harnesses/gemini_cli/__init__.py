@@ -38,6 +38,7 @@ from governor.harnesses import answers
 from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
 from governor.harnesses.payload import governed, mapping, readers
 from governor.harnesses.payload import text as _text
+from governor.harnesses.tool_names import split_single
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -76,16 +77,9 @@ UNTRUSTED_OPEN, UNTRUSTED_CLOSE = "<untrusted_context>\n", "\n</untrusted_contex
 DISPATCH_TOOL = "invoke_agent"  # starts a subagent: {agent_name, prompt}
 
 
-def split_tool_name(name: str) -> tuple[str | None, str | None]:
-    """mcp_<server>_<tool> -> (server, tool), as Gemini CLI itself parses it (the server is the
-    part up to the first `_`); anything else -> (None, None). Only for payloads without
-    mcp_context, which names both exactly."""
-    if not name.startswith("mcp_"):
-        return None, None
-    server, sep, tool = name[4:].partition("_")
-    if not sep or not server or not tool:
-        return None, None
-    return server, tool
+# mcp_<server>_<tool> -> (server, tool), as Gemini CLI itself parses it; only for payloads without
+# mcp_context, which names both exactly.
+split_tool_name = split_single
 
 
 def result_text(response: Any) -> str:
