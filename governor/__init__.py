@@ -99,6 +99,22 @@ def fingerprint() -> bytes:
     return f"{__version__}+{newest}".encode()
 
 
+def stamp() -> bytes:
+    """Which code a hook runs, as it tells the warm server on every call: the version and the
+    change times of the package's folder and of the runtime's (two stats, where `fingerprint`
+    reads every folder of the package). Installing, upgrading or reinstalling replaces files,
+    which changes the package folder's time; a file edited in place changes neither, and the
+    server finds that itself, from `fingerprint`, within seconds (governor.runtime.server)."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        times = (os.stat(here).st_mtime_ns, os.stat(os.path.join(here, "runtime")).st_mtime_ns)
+    except OSError:
+        times = (0, 0)
+    return f"{__version__}+{max(times)}".encode()
+
+
 def install_extra(extra: str) -> str:
     """How a person adds an optional extra to the environment this copy runs from: memory-governor
     is installed from its clone, isolated, so neither a bare `pip` nor a package name is it."""

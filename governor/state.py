@@ -3,8 +3,6 @@
 Hot path: standard library only, no `typing`.
 """
 
-from __future__ import annotations
-
 import os
 
 TYPE_CHECKING = False
@@ -14,7 +12,7 @@ if TYPE_CHECKING:
 URL_VARIABLE = "MEMORY_GOVERNOR_LEDGER_URL"  # set: the ledger is the Redis at that URL; unset: the SQLite file here
 
 
-def state_dir(env: Mapping[str, str]) -> str:
+def state_dir(env: "Mapping[str, str]") -> str:
     """MEMORY_GOVERNOR_STATE_DIR, else $XDG_STATE_HOME/memory-governor, else ~/.local/state/..."""
     explicit = env.get("MEMORY_GOVERNOR_STATE_DIR")
     if explicit:
@@ -26,13 +24,13 @@ def state_dir(env: Mapping[str, str]) -> str:
     return os.path.join(home, ".local", "state", "memory-governor")
 
 
-def default_state_dir(env: Mapping[str, str]) -> str:
+def default_state_dir(env: "Mapping[str, str]") -> str:
     """Where the state directory is when MEMORY_GOVERNOR_STATE_DIR does not move it: acceptance
     records are kept here too, so a state directory pointed somewhere new does not start over."""
     return state_dir({k: v for k, v in env.items() if k != "MEMORY_GOVERNOR_STATE_DIR"})
 
 
-def cache_dir(env: Mapping[str, str]) -> str:
+def cache_dir(env: "Mapping[str, str]") -> str:
     """What can be rebuilt from elsewhere (the tokenizer table governor.engine.bpe reads)."""
     return os.path.join(state_dir(env), "cache")
 

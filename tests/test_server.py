@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -108,9 +109,60 @@ def test_a_server_from_other_code_retires_and_the_hook_decides_itself(warm: Env)
     assert _call(warm, 2)["hookSpecificOutput"]["updatedInput"]["limit"] == 3
 
 
+def test_a_hook_the_server_answers_imports_only_the_thin_client(warm: Env) -> None:
+    # What every governed harness's every tool call pays: the interpreter, and a few small modules.
+    _call(warm, 1)
+    _wait_running(warm)
+    payload = {"session_id": "thin", "cwd": str(warm.project), "hook_event_name": "PreToolUse",
+               "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "t"}  # fmt: skip
+    done = hook_run([HOOK[0], "-X", "importtime", *HOOK[1:]], json.dumps(payload).encode(),
+                    {**warm.vars, "MEMORY_GOVERNOR_TRACE": "1"}, warm.project)  # fmt: skip
+    assert b"answered by the warm server" in done.stderr, done.stderr[-500:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines() if "|" in line}
+    ours = {name for name in imported if name.startswith("governor")}
+    assert ours <= {"governor", "governor.runtime", "governor.runtime.hook", "governor.runtime.bundle",
+                    "governor.runtime.client", "governor.state", "governor.policy", "governor.policy.managed"}, ours  # fmt: skip
+    assert not imported & {"__future__", "json", "_json", "governor.jsonio", "threading", "socket"}, imported
+
+
+@pytest.mark.parametrize("change", ["installed anew", "a file edited in place"])
+def test_a_server_retires_when_its_code_changes(warm: Env, tmp_path: Path, change: str) -> None:
+    # A private copy of the package: its hook and its server are this copy's, changed as an
+    # upgrade changes it (files replaced: the folder's time moves) or as an editor does (in place).
+    from governor.runtime.server import RECHECK_SECONDS
+
+    copy = tmp_path / "copy" / "governor"
+    shutil.copytree(ROOT / "governor", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    for data in ("rules", "schemas"):  # as a wheel packages them
+        shutil.copytree(ROOT / data, copy / data)
+    hook = [sys.executable, "-I", "-S", str(copy / "runtime" / "entry.py"), "claude-code"]
+
+    def who(n: int) -> str:
+        payload = {**SEARCH, "session_id": "code", "prompt_id": "p", "cwd": str(warm.project), "tool_use_id": f"t{n}"}
+        done = hook_run(hook, json.dumps(payload).encode(), {**warm.vars, "MEMORY_GOVERNOR_TRACE": "1"}, warm.project)
+        assert b"could not decide" not in done.stderr, done.stderr
+        return "server" if b"answered by the warm server" in done.stderr else "itself"
+
+    who(1)
+    pid = _wait_running(warm)
+    assert who(2) == "server"
+    if change == "installed anew":
+        (copy / "added.py").write_text("")  # a file made: the package folder's time moves
+        assert who(3) == "itself", "the server was told another stamp and answered RETRY"
+    else:
+        before = os.stat(copy / "engine").st_mtime_ns, os.stat(copy).st_mtime_ns
+        with open(copy / "engine" / "budgets.py", "a") as handle:
+            handle.write("\n# edited in place\n")
+        assert (os.stat(copy / "engine").st_mtime_ns, os.stat(copy).st_mtime_ns) == before
+        time.sleep(RECHECK_SECONDS + 0.3)
+        who(3)  # the server looks at its own code after this answer, and finds the edit
+    _wait_exit(pid)
+    assert who(4) == "itself", "no server of the old code answers"
+
+
 def test_a_request_is_framed_by_its_lengths_so_a_client_need_not_close_its_side(warm: Env) -> None:
     # OpenCode's plugin runs in Bun, which closes both sides of a socket it ends: it only writes.
-    from governor import fingerprint
+    from governor import stamp
 
     _call(warm, 1)
     _wait_running(warm)
@@ -122,7 +174,7 @@ def test_a_request_is_framed_by_its_lengths_so_a_client_need_not_close_its_side(
         conn.connect("governor.sock")
         body = json.dumps({**SEARCH, "session_id": "framed", "prompt_id": "p", "tool_use_id": "t"}).encode()
         env = b"\0".join(f"{k}={v}".encode() for k, v in warm.vars.items())
-        conn.sendall(b"MG1 claude-code %s %d %d\n" % (fingerprint(), len(env), len(body)) + env + body)
+        conn.sendall(b"MG1 claude-code %s %d %d\n" % (stamp(), len(env), len(body)) + env + body)
         reply = b""
         while chunk := conn.recv(65536):
             reply += chunk

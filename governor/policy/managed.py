@@ -20,12 +20,8 @@ variable a model sets cannot make an ordinary hook read a policy of its choosing
 Hot path: standard library only.
 """
 
-from __future__ import annotations
-
 import os
 import stat
-
-from governor import jsonio
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -67,7 +63,7 @@ def active() -> str | None:
     return _config
 
 
-def environment(env: Mapping[str, str], config_dir: str | None = None, uid: int | None = None) -> dict[str, str]:
+def environment(env: "Mapping[str, str]", config_dir: str | None = None, uid: int | None = None) -> dict[str, str]:
     """The environment a managed hook decides in: nothing in it the model could have set chooses
     the state directory, the policy, the ledger, telemetry or the warm server. (`config_dir`: the
     managed folder, when not this process's own: the review tools, which say what a hook does;
@@ -94,6 +90,8 @@ def settings(config_dir: str) -> dict[str, str]:
     folder), only those in SETTABLE; {} when there is none or it cannot be read."""
     try:
         with open(environment_path(config_dir), "rb") as handle:
+            from governor import jsonio
+
             data = jsonio.loads(handle.read(65536))
     except (OSError, ValueError):
         return {}
@@ -108,6 +106,8 @@ def service(config_dir: str) -> dict[str, object] | None:
     then refuse governed calls: a file that cannot be read does not take the wall down)."""
     try:
         with open(os.path.join(config_dir, SERVICE_NAME), "rb") as handle:
+            from governor import jsonio
+
             data = jsonio.loads(handle.read(65536))
     except FileNotFoundError:
         return None
@@ -128,14 +128,14 @@ def compiled_path(config_dir: str) -> str:
     return os.path.join(config_dir, COMPILED_NAME)
 
 
-def sources(env: Mapping[str, str], project: str, config_dir: str):  # type: ignore[no-untyped-def]
+def sources(env: "Mapping[str, str]", project: str, config_dir: str):  # type: ignore[no-untyped-def]
     from governor.policy.sources import Sources
 
     return Sources(env, project, project, managed=policy_path(config_dir))
 
 
-def load(env: Mapping[str, str], cwd: str | None, config_dir: str | None = None, state: str | None = None
-         ) -> tuple[CompiledPolicy | None, list[str]]:  # fmt: skip
+def load(env: "Mapping[str, str]", cwd: str | None, config_dir: str | None = None, state: str | None = None
+         ) -> "tuple[CompiledPolicy | None, list[str]]":  # fmt: skip
     """The managed policy, as the install compiled it; compiled here (and said) when the files
     changed since (the package upgraded, the policy edited without a new install). None, and the
     problems, when not even the shipped default compiles. `config_dir`: as in `environment`;
@@ -149,6 +149,8 @@ def load(env: Mapping[str, str], cwd: str | None, config_dir: str | None = None,
     blob = None
     try:
         with open(compiled_path(config), "rb") as handle:
+            from governor import jsonio
+
             blob = jsonio.loads(handle.read())
         installed_at = os.stat(compiled_path(config)).st_mtime
     except (OSError, ValueError):
@@ -180,7 +182,7 @@ def load(env: Mapping[str, str], cwd: str | None, config_dir: str | None = None,
     return policy, notices
 
 
-def ownership_problems(paths: Iterable[str]) -> list[str]:
+def ownership_problems(paths: "Iterable[str]") -> list[str]:
     """What makes these paths writable by someone other than root: each path, what it resolves
     to, and every folder above either must be owned by root and not group- or world-writable.
     One exception, as the kernel sees it: a root-owned sticky folder (like /tmp) two or more

@@ -24,8 +24,6 @@ Standard library only, and only what the interpreter has loaded at start (`marsh
 `_imp`, the frozen import machinery).
 """
 
-from __future__ import annotations
-
 import _frozen_importlib  # importlib's bootstrap, loaded at every start
 import _frozen_importlib_external
 import _imp
@@ -71,7 +69,9 @@ def stamp(found: os.stat_result) -> tuple[int, int, int, int]:
 class Finder:
     """On sys.meta_path, first: the package's modules the file holds, while each is current."""
 
-    def __init__(self, path: str, root: str, fd: int = -1, index: dict[str, Any] | None = None, base: int = 0) -> None:
+    def __init__(
+        self, path: str, root: str, fd: int = -1, index: "dict[str, Any] | None" = None, base: int = 0
+    ) -> None:
         self.path = path  # the file
         self.root = root  # the package's folder
         self.fd = fd  # the file as it was when read (a hook writing it anew replaces it whole), or -1
@@ -80,7 +80,7 @@ class Finder:
         self.served: set[str] = set()
         self.before = set(sys.modules)  # imported before it was installed: never its to hold
 
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+    def find_spec(self, name: str, path: "Any" = None, target: "Any" = None) -> "Any":
         entry = self.index.get(name)
         if entry is None:
             return None
@@ -103,7 +103,7 @@ class Finder:
         spec.loader_state = code
         return spec
 
-    def bytecode(self, entry: Any) -> bytes:
+    def bytecode(self, entry: "Any") -> bytes:
         """An entry's bytecode, read from the file and checked against its digest (ValueError)."""
         offset, length, digest = entry[3], entry[4], entry[5]
         data = os.pread(self.fd, length, self.base + offset)
@@ -111,10 +111,10 @@ class Finder:
             raise ValueError("the bytecode is not what the index says")  # (marshal may crash on damaged code)
         return data
 
-    def create_module(self, spec: Any) -> None:
+    def create_module(self, spec: "Any") -> None:
         return None  # the usual module object
 
-    def exec_module(self, module: Any) -> None:
+    def exec_module(self, module: "Any") -> None:
         spec = module.__spec__
         self.served.add(spec.name)
         _imp._fix_co_filename(spec.loader_state, spec.origin)  # type: ignore[attr-defined]  # as the .pyc loader does
@@ -140,7 +140,7 @@ def frame(index: bytes) -> bytes:
     return HEAD + len(index).to_bytes(4, "little") + _imp.source_hash(_KEY, index) + index
 
 
-def _index(fd: int, root: str) -> tuple[dict[str, Any], int]:
+def _index(fd: int, root: str) -> "tuple[dict[str, Any], int]":
     """The file's index (when it is this module's, for `root`) and where its bytecode starts."""
     head = os.read(fd, FIRST_READ)
     if head[:4] != HEAD:
@@ -163,7 +163,7 @@ def _index(fd: int, root: str) -> tuple[dict[str, Any], int]:
     return {}, 0
 
 
-def write(path: str, root: str, modules: dict[str, tuple[Any, ...]]) -> None:
+def write(path: str, root: str, modules: "dict[str, tuple[Any, ...]]") -> None:
     """The file for `root`: `modules` name -> (origin, is a package, stamp, bytecode, cached),
     written whole beside it with the mode of the package's source (as each .pyc gets its source's)
     and moved into place (hooks read it while it is written)."""
@@ -193,7 +193,7 @@ def write(path: str, root: str, modules: dict[str, tuple[Any, ...]]) -> None:
         raise
 
 
-def read(path: str) -> tuple[str, dict[str, tuple[Any, ...]]]:
+def read(path: str) -> "tuple[str, dict[str, tuple[Any, ...]]]":
     """What `write` wrote: (root, name -> (origin, is a package, stamp, bytecode, cached))."""
     fd = os.open(path, os.O_RDONLY | _SAFE)
     try:
@@ -245,7 +245,7 @@ def _refresh(finder: Finder) -> None:
         write(finder.path, finder.root, modules)
 
 
-def _cached_source(finder: Finder, module: Any) -> bool:
+def _cached_source(finder: Finder, module: "Any") -> bool:
     """A module of the package imported from its source file, with a .pyc named for it."""
     spec = getattr(module, "__spec__", None)
     origin = getattr(spec, "origin", None)
@@ -253,7 +253,7 @@ def _cached_source(finder: Finder, module: Any) -> bool:
             and isinstance(getattr(spec, "cached", None), str))  # fmt: skip
 
 
-def _take(finder: Finder, module: Any) -> tuple[Any, ...] | None:
+def _take(finder: Finder, module: "Any") -> "tuple[Any, ...] | None":
     """(origin, is a package, stamp, bytecode, cached) from the module's .pyc, if that is valid for
     its source as Python checks it (a timestamp .pyc: the source's mtime in seconds and its size; a
     hash-based one: the source's hash) and was not written before the source last changed (an edit

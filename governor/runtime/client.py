@@ -16,17 +16,15 @@ with. Anything else, the same interpreter running `-c` code or another file that
 governor included, is a stranger: the hook decides in-process, and the user is told.
 
 Wire format (one request per connection):
-  request  "MG1 <harness> <fingerprint> <env-bytes> <body-bytes> [<cwd-bytes>]\\n" env body cwd
+  request  "MG1 <harness> <stamp> <env-bytes> <body-bytes> [<cwd-bytes>]\\n" env body cwd
            env = NUL-separated KEY=VALUE, the hook's environment; cwd = the hook's working
            directory, which a relative folder in the event (`"cwd": "."`) is relative to
   response "OK <stdout-bytes> <stderr-bytes>\\n" stdout stderr  |  "RETRY <reason>\\n"
 """
 
-from __future__ import annotations
-
 import os
 
-from governor import fingerprint
+from governor import stamp
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,20 +43,20 @@ stranger: str | None = None  # set by ask(): the notice for the user, when this 
 stranger_is_new = False  # and not met before (the error log says so once per stranger)
 
 
-def run_dir(env: Mapping[str, str]) -> str:
+def run_dir(env: "Mapping[str, str]") -> str:
     from governor.state import state_dir
 
     return os.path.join(state_dir(env), "run")
 
 
-def describe(env: Mapping[str, str], project: str | None) -> dict[str, str]:
+def describe(env: "Mapping[str, str]", project: str | None) -> dict[str, str]:
     """What a client that speaks this wire from inside its harness (OpenCode's plugin) learns once:
     the fingerprint to send, the socket, the state directory, and, for when no governor answers
     at all, the project's on_error and the compiled policy file it is kept in."""
     from governor.state import state_dir
 
     state = state_dir(env)
-    out = {"protocol": PROTOCOL.decode(), "fingerprint": fingerprint().decode(), "state": state,
+    out = {"protocol": PROTOCOL.decode(), "fingerprint": stamp().decode(), "state": state,
            "socket": os.path.join(run_dir(env), SOCKET_NAME)}  # fmt: skip
     try:
         from governor.policy import compiled
@@ -72,7 +70,7 @@ def describe(env: Mapping[str, str], project: str | None) -> dict[str, str]:
     return out
 
 
-def ask(harness: str, raw: bytes, env: Mapping[str, str]) -> tuple[bytes, bytes] | None:
+def ask(harness: str, raw: bytes, env: "Mapping[str, str]") -> tuple[bytes, bytes] | None:
     """The server's answer (stdout, stderr), or None when the hook must decide itself."""
     folder = run_dir(env)
     if not os.path.exists(os.path.join(folder, SOCKET_NAME)):
@@ -95,7 +93,7 @@ def ask(harness: str, raw: bytes, env: Mapping[str, str]) -> tuple[bytes, bytes]
         # harness's own variables included); the socket is the owner's alone.
         blob = b"\0".join(f"{k}={v}".encode("utf-8", "surrogateescape") for k, v in env.items() if "\0" not in v)
         here = os.fsencode(os.getcwd())  # the server runs elsewhere: "." in the event is this folder
-        head = b"%s %s %s %d %d %d\n" % (PROTOCOL, harness.encode(), fingerprint(), len(blob), len(raw), len(here))
+        head = b"%s %s %s %d %d %d\n" % (PROTOCOL, harness.encode(), stamp(), len(blob), len(raw), len(here))
         conn.sendall(head + blob + raw + here)
         conn.shutdown(_socket.SHUT_WR)
         chunks = []
@@ -115,7 +113,7 @@ def ask(harness: str, raw: bytes, env: Mapping[str, str]) -> tuple[bytes, bytes]
 SERVICE_SECONDS = 5.0  # a managed hook waits this long for the decision service; under the hook's watchdog
 
 
-def ask_service(harness: str, raw: bytes, env: Mapping[str, str], where: Mapping[str, object]
+def ask_service(harness: str, raw: bytes, env: "Mapping[str, str]", where: "Mapping[str, object]"
                 ) -> tuple[tuple[bytes, bytes] | None, str]:  # fmt: skip
     """The decision service's answer (stdout, stderr), or None and why there is none. Only a
     listener the kernel says runs as the service's uid (or root) is told anything."""
@@ -140,7 +138,7 @@ def ask_service(harness: str, raw: bytes, env: Mapping[str, str], where: Mapping
                 return None, f"the process on {path} runs as uid {theirs}, not the service's ({uid})"
         blob = b"\0".join(f"{k}={v}".encode("utf-8", "surrogateescape") for k, v in env.items() if "\0" not in v)
         here = os.fsencode(os.getcwd())
-        head = b"%s %s %s %d %d %d\n" % (PROTOCOL, harness.encode(), fingerprint(), len(blob), len(raw), len(here))
+        head = b"%s %s %s %d %d %d\n" % (PROTOCOL, harness.encode(), stamp(), len(blob), len(raw), len(here))
         try:
             conn.sendall(head + blob + raw + here)
         except OSError:  # answered before it read the request (BUSY): the answer is still there to read
@@ -187,7 +185,7 @@ def server_command() -> list[str]:
 _LOADER = (b"LD_",)  # the dynamic loader's variables (LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH) run code too
 
 
-def _stranger(conn: object, env: Mapping[str, str]) -> str | None:
+def _stranger(conn: object, env: "Mapping[str, str]") -> str | None:
     """None when the listening process is this governor's own server; else what it is, for the user.
 
     Where the platform gives no peer credentials (no SO_PEERCRED: macOS, the BSDs) the socket is
@@ -286,7 +284,7 @@ def _connect(conn: object, folder: str, name: str = SOCKET_NAME) -> None:
         os.chdir(here)
 
 
-def start_server(env: Mapping[str, str], folder: str) -> None:
+def start_server(env: "Mapping[str, str]", folder: str) -> None:
     """Start the warm server in the background, at most once per SPAWN_BACKOFF.
 
     It runs isolated from the user's project and environment: `python -I` (no PYTHONPATH, no
@@ -300,13 +298,13 @@ def start_server(env: Mapping[str, str], folder: str) -> None:
 
     try:
         ensure_dir(folder)
-        stamp = os.path.join(folder, "spawned")
+        spawned = os.path.join(folder, "spawned")
         try:
-            if time.time() - os.stat(stamp).st_mtime < SPAWN_BACKOFF:
+            if time.time() - os.stat(spawned).st_mtime < SPAWN_BACKOFF:
                 return
         except FileNotFoundError:
             pass
-        fd = open_regular(stamp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        fd = open_regular(spawned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             os.write(fd, str(os.getpid()).encode())
         finally:

@@ -4,7 +4,9 @@ It runs the same `governor.runtime.runner.respond` a hook would run in-process, 
 alike; the ledger still serialises every decision, so hooks deciding in-process alongside
 it stay exact. One server per state directory (a lock file), a socket the owner alone can
 reach (the state directory is 0700), an idle timeout, and it retires when the installed
-code changes (a request with another fingerprint gets RETRY).
+code changes: a request with another stamp (governor.stamp: an install or an upgrade) gets RETRY,
+and a file edited in place is found by the server itself, which reads its package's fingerprint
+again after an answer at most every RECHECK_SECONDS (never while a hook waits).
 
 With MEMORY_GOVERNOR_ENABLE_TELEMETRY=1 in its own environment or in a hook's, it also sends the
 audit trail to the team's collector (governor.runtime.telemetry), on threads of its own, after
@@ -22,7 +24,7 @@ import threading
 import time
 from typing import Any
 
-from governor import fingerprint
+from governor import fingerprint, stamp
 from governor.runtime.client import DISABLED_NAME, PROTOCOL, SOCKET_NAME, WARM_PROJECT, run_dir
 from governor.runtime.runner import respond
 from governor.state import ensure_dir, open_regular
@@ -33,6 +35,7 @@ CONSOLE_BYTES = 16 * 1024 * 1024  # the console exporter's file (telemetry), at 
 # what it read; `serve --stop` waits for both. What is not sent by then, doctor counts.
 EXPORTER_START_SECONDS = 10.0
 EXPORTER_STOP_SECONDS = 5.0
+RECHECK_SECONDS = 2.0  # how often, at most, the server looks for its own code edited in place
 
 
 class Server:
@@ -46,7 +49,10 @@ class Server:
         self.env = env
         self.folder = ensure_dir(folder or run_dir(env))
         self.idle_exit = idle_exit
+        self.stamp = stamp()
         self.fingerprint = fingerprint()
+        self.checked = time.monotonic()
+        self.checking = threading.Lock()
         self.last_request = time.monotonic()
         self.stopping = threading.Event()
         self.listener: socket.socket | None = None
@@ -141,9 +147,12 @@ class Server:
             if len(parts) not in (5, 6) or parts[0] != PROTOCOL or not all(part.isdigit() for part in parts[3:]):
                 conn.sendall(b"RETRY protocol\n")
                 return
-            harness, their_print = parts[1], parts[2]
+            harness, their_stamp = parts[1], parts[2]
             env_len, body_len, cwd_len = (int(part) for part in (*parts[3:], b"0")[:3])
-            if their_print != self.fingerprint:
+            if self.stopping.is_set():  # retiring: the code changed, or the policy turned it off
+                conn.sendall(b"RETRY retiring\n")
+                return
+            if their_stamp != self.stamp:
                 conn.sendall(b"RETRY code-changed\n")
                 if self.retires:
                     self.stopping.set()  # retire; the next hook starts a server with the new code
@@ -168,6 +177,7 @@ class Server:
                 self.export(env)
             if self.retires and os.path.exists(os.path.join(self.folder, DISABLED_NAME)):
                 self.stopping.set()  # the policy turned the warm server off
+            self.recheck()
         except BaseException:  # respond() never raises; this is the socket's own failure
             try:
                 conn.sendall(b"RETRY server-error\n")
@@ -180,6 +190,19 @@ class Server:
                pid: int) -> Any:  # fmt: skip
         """One event, decided in the hook's own environment, for the user the kernel names."""
         return respond(harness, body, env, cwd=cwd, caller_uid=uid, caller_pid=pid)
+
+    def recheck(self) -> None:
+        """After an answer, at most every RECHECK_SECONDS: retire if a file of the package was
+        edited in place since this server started (what the stamp a hook sends cannot see)."""
+        now = time.monotonic()
+        if now - self.checked < RECHECK_SECONDS or not self.checking.acquire(False):
+            return
+        try:
+            self.checked = now
+            if fingerprint() != self.fingerprint and self.retires:
+                self.stopping.set()
+        finally:
+            self.checking.release()
 
     def export(self, env: dict[str, str]) -> None:
         """Start sending the audit trail, once, if `env` turns telemetry on (in the background: the

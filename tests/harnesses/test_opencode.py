@@ -459,14 +459,14 @@ def test_fuzzed_plugin_messages_always_get_a_valid_answer(tmp_path: Path, messag
 # -- the plugin's first step: describing the governor -----------------------------------------------
 
 
-def test_describe_gives_the_fingerprint_the_server_checks_and_the_policy_on_error(env: Env) -> None:
-    from governor import fingerprint
+def test_describe_gives_the_stamp_the_server_checks_and_the_policy_on_error(env: Env) -> None:
+    from governor import stamp
 
     env.write(".memory-governor/policy.yaml", "on_error: closed\n")
     proc = subprocess.run([*HOOK[:-1], "--describe", str(env.project)], capture_output=True, env=env.vars, timeout=60)
     assert proc.returncode == 0, proc.stderr
     described = json.loads(proc.stdout)
-    assert described["fingerprint"] == fingerprint().decode() and described["protocol"] == "MG1"
+    assert described["fingerprint"] == stamp().decode() and described["protocol"] == "MG1"
     assert described["socket"] == str(env.state / "run" / "governor.sock")
     assert described["on_error"] == "closed" and described["state"] == str(env.state)
     compiled = json.loads(Path(described["policy"]).read_text())  # read when no governor answers
