@@ -29,7 +29,7 @@ import unicodedata
 from governor.engine.fields import roles
 from governor.engine.rules import PLACE_WORDS
 from governor.engine.shell import Budget, Unfinished
-from governor.engine.words import ANY, HERE, PART, PLACED, could_be, decided, shown
+from governor.engine.words import ANY, HERE, PART, PLACED, could_be, decided, matches, shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -191,6 +191,8 @@ def _taken(call: Call, route: dict[str, Any], words: list[str] | None, places: _
         found = _search(pattern, [shown(t) for t in texts], words, state, ledger)
         if found is not None:
             return f"it reaches `{_quoted(found)}`"
+    if not (call.removes or call.writes or call.under):  # nothing written: no target to fill in
+        return _runs(call, route)
     targets = [one for target in route.get("writes") or () for one in places.fill(target)]
     for path in call.removes:  # a target, or a folder above one, removed or moved: the target goes with it
         for target in targets:
@@ -208,10 +210,17 @@ def _taken(call: Call, route: dict[str, Any], words: list[str] | None, places: _
             folder = target.removesuffix("/*").rstrip("/")
             if target.endswith(("/", "/*")) and could_be(path.rstrip("/") + "/" + PART, folder + "/*"):
                 return _writes(path, folder, "may write anything under")
+    return _runs(call, route)
+
+
+def _runs(call: Call, route: dict[str, Any]) -> str | None:
+    """What the call runs that can be a command of `route`'s `runs`, or None."""
     for line in call.runs:
+        low = line.lower()  # names as a case-blind file system or pip has them
+        plain = decided(low)
         for target in route.get("runs") or ():
-            if could_be(line.lower(), target, sep=" ", first=True):  # names as a case-blind file system or pip has them
-                return f"it runs `{_quoted(line)}`" + ("" if decided(line) else f", which can be `{target}`. {UNSURE}")
+            if matches(low.replace(HERE, ""), target) if plain else could_be(low, target, sep=" ", first=True):
+                return f"it runs `{_quoted(line)}`" + ("" if plain else f", which can be `{target}`. {UNSURE}")
     return None
 
 
@@ -324,12 +333,17 @@ class _Places:
     `{cwd}` the folder the call runs in, `{$NAME}` the variable NAME's value (a target whose variable
     is not set names nothing); each also through any symbolic link."""
 
-    __slots__ = ("env", "known")
+    __slots__ = ("cwd", "env", "known", "project", "state")
 
     def __init__(self, state: str, cwd: str, project: str, env: Mapping[str, str] | None = None) -> None:
+        self.env = os.environ if env is None else env
+        self.state, self.cwd, self.project = state, cwd, project
+        self.known: dict[str, list[str]] = {}  # filled in when a call writes something (`fill`)
+
+    def _find(self) -> None:
         import sys
 
-        self.env = os.environ if env is None else env
+        state, cwd, project = self.state, self.cwd, self.project
         package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         prefix = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))  # a venv: even under -S
         prefix = prefix if os.path.isfile(os.path.join(prefix, "pyvenv.cfg")) else sys.prefix
@@ -348,6 +362,8 @@ class _Places:
 
     def fill(self, target: str) -> list[str]:
         """`target` with its placeholders filled, with each of their values."""
+        if not self.known and "{" in target:
+            self._find()
         out = [target]
         while out and "{" in out[0]:
             start = out[0].index("{")
