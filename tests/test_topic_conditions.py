@@ -127,3 +127,33 @@ def test_dropping_a_topic_condition_is_a_loosening(env: Env) -> None:
     assert "loosened  mem_context.unlocked_by.post_compact.requires_topic" in out.stdout, out.stdout
     assert "loosened  mem_context.unlocked_by.session_resume.armed_by" in out.stdout, out.stdout
     assert env.cli("policy", "diff", str(plain), str(seed)).returncode == 0, "adding them tightens"
+
+
+def test_the_topic_keys_a_result_names_in_order_whatever_surrounds_them() -> None:
+    # A "Topic:" line (plain, or a JSON text's \n before it), a v2 "topic_key" field; the first 50
+    # distinct keys in the order the result gives them, matches never overlapping.
+    import random
+    import re
+
+    from governor.engine.results import topic_keys
+
+    whole = re.compile(r'(?:^|\\n)Topic: ([^\s\\"]{1,200})|"topic_key"\s*:\s*"([^\s\\"]{1,200})"', re.M)
+
+    def by_one_expression(text: str) -> list[str]:
+        found: dict[str, None] = {}
+        for match in whole.finditer(text):
+            found[match.group(1) or match.group(2)] = None
+            if len(found) >= 50:
+                break
+        return list(found)
+
+    pieces = ["Topic: ", "Topic:", "\n", "\\n", "\\", '"topic_key"', ": ", '"', "a", "b/c", " ", "Topic: k",
+              '"topic_key": "t1"', '\\"']  # fmt: skip
+    rng = random.Random(7)
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        assert topic_keys(text) == by_one_expression(text), text
+    many = "".join(f'\nTopic: k{i}\n"topic_key": "f{i}"' for i in range(80))
+    assert topic_keys(many) == by_one_expression(many) and len(topic_keys(many)) == 50
+    assert topic_keys("Topic: auth/jwt\nTopic: auth/jwt\n") == ["auth/jwt"]
+    assert topic_keys("no topic here, Topic: mid-line") == []

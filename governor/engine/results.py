@@ -437,17 +437,31 @@ def result_text(response: Any) -> str:
 
 
 # A result's topic keys, as Engram gives them: a "Topic: <key>" line of an observation (plain, or
-# inside a JSON envelope's text), a "topic_key" field of a v2 search hit.
-_TOPICS = re.compile(r'(?:^|\\n)Topic: ([^\s\\"]{1,200})|"topic_key"\s*:\s*"([^\s\\"]{1,200})"', re.M)
+# inside a JSON envelope's text), a "topic_key" field of a v2 search hit. Each is found by its
+# literal first (str.find: a 60 MB result in ~0.1 s, where one regular expression over all of it
+# took seconds), then matched where it stands.
+_TOPIC_LINE = re.compile(r'Topic: ([^\s\\"]{1,200})')
+_TOPIC_FIELD = re.compile(r'"topic_key"\s*:\s*"([^\s\\"]{1,200})"')
 MAX_TOPICS = 50
 
 
 def topic_keys(text: str) -> list[str]:
     """The topic keys a result names (the first MAX_TOPICS distinct ones): what the memory holds,
     for a trigger's `requires_topic`."""
+    hits: list[tuple[int, str]] = []
+    for needle, pattern in (("Topic: ", _TOPIC_LINE), ('"topic_key"', _TOPIC_FIELD)):
+        seen: set[str] = set()
+        at = text.find(needle)
+        while at >= 0 and len(seen) < MAX_TOPICS:
+            line_start = at == 0 or text[at - 1] == "\n" or text[at - 2 : at] == "\\n"
+            match = pattern.match(text, at) if pattern is _TOPIC_FIELD or line_start else None
+            if match is not None:
+                seen.add(match.group(1))
+                hits.append((at, match.group(1)))
+            at = text.find(needle, match.end() if match is not None else at + 1)
     found: dict[str, None] = {}
-    for match in _TOPICS.finditer(text):
-        found[match.group(1) or match.group(2)] = None
+    for _, key in sorted(hits):
+        found[key] = None
         if len(found) >= MAX_TOPICS:
             break
     return list(found)
