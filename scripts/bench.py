@@ -84,7 +84,9 @@ class Sandbox:
         self.root = root  # the checkout whose hook and server run (--baseline: another one)
         self.entry = ENTRY if root == ROOT else str(root / "governor" / "runtime" / "entry.py")
         self.path = {} if root == ROOT else {"PYTHONPATH": str(root)}  # the server: the copy its hooks run
-        self.dir = Path(tempfile.mkdtemp(prefix="memory-governor-bench-"))
+        # Not named after the governor: a folder above the project that names it puts the words of
+        # the governor's own routes in every path a command opens there, as no user's project does.
+        self.dir = Path(tempfile.mkdtemp(prefix="mg-bench-"))
         (self.dir / "project" / ".memory-governor").mkdir(parents=True)
         (self.dir / "project" / ".memory-governor" / "policy.yaml").write_text(f"token_counter: {unit}\n")
         self.env = {"PATH": os.environ.get("PATH", ""), "HOME": str(self.dir / "home"),
