@@ -141,9 +141,17 @@ def write_atomic(path: str, data: bytes) -> None:
         raise
 
 
+OPENSSL_FROM = 1 << 20  # bytes from which OpenSSL's sha256 (~10x faster) is worth loading hashlib
+
+
 def sha256_hex(data: bytes) -> str:
     """The sha256 of `data`, hex: what the state directory keys files and ledger rows by. From the
-    interpreter's own `_sha256` where it has one (hashlib loads OpenSSL: a few ms of a hook process)."""
+    interpreter's own `_sha256` where it has one (hashlib loads OpenSSL: a few ms of a hook process),
+    and from OpenSSL's for a large input (a 60 MB result: 0.06 s, where `_sha256` takes ~0.5 s)."""
+    if len(data) >= OPENSSL_FROM:
+        import hashlib
+
+        return hashlib.sha256(data).hexdigest()
     try:
         from _sha256 import sha256  # type: ignore[import-not-found]
     except ImportError:  # Python 3.12+ renamed it

@@ -304,3 +304,14 @@ def test_a_changed_preview_cut_to_the_budget_still_lets_the_fetch_run(env: Env, 
     before, _ = session.call("mem_get_observation", OBSERVATION.replace("jsonwebtoken", "jose"), id=42)
     # The budget is spent by the long preview, so the fetch may be refused for that; never as a repeat.
     assert "already delivered" not in (before.reason or ""), before.reason
+
+
+def test_an_entry_is_keyed_by_the_same_digest_whatever_its_size() -> None:
+    # Small inputs hash with the interpreter's own sha256, large ones with OpenSSL's: one digest.
+    import hashlib
+
+    from governor.state import OPENSSL_FROM, sha256_hex
+
+    for size in (0, 1, OPENSSL_FROM - 1, OPENSSL_FROM, 3 * OPENSSL_FROM + 7):
+        data = (bytes(range(256)) * (size // 256 + 1))[:size]
+        assert sha256_hex(data) == hashlib.sha256(data).hexdigest(), size
