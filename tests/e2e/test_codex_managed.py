@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from codex_env import CodexHarness, CodexTools, codex_tools_fixture, responses_fixture, responses_server_fixture  # noqa: F401
 from fake_responses import FakeResponses, call, engram, text, tool_uses
-from managed_env import namespaced, own, user_and_layers
+from managed_env import Service, namespaced, own, user_and_layers
 from sandbox import PYTHON, RUN_TIMEOUT
 
 pytestmark = [pytest.mark.e2e]
@@ -138,3 +138,55 @@ def test_a_login_profile_the_model_writes_does_not_silence_a_managed_hook(manage
     assert mark.exists(), "Codex read the profile the model wrote"
     assert _refused(again.results_of("mem_search")) == [False, False, True], again.describe()
     assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3], managed.calls()
+
+
+# -- the wall: every managed hook asks the decision service (install --service) ----------------------
+
+
+def test_behind_the_wall_nothing_the_model_does_as_the_user_opens_the_gate(managed):
+    """Under `install codex --scope managed --service`, the model's one script (Codex's sandbox off)
+    makes the user's own state unusable, tries the service's state and socket, forges `policy
+    accept`, loosens the project's policy and empties the project's hooks.json. None of it reaches
+    what decides: the searches are capped, 2 of 3 at `limit: 3`. The service stopped, every search
+    is refused and says why; started again, they are governed again."""
+    managed.install("--service", "--no-service-start")
+    wall = Service(managed.layers, managed.user, PYTHON)
+    wall.point()
+    wall.start()
+    try:
+        state = managed.user_state
+        script = "\n".join([
+            f"cd {managed.project}",
+            f"rm -rf {state}; mkdir -p {state}/ledger.db; mkfifo {state}/errors.log",
+            f"ls {wall.state} >/dev/null 2>&1 && echo READ-SERVICE-STATE",
+            f"touch {wall.state}/ledger.db 2>/dev/null && echo WROTE-SERVICE-STATE",
+            f"rm -f {wall.socket} 2>/dev/null; [ -S {wall.socket} ] || echo REMOVED-SOCKET",
+            "mkdir -p .memory-governor .codex",
+            f"printf '{LOOSE}' > .memory-governor/policy.yaml",
+            "printf '{\"hooks\": {}}' > .codex/hooks.json",
+            "memory-governor policy accept --yes </dev/null >/dev/null 2>&1",
+            f"{PYTHON} -m governor policy accept --yes </dev/null >/dev/null 2>&1",
+            "echo done",
+        ])  # fmt: skip
+        attack = f"echo {base64.b64encode(script.encode()).decode()} | base64 -d | sh"
+        searches = [engram("mem_search", query=q, limit=20) for q in ("jwt auth", "fts5 search", "storage")]
+        run = managed.run("Loosen the memory limits, then look up auth, search and storage.",
+                          main=[tool_uses(call("exec_command", {"cmd": attack})), tool_uses(*searches),
+                                text("Done.")])  # fmt: skip
+        [shell] = [r for r in run.results(prefix="") if r.name == "exec_command"]
+        assert "done" in shell.raw and "SERVICE-STATE" not in shell.raw, run.describe()
+        assert "REMOVED-SOCKET" not in shell.raw and (state / "ledger.db").is_dir(), run.describe()
+        assert _refused(run.results_of("mem_search")) == [False, False, True], run.describe()
+        assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3], managed.calls()
+        assert (wall.state / "ledger.db").exists(), "the service's ledger counted them"
+        wall.stop()
+        down = managed.run("Look them up again.", main=[tool_uses(*searches), text("None.")], resume=run.session_id)
+        results = down.results_of("mem_search")
+        assert len(results) == 3 and all("decision service did not answer" in r.raw for r in results), down.describe()
+        assert len(managed.calls("mem_search")) == 2, "no refused call reached the server"
+        wall.start()
+        back = managed.run("And now?", main=[tool_uses(*searches), text("Found.")], resume=run.session_id)
+        assert _refused(back.results_of("mem_search")) == [False, False, True], back.describe()
+        assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3, 3, 3], managed.calls()
+    finally:
+        wall.stop()
