@@ -46,8 +46,8 @@ LEDGER = (  # what every managed install's guarantees say of the ledger (each ha
     "tokens are counted with the install's own table. Not a wall: the ledger is in each user's own "
     "state directory and holds grants as well as counts, so a model that gets a shell command past "
     "the routes can delete it (a turn's counts restart) or write it (arm mem_context without its "
-    "trigger, mark ids surfaced so unsurfaced fetches pass); only a root-owned ledger service would "
-    "make that a wall"
+    "trigger, mark ids surfaced so unsurfaced fetches pass); with --service (the wall) the "
+    "ledger is the decision service's, which no user can reach"
 )
 
 
