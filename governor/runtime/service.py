@@ -205,8 +205,14 @@ def service_user(name: str, create: bool) -> Any:
     except KeyError:
         pass
     if create:
-        made = subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", STATE,
-                               "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True)  # fmt: skip
+        import time
+
+        for _ in range(20):  # another useradd holding /etc's locks a moment: wait for it
+            made = subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", STATE,
+                                   "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True)  # fmt: skip
+            if made.returncode == 0 or "lock" not in made.stderr:
+                break
+            time.sleep(0.5)
         if made.returncode == 0:
             return pwd.getpwnam(name)
         raise ValueError(f"could not make the service's user {name}: {made.stderr.strip() or made.returncode}")
