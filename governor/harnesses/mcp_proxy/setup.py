@@ -29,6 +29,7 @@ Code 2.1.197 ran an entry written here, through `--mcp-config`):
 | claude-code | project, user, local | `.mcp.json`, `~/.claude.json`, `~/.claude.json` | mcpServers; local: projects.<project>.mcpServers |
 | gemini-cli | project, user | `.gemini/settings.json`, `~/.gemini/settings.json` | mcpServers |
 | vscode | project | `.vscode/mcp.json` | servers |
+| antigravity | user | `~/.gemini/antigravity/mcp_config.json` | mcpServers |
 
 Cold path.
 """
@@ -99,6 +100,7 @@ CLIENTS = {
     "gemini-cli": Client("Gemini CLI", {"project": lambda p: os.path.join(p, ".gemini", "settings.json"),
                                         "user": lambda _p: _home(".gemini", "settings.json")}),
     "vscode": Client("VS Code", {"project": lambda p: os.path.join(p, ".vscode", "mcp.json")}, key="servers"),
+    "antigravity": Client("Antigravity", {"user": lambda _p: _home(".gemini", "antigravity", "mcp_config.json")}),
 }  # fmt: skip
 SCOPES = ("project", "user", "local")  # every scope some client has; each client says which it has
 
