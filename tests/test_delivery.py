@@ -1,19 +1,22 @@
 """Delivered-once, through the hook process: a memory entry the same conversation context already
-holds whole reaches the model as one pointer line, and only that line is counted; compaction,
-/clear and a new session empty the context; each subagent has its own; nothing that was not
-delivered whole is ever answered with a pointer."""
+holds whole reaches the model as one pointer line (a search's hits: named together in one line,
+their slots going to hits not yet delivered), and only that line is counted; compaction, /clear
+and a new session empty the context; each subagent has its own; nothing that was not delivered
+whole is ever answered with a pointer."""
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from governor.engine.stores import open_ledger
-from tests.conftest import Env, Session, fixture_text
+from tests.conftest import WHOLE_HITS, Env, Session, fixture_text, snippets
 
 SEARCH = fixture_text("engram/search_v1.txt")
+SNIPPETS = snippets(SEARCH)  # what the model gets of it: each hit as its snippet
 OBSERVATION = fixture_text("engram/observation_v1.txt")
 PROMPT = "what did we decide about auth last week?"
 TEAM_RESEARCHER = "subagents:\n  agents:\n    researcher: search-capable\n"
@@ -39,15 +42,20 @@ def _turn_tokens(env: Env, number: int) -> int:
     return int(turn["usage"]["max_memory_tokens_injected"])
 
 
-def test_a_repeated_search_reaches_the_model_as_pointer_lines_counted_alone(env: Env, session: Session) -> None:
+def _above(result: str) -> list[str]:
+    """The hits a search result names as already above in this conversation."""
+    line = re.search(r"(\d+) more already above in this conversation: ([#\d, …]+)\.", result)
+    return re.findall(r"#(\d+)", line.group(2)) if line else []
+
+
+def test_a_repeated_search_names_the_hits_already_held_in_one_line_counted_alone(env: Env, session: Session) -> None:
     session.start()
     session.prompt(PROMPT)
-    assert _search(session) == SEARCH, "the first time, the whole result"
+    assert _search(session) == SNIPPETS, "the first time, every hit (as its snippet)"
     session.prompt("and the jwt decision, again?")
     second = _search(session)
     assert second.startswith("Found 3 memories:")
-    for ident in ("42", "57", "61"):
-        assert f"#{ident} (already shown at " in second and "turn 1 of this session: see it above)" in second
+    assert _above(second) == ["42", "57", "61"], second
     assert "jsonwebtoken" not in second and "FTS5 MATCH" not in second, "no repeated text reaches the model"
     first_tokens, second_tokens = _turn_tokens(env, 1), _turn_tokens(env, 2)
     assert second_tokens < first_tokens / 2, (first_tokens, second_tokens)
@@ -63,13 +71,13 @@ def test_a_changed_or_new_entry_is_delivered_whole(env: Env, session: Session) -
     session.prompt("again")
     changed = SEARCH.replace("every repository method maps", "every repository method now maps")
     second = _search(session, changed)
-    assert "#42 (already shown" in second and "#57 (already shown" in second
+    assert _above(second) == ["42", "57"], second
     assert "every repository method now maps" in second, "an entry whose text changed is new"
     header, hit42, hit57, hit61 = SEARCH.split("\n\n[")[0], *("[" + h for h in SEARCH.split("\n\n[")[1:])
     reranked = "\n\n".join([header, hit57.replace("[2]", "[1]", 1), hit42.replace("[1]", "[2]", 1), hit61])
     session.prompt("once more")
     third = _search(session, reranked)
-    assert "[1] #57 (already shown" in third and "[2] #42 (already shown" in third, "the same hit at another rank"
+    assert _above(third)[:2] == ["57", "42"], "the same hit at another rank"
 
 
 def test_compaction_clear_and_a_new_session_empty_the_context_a_resume_keeps_it(env: Env, session: Session) -> None:
@@ -78,34 +86,34 @@ def test_compaction_clear_and_a_new_session_empty_the_context_a_resume_keeps_it(
     _search(session)
     session.start("resume")
     session.prompt("go on")
-    assert "#42 (already shown" in _search(session), "a resumed transcript still holds it"
+    assert "42" in _above(_search(session)), "a resumed transcript still holds it"
     session.event("PreCompact", trigger="manual", custom_instructions="")
     session.start("compact")
     session.prompt("continue after compaction")
-    assert _search(session) == SEARCH, "after compaction the model no longer holds it: whole again"
+    assert _search(session) == SNIPPETS, "after compaction the model no longer holds it: whole again"
     session.prompt("and again")
-    assert "#42 (already shown" in _search(session)
+    assert "42" in _above(_search(session))
     session.start("clear")
     session.prompt("fresh start")
-    assert _search(session) == SEARCH, "after /clear, whole again"
+    assert _search(session) == SNIPPETS, "after /clear, whole again"
     other = Session(env, "sess-2")
     other.prompt(PROMPT)
-    assert _search(other) == SEARCH, "another session holds nothing of this one's"
+    assert _search(other) == SNIPPETS, "another session holds nothing of this one's"
 
 
 def test_each_subagent_gets_its_own_copy(env: Env, session: Session) -> None:
     env.write(".memory-governor/policy.yaml", TEAM_RESEARCHER)
     session.prompt(PROMPT)
-    assert _search(session) == SEARCH
+    assert _search(session) == SNIPPETS
     first = {"agent_id": "agent-a1", "agent_type": "researcher"}
-    assert _search(session, agent=first) == SEARCH, "the main agent's copy is not the subagent's"
+    assert _search(session, agent=first) == SNIPPETS, "the main agent's copy is not the subagent's"
     session.prompt("next turn")
-    assert "#42 (already shown" in _search(session, agent=first), "the subagent holds its own copy"
+    assert "42" in _above(_search(session, agent=first)), "the subagent holds its own copy"
     second = {"agent_id": "agent-b2", "agent_type": "researcher"}
-    assert _search(session, agent=second) == SEARCH, "another subagent holds nothing"
+    assert _search(session, agent=second) == SNIPPETS, "another subagent holds nothing"
     session.prompt("a third turn")
     session.event("SubagentStart", agent_id="agent-a1", agent_type="researcher")
-    assert _search(session, agent=first) == SEARCH, "a subagent (re)started under an id holds nothing yet"
+    assert _search(session, agent=first) == SNIPPETS, "a subagent (re)started under an id holds nothing yet"
 
 
 def test_an_entry_trimmed_away_or_truncated_is_not_delivered_whole(env: Env, session: Session) -> None:
@@ -117,16 +125,11 @@ def test_an_entry_trimmed_away_or_truncated_is_not_delivered_whole(env: Env, ses
     )
     session.prompt(PROMPT)
     first = _search(session)
-    assert "held back" in first or "[truncated" in first.lower() or first != SEARCH, first
-    whole = [i for i in ("42", "57", "61") if f"#{i} (" in first and f"#{i} (already" not in first]
+    assert "held back" in first or "[truncated" in first.lower(), first
     session.prompt("again")
     second = _search(session)
-    assert "#42 (already shown" in second, "the first hit was delivered whole: a pointer now"
-    assert "#57 (already shown" not in second and "#61 (already shown" not in second, (
-        "a hit trimmed away or cut short the first time is never answered with a pointer",
-        whole,
-        first,
-    )
+    assert _above(second) == ["42"], ("the first hit was delivered whole: named as held now", first, second)
+    assert "#57 (" in second or "#61 (" in second, "a hit trimmed away or cut short the first time is passed again"
 
 
 def test_a_second_full_fetch_is_answered_with_the_pointer_before_it_runs(env: Env, session: Session) -> None:
@@ -168,7 +171,7 @@ def test_dedupe_off_delivers_every_repeat_whole(env: Env, session: Session) -> N
     session.prompt(PROMPT)
     _search(session)
     session.prompt("again")
-    assert _search(session) == SEARCH
+    assert _search(session) == SNIPPETS
     before, _ = session.call("mem_get_observation", OBSERVATION, id=42)
     session.prompt("again")
     _search(session)
@@ -185,12 +188,13 @@ def test_monitor_mode_replaces_nothing_and_remembers_what_the_model_got(env: Env
 
 
 def test_a_v2_envelope_drops_the_structured_copy_of_a_repeat(env: Env, session: Session) -> None:
+    env.write(".memory-governor/policy.yaml", WHOLE_HITS)
     text = fixture_text("engram/search_v2.json")
     session.prompt(PROMPT)
-    assert _search(session, text) == text
+    assert _search(session, text) == text, "snippets_only off: the result as the server gave it"
     session.prompt("again")
     second = json.loads(_search(session, text))
-    assert "#42 (already shown" in second["result"]
+    assert _above(second["result"]) == ["42", "57", "61"]
     assert second.get("results", []) == [], "no whole copy of a repeated hit rides along in results[]"
 
 

@@ -112,4 +112,5 @@ def test_the_installed_hook_unlocks_mem_context_only_on_an_ask_for_everything(
     if unlocked:
         assert session.pre("mem_context", project="myapp").denied, "allowed once"
     else:
-        assert "the user's own prompt asks for everything remembered" in context.reason, context.reason
+        # The model is told in one line; the user is told, once, what would unlock it.
+        assert "the user's own prompt asks for everything remembered" in context.message, context.message

@@ -299,7 +299,7 @@ def test_a_scenario_that_no_longer_holds_fails_with_the_step(env: Env, tmp_path:
     junit = tmp_path / "junit.xml"
     out = env.cli("test", str(scenario), "--junit", str(junit))
     assert out.returncode == 1
-    assert "step 4 (mem_search): deny: memory-governor: this turn already used its 2" in out.stdout
+    assert "step 4 (mem_search): deny: memory-governor: max_search_calls=2 reached this turn" in out.stdout
     assert 'failures="1"' in junit.read_text() and "<failure" in junit.read_text()
 
 

@@ -46,7 +46,7 @@ def test_compaction_unlocks_only_once_a_session_topic_was_seen(env: Env, ledger_
     first.start("compact")
     first.prompt("carry on")
     locked = first.pre("mem_context", project="myapp")
-    assert locked.denied and "when the memory holds a session/* topic" in locked.reason, locked.reason
+    assert locked.denied and "when the memory holds a session/* topic" in locked.message, locked.message
     _save(first, "session/add-auth")
     other = Session(env, "sess-b", extra_env=ledger_env)  # the memory is the project's, not one session's
     other.start("compact")
@@ -86,7 +86,7 @@ def test_the_first_dispatch_after_a_saved_wave_state_arms_resume(env: Env, ledge
     resumed.start("resume")  # SessionStart does not arm it under armed_by: dispatch
     resumed.prompt("start wave 2")
     locked = resumed.pre("mem_context", project="myapp")
-    assert locked.denied and "the first dispatch after a saved state/wave/* wave state" in locked.reason
+    assert locked.denied and "the first dispatch after a saved state/wave/* wave state" in locked.message
     assert not _dispatch(resumed).denied
     assert not resumed.pre("mem_context", project="myapp").denied, "the first dispatch armed it"
     assert resumed.pre("mem_context", project="myapp").denied, "once"

@@ -77,6 +77,6 @@ def spent(case: Any, used: int, budget: int, need: int) -> Decision:
     return Decision(
         ev.DENY,
         "token_budget",
-        f"memory-governor: this turn's memory budget is spent ({used} of {budget} {unit} tokens used; this call "
-        f"needs ~{need}). Work with what you have; the budget resets next turn.",
+        f"memory-governor: this turn's memory budget is spent ({used} of {budget} {unit} tokens; this call needs "
+        f"~{need}). Work with what you have.",
     )

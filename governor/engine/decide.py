@@ -146,17 +146,24 @@ def _prepare_result(case: Case, spec: dict[str, Any]) -> None:
     text = case.event.tool_result or ""
     budget = largest_budget(case.policy.data)
     parsed = results.parse(text, spec["role"], spec.get("format", "auto"))
+    search = spec["role"] == "search"
+    if search and case.policy.ladder["L1"].get("snippets_only") and case.event.replace_in_place:
+        case.prepared["snipped"] = results.snip(parsed)
     case.world.check()
     if enabled(case.policy.data):
         case.prepared["prints"] = results.fingerprints(parsed, case.event.server or "")
     case.prepared["tally"] = tally
     case.prepared["parsed"] = parsed
     case.prepared["topics"] = results.topic_keys(text)
-    case.prepared["total"] = tally.count_upto(text, max(COUNT_CAP * budget, 65_536))
+    cap = max(COUNT_CAP * budget, 65_536)
+    case.prepared["total"] = tally.count_upto(text, cap)
+    if case.prepared.get("snipped"):  # what passing it whole costs: its snippets
+        case.prepared["whole"] = tally.count_upto(results.render(parsed, set(range(len(parsed.entries))), ""), cap)
     case.world.check()
-    max_entries = case.policy.ladder["L1"].get("max_limit") if spec["role"] == "search" else None
+    max_entries = case.policy.ladder["L1"].get("max_limit") if search else None
     too_many = max_entries is not None and len(parsed.entries) > max_entries
-    if too_many or case.event.result_elsewhere or case.prepared["total"] > budget:
+    shaped = case.prepared.get("snipped")  # replaced whatever else happens: its parts are needed
+    if shaped or too_many or case.event.result_elsewhere or case.prepared["total"] > budget:
         _count_parts(case)
 
 

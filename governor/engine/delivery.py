@@ -104,6 +104,12 @@ def shown_at(seq: int, ts: float) -> str:
     return f"at {time.strftime('%H:%M', time.gmtime(ts))} UTC, turn {seq} of this session"
 
 
+def repeats(ledger: Ledger, session: str, context: str, prints: list[str]) -> list[int]:
+    """The entries (indexes) this context already holds whole."""
+    held = ledger.delivered_among(session, context, sorted(set(prints)))
+    return [index for index, mark in enumerate(prints) if mark in held]
+
+
 def replace_repeats(ledger: Ledger, session: str, context: str, parsed: Parsed, prints: list[str],
                     before: Callable[[], object] | None = None) -> list[int]:  # fmt: skip
     """Replace the entries this context already holds whole by their pointer lines; their indexes.
@@ -114,6 +120,12 @@ def replace_repeats(ledger: Ledger, session: str, context: str, parsed: Parsed, 
     if held and before is not None:
         before()
     return [index for index, mark in enumerate(prints) if mark in held and point(parsed, index, shown_at(*held[mark]))]
+
+
+def shown_hits(ledger: Ledger, session: str, context: str, server: str) -> int:
+    """How many search hits of `server` this context holds whole: how many a search may find again
+    (a search asks the server for that many more, so its slots go to entries not yet delivered)."""
+    return ledger.delivered_count(session, context, server, "search")
 
 
 PREVIEW = "preview"  # the role of a row saying only that a search showed this text of an entry (cut or not)
@@ -148,6 +160,5 @@ def fetch_held(ledger: Ledger, session: str, context: str, server: str, ident: s
         if shown is not None and shown[1] > held[1]:
             return None
     return (
-        f"memory-governor: #{ident} was already delivered in full {shown_at(*held)}; it is above in this "
-        "conversation. Use that copy: an observation is not fetched twice."
+        f"memory-governor: #{ident} was already delivered in full {shown_at(*held)}; it is above in this conversation."
     )

@@ -73,6 +73,11 @@ class Event:
     `harness`: the name of the adapter that read the event (set by the runner), for the audit trail
     and telemetry only: no rule reads it.
 
+    `replace_in_place`: the harness gives the model a replaced result as the call's own result.
+    False where it can only downgrade a replacement (to a block or an error carrying the text):
+    the engine then changes a result only to hold something back (a trim, delivered-once), never
+    only to shape it (snippets only).
+
     What is not the event's to say comes through `World` (governor.engine.case): whose per-user
     window a call counts in (`World.user`, the caller's OS user as the runtime knows it, never a
     field of the payload), and where the event's process stands among governed sessions
@@ -112,6 +117,7 @@ class Event:
         "origin_call_id",
         "project",
         "prompt",
+        "replace_in_place",
         "result_elsewhere",
         "server",
         "session_id",
@@ -155,6 +161,7 @@ class Event:
         self.spilled: str | None = fields.get("spilled")
         self.project: str | None = fields.get("project") or self.cwd
         self.harness: str = fields.get("harness") or ""
+        self.replace_in_place: bool = fields.get("replace_in_place", True) is not False
 
 
 def call_key(tool_name: str, tool_input: Any) -> str:

@@ -86,9 +86,9 @@ if TYPE_CHECKING:
 
 # 2 added `fetched`, 3 `call_keys`, 4 `agents`, 5 `turn_links`, 6 `delivered` and the audit trail's
 # `tokens_deduped` column, 7 the audit trail's `harness`, `memory_need`, `duration_ms` and `call_id` (for telemetry),
-# 8 its `known_names`, 9 `processes`, `window_use` and its `user`; tables (and defaulted columns) are only ever
-# added, so an older file upgrades in place
-SCHEMA_VERSION = 9
+# 8 its `known_names`, 9 `processes`, `window_use` and its `user`, 10 `forms`; tables (and defaulted
+# columns) are only ever added, so an older file upgrades in place
+SCHEMA_VERSION = 10
 DB_NAME = "ledger.db"
 SEEN_STEP = 1.0  # seconds: how far behind a session's last-seen time may be before a decision writes it
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:")
@@ -209,6 +209,12 @@ CREATE TABLE IF NOT EXISTS delivered (
     PRIMARY KEY (session, context, entry)
 );
 CREATE INDEX IF NOT EXISTS delivered_by_ident ON delivered (session, context, server, ident);
+CREATE TABLE IF NOT EXISTS forms (
+    session TEXT NOT NULL,
+    server TEXT NOT NULL,
+    form TEXT NOT NULL,
+    PRIMARY KEY (session, server)
+);
 CREATE TABLE IF NOT EXISTS usage (
     memory TEXT PRIMARY KEY,
     last_used REAL NOT NULL,
@@ -236,7 +242,7 @@ CREATE TABLE IF NOT EXISTS window_use (
 
 # Rows a session owns, for isolation checks and pruning.
 SESSION_TABLES = ("calls", "turns", "surfaced", "triggers", "saves", "decisions", "fetched", "call_keys", "agents",
-                  "turn_links", "delivered", "processes")  # fmt: skip
+                  "turn_links", "delivered", "processes", "forms")  # fmt: skip
 # Columns added to a table after it first shipped: (table, column, its definition).
 _ADDED_COLUMNS = (
     ("decisions", "tokens_deduped", "INTEGER NOT NULL DEFAULT 0"),
@@ -722,6 +728,23 @@ class Ledger:
             session, context, server, ident, role,
         )  # fmt: skip
         return (int(row[0]), float(row[1])) if row else None
+
+    def remember_form(self, session: str, server: str, form: str) -> None:
+        """The form `server`'s results came in this session (Engram v2's envelope: "v2")."""
+        self.q("INSERT OR IGNORE INTO forms (session, server, form) VALUES (?, ?, ?)", session, server, form)
+
+    def form_of(self, session: str, server: str) -> str | None:
+        row = self.one("SELECT form FROM forms WHERE session=? AND server=?", session, server)
+        return str(row[0]) if row else None
+
+    def delivered_count(self, session: str, context: str, server: str, role: str) -> int:
+        """How many distinct ids this context holds whole from `role` calls of `server`."""
+        row = self.one(
+            "SELECT COUNT(DISTINCT ident) FROM delivered WHERE session=? AND context=? AND server=? AND role=? "
+            "AND ident!=''",
+            session, context, server, role,
+        )  # fmt: skip
+        return int(row[0]) if row else 0
 
     def remember_delivered(self, session: str, context: str, rows: list[tuple[str, str, str, str]], seq: int,
                            now: float) -> None:  # fmt: skip

@@ -81,37 +81,53 @@ def _count_and_trim(case: Case, spec: dict[str, Any], call_id: str | None, prior
     if window_left is not None and (enforce != "block" or window_left < left):  # the window holds less
         left, enforce = window_left, "block"
         case.prepared["window_binds"] = True
-    max_entries = case.policy.ladder["L1"].get("max_limit") if role == "search" else None
-    too_many = max_entries is not None and len(parsed.entries) > max_entries
+    granted = _granted(case, prior) if role == "search" else None
     from governor.engine import delivery
 
     context = delivery.context_of(case, call_id) if "prints" in case.prepared else None
-    repeats, deduped = _point_repeats(case, parsed, context, tally)
-    over = total - deduped > left
+    listed = role == "search" and results.hits(parsed)  # its slots go to new entries; repeats are named in a line
+    above = _above(case, parsed, context) if listed else []
+    repeats, deduped = _point_repeats(case, parsed, None if listed else context, tally)
+    if above:
+        costs, _ = case.parts()
+        deduped = sum(costs[i] for i in above)
+    fresh = len(parsed.entries) - len(above)
+    too_many = granted is not None and fresh > granted
+    passed = case.prepared.get("whole", total)  # what the model gets of it whole (its snippets, snippets only)
+    over = passed - deduped > left
+    cap = case.policy.ladder["L1"].get("max_tokens") if role == "search" else None  # L1 shaped by tokens
+    over_cap = cap is not None and passed - deduped > cap
     decision = Decision(code="counted")
     delivered, kept_all = total, set(range(len(parsed.entries)))
     whole = set(kept_all)  # what reaches the model whole: a later repeat of it becomes a pointer
-    if (over and enforce == "block") or too_many or event.result_elsewhere or repeats:
+    shaped = bool(case.prepared.get("snipped"))
+    if (over and enforce == "block") or too_many or over_cap or event.result_elsewhere or repeats or above or shaped:
         trim = case.policy.data["trimming"]
-        order = parsed.ranked()
+        order = [i for i in parsed.ranked() if i not in above]
         costs, frame = case.parts()
         room = left if enforce == "block" else None
-        note_room = tally.count(_note(case, len(parsed.entries), len(parsed.entries), left, budget, total))
+        if cap is not None:
+            room = cap if room is None else min(room, cap)
+        shown_above = [parsed.entries[i].idents[0] for i in above]
+        note_room = tally.count(_note(case, fresh, fresh, left, budget, passed, shown_above, granted, cap))
         fits = None if room is None else max(0, room - note_room - frame)
-        chosen = select(costs.__getitem__, order, fits, limit=max_entries, over_budget=trim["over_budget"],
+        chosen = select(costs.__getitem__, order, fits, limit=granted, over_budget=trim["over_budget"],
                         fill=trim["fill"])  # fmt: skip
         kept = list(chosen.kept)
         if role == "fetch" and 0 not in kept:
             kept = []  # an earlier version of an observation is never delivered without the observation
         if chosen.truncated is not None:
             _truncate(parsed, chosen.truncated, chosen.truncate_to, tally)
-        rendered, delivered, kept = _render_within(case, parsed, kept, room, budget, tally, total)
+        size = passed - deduped if above else passed  # what the new entries would have cost whole
+        rendered, delivered, kept = _render_within(case, parsed, kept, room, budget, tally, size, above, shown_above,
+                                                   granted, cap)  # fmt: skip
         kept_all = set(kept)
         code = ("window_trimmed" if over and case.prepared.get("window_binds") else "trimmed" if over
-                and enforce == "block" else "l1_max_results" if too_many
-                else "delivered_in_place" if event.result_elsewhere else "deduped")  # fmt: skip
+                and enforce == "block" and (cap is None or left < cap) else "l1_max_results" if too_many
+                else "l1_max_tokens" if over_cap else "delivered_in_place" if event.result_elsewhere
+                else "deduped" if repeats or above else "snippets")  # fmt: skip
         decision = Decision(ev.REPLACE, code, updated_output=rendered)
-        deduped = sum(case.prepared["saved_by"].get(i, 0) for i in kept_all)
+        deduped = sum(case.prepared["saved_by"].get(i, 0) for i in kept_all) + sum(costs[i] for i in above)
         whole = kept_all - set(repeats) - {chosen.truncated}
     elif over and enforce == "warn":
         decision = Decision(code="token_budget_warn").tell_user(
@@ -137,10 +153,12 @@ def _count_and_trim(case: Case, spec: dict[str, Any], call_id: str | None, prior
         ledger.add_committed(case.session, case.turn, call_id or f"anon:{now}", role, event.tool or "", case.agent,
                              delivered, now)  # fmt: skip
     window.charge(case, tokens=delivered)
+    if role == "search" and parsed.kind.startswith("v2:"):  # a server with a compact form: asked for it from now on
+        ledger.remember_form(case.session, event.server or "", "v2")
     if case.prepared.get("topics"):  # what the memory holds, whatever of it was delivered
         ledger.remember_topics(case.prepared["topics"], now)
-    if role in ("search", "timeline"):
-        ledger.surface(case.session, case.turn, results.surfaced(parsed, kept_all))
+    if role in ("search", "timeline"):  # a hit this context already holds, found again, may be read on
+        ledger.surface(case.session, case.turn, results.surfaced(parsed, kept_all | set(above)))
     if role == "fetch" and kept_all:
         delivered_text = decision.updated_output if decision.kind == ev.REPLACE and decision.updated_output else text
         from governor.engine.screening import line_digests
@@ -149,6 +167,29 @@ def _count_and_trim(case: Case, spec: dict[str, Any], call_id: str | None, prior
     case.record(decision, role, call_id, counted=total, delivered=delivered, saved=max(0, total - delivered),
                 deduped=min(deduped, max(0, total - delivered)))  # fmt: skip
     return decision
+
+
+def _granted(case: Case, prior: Any) -> int | None:
+    """How many new hits a search may pass: the count it was granted before it ran (its reservation
+    holds that many hits' expected tokens; it may have asked the server for more, to find new ones
+    past those this context holds), else the ladder's max_limit. None where L1 is shaped by tokens."""
+    layer = case.policy.ladder["L1"]
+    most: int | None = layer.get("max_limit")
+    per_hit = int(layer["expected_tokens"])
+    reserved = int(prior[3]) if prior is not None and prior[2] == case.turn else 0
+    if layer.get("max_tokens") is not None or reserved <= 0 or per_hit <= 0:
+        return most
+    return reserved // per_hit if most is None else min(most, reserved // per_hit)
+
+
+def _above(case: Case, parsed: Any, context: str | None) -> list[int]:
+    """A search's hits (each with its id) this context already holds whole (delivered-once): left
+    out of what it passes, named in one line instead, so its slots go to entries not yet delivered."""
+    if context is None:
+        return []
+    from governor.engine.delivery import repeats
+
+    return repeats(case.ledger, case.session, context, case.prepared["prints"])
 
 
 def _point_repeats(case: Case, parsed: Any, context: str | None, tally: Any) -> tuple[list[int], int]:
@@ -171,49 +212,59 @@ def _point_repeats(case: Case, parsed: Any, context: str | None, tally: Any) -> 
     return repeats, sum(case.prepared["saved_by"].values())
 
 
-def _note(case: Case, held: int, total: int, left: int, budget: int, size: int = 0) -> str:
+def _note(case: Case, held: int, total: int, left: int, budget: int, size: int = 0, above: list[str] | None = None,
+          most: int | None = None, cap: int | None = None) -> str:  # fmt: skip
+    """The governor's one short line under a result it changed: what was held back and why, what to
+    do instead; and the hits this conversation already holds (`above`: their ids). `most`: the hits
+    a search passes; `cap`: the tokens it passes (L1 shaped by tokens)."""
     unit = case.policy.unit
-    if case.prepared.get("window_binds") and size > left:
+    role = (case.spec() or {}).get("role")
+    parts = []
+    if held and case.prepared.get("window_binds") and size > left:
         from governor.engine.window import note
 
-        return note(case, held, total, left)
-    max_limit = case.policy.ladder["L1"].get("max_limit")
-    if (case.spec() or {}).get("role") == "search" and max_limit is not None and size <= left and total > max_limit:
-        return (
-            f"[memory-governor] {held} of {total} entries held back: a search returns at most {max_limit} results "
-            "(the retrieval ladder). Narrow the query for others."
-        )
-    if case.event.tool and (case.spec() or {}).get("role") == "fetch" and held < total:
-        return (
-            f"[memory-governor] {held} of {total - 1} earlier versions of this observation held back: this turn's "
-            f"memory budget is {budget} {unit} tokens. The newest are above; ask for the rest next turn."
-        )
-    if case.event.tool and (case.spec() or {}).get("role") == "fetch" and held == total:
-        return (
-            f"[memory-governor] this observation (~{size} {unit} tokens) is held back: {left} of this turn's "
-            f"{budget}-token memory budget are left. Work from the search preview, or fetch it next turn."
-        )
-    return (
-        f"[memory-governor] {held} of {total} entries held back: this turn's memory budget is {budget} "
-        f"{unit} tokens. Narrow the query, or ask again next turn."
-    )
+        parts.append(note(case, held, total, left))
+    elif held and role == "search" and most is not None and size <= left and total > most:
+        parts.append(f"{held} of {total} entries held back: a search passes {most} (the retrieval ladder); "
+                     "narrow the query for others")  # fmt: skip
+    elif held and role == "search" and cap is not None and cap <= left:
+        parts.append(f"{held} of {total} entries held back: a search passes {cap} {unit} tokens (the retrieval "
+                     "ladder); narrow the query for others")  # fmt: skip
+    elif held and role == "fetch" and held < total:
+        parts.append(f"{held} of {total - 1} earlier versions of this observation held back (this turn's budget: "
+                     f"{budget} {unit} tokens); ask for them next turn")  # fmt: skip
+    elif held and role == "fetch":
+        parts.append(f"this observation (~{size} {unit} tokens) is held back: {left} of this turn's {budget}-token "
+                     "budget are left. Use the search preview, or fetch it next turn")  # fmt: skip
+    elif held:
+        parts.append(f"{held} of {total} entries held back (this turn's budget: {budget} {unit} tokens); narrow the "
+                     "query or ask next turn")  # fmt: skip
+    if above:
+        shown = ", ".join(f"#{ident}" for ident in above[:MAX_NAMED])
+        parts.append(f"{len(above)} more already above in this conversation: {shown}"
+                     + (", …" if len(above) > MAX_NAMED else ""))  # fmt: skip
+    return f"[memory-governor] {'; '.join(parts)}." if parts else ""
 
 
-def _render_within(
-    case: Case, parsed: Any, kept: list[int], left: int | None, budget: int, tally: Any, size: int
-) -> tuple[str, int, list[int]]:
+MAX_NAMED = 8  # ids a note names of the hits already above
+
+
+def _render_within(case: Case, parsed: Any, kept: list[int], left: int | None, budget: int, tally: Any, size: int,
+                   above: list[int] | None = None, above_ids: list[str] | None = None, most: int | None = None,
+                   cap: int | None = None) -> tuple[str, int, list[int]]:  # fmt: skip
     """Render the kept entries plus the note; drop the lowest-ranked until the exact count fits.
     A frame (headers, envelope) that alone exceeds what is left is never rendered. Returns the
-    text, its count and the entries it holds."""
+    text, its count and the entries it holds. `above`: entries left out as already delivered."""
     from governor.engine.results import render
 
     kept = list(kept)
     _, frame = case.parts()
     if left is not None and frame > left:
         kept = []
+    fresh = len(parsed.entries) - len(above or ())
     while kept or left is None or frame <= left:
-        held = len(parsed.entries) - len(kept)
-        note = _note(case, held, len(parsed.entries), left or 0, budget, size) if held else ""
+        held = fresh - len(kept)
+        note = _note(case, held, fresh, left or 0, budget, size, above_ids, most, cap)
         text = render(parsed, set(kept), note)
         if left is None:
             return text, tally.count(text), kept
@@ -223,8 +274,7 @@ def _render_within(
         if not kept:
             break
         kept.pop()
-    held = len(parsed.entries)
-    short = f"[memory-governor: {held} entries held back, memory budget spent]"
+    short = f"[memory-governor: {len(parsed.entries)} entries held back, memory budget spent]"
     tokens = tally.count(short)
     return (short, tokens, []) if left is None or tokens <= left else ("", 0, [])
 

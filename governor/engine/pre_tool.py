@@ -32,6 +32,9 @@ LAYER_OF = {"search": "L1", "timeline": "L2", "fetch": "L3"}
 SERVER_DEFAULT_LIMIT = 10  # what Engram's mem_search returns when no limit is given
 
 
+SERVER_MAX_LIMIT = 20  # the most hits Engram's mem_search returns, whatever it is asked
+
+
 SERVER_DEFAULT_NEIGHBOURS = 5  # what Engram's mem_timeline shows before and after when not told
 
 
@@ -218,8 +221,7 @@ def _judge(case: Case, spec: dict[str, Any]) -> tuple[Decision, int]:
         return Decision(
             ev.DENY,
             "memory_need_none",
-            "memory-governor: this turn's task needs no memory (memory_need=none); memory retrieval is off "
-            "for this turn. Go ahead without it.",
+            "memory-governor: memory is off this turn (memory_need=none). Go ahead without it.",
         ), 0
     if role in ("save", "summary"):
         return _judge_save(case, spec), 0
@@ -256,7 +258,7 @@ def _tier_refusal(case: Case, role: str) -> Decision | None:
             ev.DENY,
             "orchestrator_only",
             f"memory-governor: only the orchestrator saves {_save_type(case) or 'session_summary'}. Report your "
-            "findings to the orchestrator instead.",
+            "findings to it instead.",
         )
     tier = case.tier(case.event.agent_type)
     allowed = subagents["tiers"][tier]["roles"]
@@ -285,16 +287,15 @@ def _judge_search(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tu
             return Decision(
                 ev.DENY,
                 "tier_search_cap",
-                f"memory-governor: this agent's tier allows {tier_cap} memory search(es) per turn and it has used "
-                "them. Work from your briefing and the results you have.",
+                f"memory-governor: this agent's {tier_cap} search(es) this turn are used. Work from your briefing and "
+                "results.",
             ), 0
     if enforce != "off" and searches >= cap:
         if enforce == "block":
             return Decision(
                 ev.DENY,
                 "max_search_calls",
-                f"memory-governor: this turn already used its {cap} memory search(es) (max_search_calls={cap}). "
-                "Work with the results you have, or search again next turn; do not retry.",
+                f"memory-governor: max_search_calls={cap} reached this turn; use the results you have, do not retry.",
             ), 0
         warn = f"memory-governor: search {searches + 1} this turn is over max_search_calls={cap}."
     max_limit: int | None = layer.get("max_limit")
@@ -305,29 +306,58 @@ def _judge_search(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tu
         count = max_limit if max_limit is not None else SERVER_DEFAULT_LIMIT
     else:
         count = requested if max_limit is None else min(requested, max_limit)
+    shaped = layer.get("max_tokens")  # L1 shaped by tokens: its hits are cut at this after it runs
+    if shaped is not None:
+        count = min(count, SERVER_MAX_LIMIT)
+    expected = count * per_result if shaped is None else min(count * per_result, shaped)
     left, budget, budget_enforce = budget_left(case, usage)
-    if budget_enforce == "block" and count * per_result > left:
+    if budget_enforce == "block" and expected > left:
         # Lowered to what fits, with room for the header and note around its hits: a search cut to
         # fewer hits than the turn can then hold would run, cost a search, and deliver nothing.
         frame = case.text_tokens("static:search_frame")
         fits = max(0, (left - frame) // per_result) if per_result else count
         if fits < 1:
             return spent(case, budget - left, budget, per_result + frame), 0
-        count = fits
+        if shaped is None:
+            count = fits
+        expected = min(expected, left)
     decision = Decision(code="allow")
     updated = dict(case.event.tool_input)
     changed = own_project(case, spec, updated)
-    if limit_param and requested != count:
-        updated[limit_param] = count
-        changed.insert(0, f"{limit_param} {asked if asked is not None else '(unset)'} -> {count}")
+    # The search's slots go to entries this context does not hold yet: the server is asked for as
+    # many more as it may find again, and those come back as one line (post_tool), so `count` new ones can
+    # pass. Not where a harness cannot replace a result in place: cutting the extra would turn the result
+    # into a block or an error there.
+    again = _shown_hits(case) if limit_param and case.event.replace_in_place else 0
+    ask = max(count, min(SERVER_MAX_LIMIT, count + again))
+    if limit_param and requested != ask:
+        updated[limit_param] = ask
+        changed.insert(0, f"{limit_param} {asked if asked is not None else '(unset)'} -> {ask}"
+                      + (f" ({count} new, {again} already shown)" if ask != count else ""))  # fmt: skip
+    form: str | None = spec.get("format_param")
+    compact = bool(form and layer.get("snippets_only") and updated.get(form) != "compact"
+                   and case.ledger.form_of(case.session, case.event.server or "") == "v2")  # fmt: skip
+    if form and compact:  # snippets only: the compact form of a server that has one (its results so far were v2's)
+        changed.append(f"{form} {updated.get(form, '(unset)')} -> compact")
+        updated[form] = "compact"
     if changed:
-        code = "clamp_limit" if limit_param and requested != count else "clamp_project"
+        code = ("clamp_limit" if limit_param and requested != count
+                else "new_entries" if limit_param and requested != ask
+                else "clamp_project" if len(changed) > compact else "snippets")  # fmt: skip
         decision = Decision(ev.REWRITE, code, updated_input=updated)
         decision.reason = "; ".join(changed)
     if warn:
         decision.tell_user(warn)
         decision.code = decision.code if decision.kind == ev.REWRITE else "max_search_calls_warn"
-    return decision, count * per_result
+    return decision, expected
+
+
+def _shown_hits(case: Case) -> int:
+    """How many search hits this call's context holds whole (delivered-once on, the context known)."""
+    from governor.engine.delivery import context_of, shown_hits
+
+    context = context_of(case)
+    return 0 if context is None else shown_hits(case.ledger, case.session, context, case.event.server or "")
 
 
 def _judge_other(case: Case, usage: dict[str, int]) -> Decision:
@@ -371,8 +401,7 @@ def _judge_by_id(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tup
             return Decision(
                 ev.DENY,
                 "max_full_fetches",
-                f"memory-governor: this turn already fetched {cap} full observation(s) (max_full_fetches={cap}). "
-                "Use the search previews, or fetch it next turn.",
+                f"memory-governor: max_full_fetches={cap} reached this turn; use the search previews.",
             ), 0
     id_param = spec.get("id_param")
     if layer.get("requires_surfaced_id") and id_param:
@@ -387,8 +416,8 @@ def _judge_by_id(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tup
             return Decision(
                 ev.DENY,
                 f"{layer_name.lower()}_needs_surfaced_id",
-                f"memory-governor: {tool} {id_param}={shown} was not surfaced by a search or timeline result in this "
-                "turn. Search first (limit<=3) and use an id it returns; do not guess ids.",
+                f"memory-governor: {id_param}={shown} was not surfaced this turn. Search first (limit<=3) and use an "
+                "id it returns.",
             ), 0
     expected = layer["expected_tokens"]
     left, budget, enforce = budget_left(case, usage)

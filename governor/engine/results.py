@@ -346,6 +346,55 @@ def render(parsed: Parsed, kept: set[int], note: str) -> str:
     return json.dumps(envelope, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
+# A search hit's last line: its date, project and scope (not its snippet).
+_HIT_META = re.compile(r"\n[ \t]{4}\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?: \| [^\n]{0,300})?(?=\n*\Z)")
+SNIPPET_FIELDS = ("id", "type", "title", "preview", "topic_key")  # a compact v2 hit's own fields
+
+
+def hits(parsed: Parsed) -> bool:
+    """Is this result a list of search hits, each an entry with its id (what a search's slots hold)?"""
+    return parsed.kind.removeprefix("v2:") in ("engram_search", "engram_v2_compact")
+
+
+def snip(parsed: Parsed) -> bool:
+    """Snippets only: each search hit as its snippet (id, type, title, preview), without what the
+    server adds around it: a hit's date, project and scope line, the footer and nudges after the
+    hits, and Engram v2's `results[]` array where it repeats the hits of the text (a compact v2
+    hit keeps its snippet's fields, and `truncated` when it is). True when anything was cut."""
+    kind = parsed.kind.removeprefix("v2:")
+    changed = False
+    if kind == "engram_search":
+        for index, entry in enumerate(parsed.entries):
+            cut = _HIT_META.sub("", entry.text)
+            if cut != entry.text:
+                _set_text(parsed, index, cut)
+                changed = True
+        tail = parsed.segments[-1]  # what follows the hits: only ever a footer (see _search)
+        if tail.entry is None and tail.text.strip():
+            tail.text, changed = "", True
+        if parsed.envelope is not None and "results" in parsed.envelope:
+            del parsed.envelope["results"]
+            changed = True
+    elif kind == "engram_v2_compact":
+        for index, entry in enumerate(parsed.entries):
+            item = entry.item
+            kept = {k: item[k] for k in SNIPPET_FIELDS if k in item}
+            if item.get("truncated"):
+                kept["truncated"] = True
+            if kept != item:
+                entry.item = kept
+                _set_text(parsed, index, json.dumps(kept, ensure_ascii=False))
+                changed = True
+    return changed
+
+
+def _set_text(parsed: Parsed, index: int, text: str) -> None:
+    parsed.entries[index].text = text
+    for segment in parsed.segments:
+        if segment.entry == index:
+            segment.text = text
+
+
 _RANK = re.compile(r"\A\[\d{1,6}\] ")
 
 
@@ -401,10 +450,7 @@ def point(parsed: Parsed, index: int, shown: str) -> bool:
         entry.item = item
     elif parsed.envelope is not None:
         entry.item = None  # the structured copy would deliver the whole entry again
-    entry.text = text
-    for segment in parsed.segments:
-        if segment.entry == index:
-            segment.text = text
+    _set_text(parsed, index, text)
     return True
 
 

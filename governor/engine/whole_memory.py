@@ -1,7 +1,10 @@
 """Deciding a mem_context call (the whole-memory dump) before it runs: locked unless a trigger is
-armed (a compaction, a resume after a break, an explicit recall), the budget's pre-check before
-a trigger is spent, and, once allowed, asking the server for what fits (Engram v2's `max_bytes`
-near what the turn has left, and `compact`). Split from governor.engine.pre_tool, which calls it.
+armed (a compaction, a resume after a break, an explicit recall) or the policy serves it as a
+budgeted read (`outside_triggers: budgeted`), the budget's pre-check before a trigger is spent,
+and, once allowed, asking the server for what fits (Engram v2's `max_bytes` near what the turn
+has left, and `compact`). Whatever the server sends is then cut to what the turn has left, in
+whole entries of its sections (post_tool): Engram v1.7 ignores `max_bytes`. Split from
+governor.engine.pre_tool, which calls it.
 
 Hot path: standard library only.
 """
@@ -43,20 +46,31 @@ def judge_context(case: Case, usage: dict[str, int]) -> tuple[Decision, int]:
     ctx = case.policy.data["mem_context"]
     code = "allow"
     armed: list[str] = []
+    budgeted = False  # RFC 0113's budgeted read: outside its triggers, served within what the turn has left
     if not ctx["allow"]:
         armed = [n for n in case.ledger.armed(case.session, case.seq, case.turn) if n in ctx["unlocked_by"]]
-        if not armed:
+        budgeted = not armed and ctx.get("outside_triggers") == "budgeted"
+        if not armed and not budgeted:
             search = _tool_for_role(case, "search")
+            limit = case.policy.ladder["L1"].get("max_limit") or 3
+            case.notices.append(
+                f"memory-governor: {case.event.tool} (the whole-memory dump) is off outside post-compaction recovery"
+                f"{_unlocks(ctx['unlocked_by'])}; the agent was told to use {search} (limit<={limit}) instead."
+            )
             return Decision(
                 ev.DENY,
                 "mem_context_locked",
-                f"memory-governor: {case.event.tool} (the whole-memory dump) is off outside post-compaction recovery"
-                f"{_unlocks(ctx['unlocked_by'])}. Use {search} with a topic prefix "
-                f"(limit<={case.policy.ladder['L1'].get('max_limit') or 3}) instead.",
+                f"memory-governor: {case.event.tool} (the whole-memory dump) is off outside post-compaction recovery. "
+                f"Use {search} (limit<={limit}) instead.",
             ), 0
     expected = ctx["expected_tokens"]
     left, budget, enforce = budget_left(case, usage)
-    if enforce == "block" and expected > left:
+    if budgeted:  # whatever is left is what it gets, while that holds more than its frame
+        code, expected = "budgeted_read", min(expected, max(0, left))
+        need = case.text_tokens("static:search_frame") + 1
+        if enforce == "block" and left < need:
+            return spent(case, budget - left, budget, need), 0
+    elif enforce == "block" and expected > left:
         return spent(case, budget - left, budget, expected), 0  # refused before the trigger is spent
     code = f"unlocked_by:{armed[0]}" if armed else code
     decision = _ask_to_fit(case, code, left if enforce == "block" else None)

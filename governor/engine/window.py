@@ -140,12 +140,12 @@ def tokens_left(case: Case) -> int | None:
 
 
 def note(case: Case, held: int, total: int, left: int) -> str:
-    """The line a result trimmed to the window's remainder carries."""
+    """What the line under a result trimmed to the window's remainder says (post_tool writes the line)."""
     spec = case.policy.data["window"]
     return (
-        f"[memory-governor] {held} of {total} entries held back: your memory window "
+        f"{held} of {total} entries held back: your memory window "
         f"({spec['max_memory_tokens_injected']['value']} {case.policy.unit} tokens per {spec['minutes']} minutes, "
-        f"across every session of yours) has {left} left. Work with what you have."
+        f"across every session of yours) has {left} left; work with what you have"
     )
 
 

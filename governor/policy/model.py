@@ -74,6 +74,11 @@ class ToolSpec(Strict):
     compact_param: Name | None = Field(
         None, description="Argument asking for a mem_context result without previews (Engram v2: compact): set true."
     )
+    format_param: Name | None = Field(
+        None,
+        description="Argument choosing a search result's form (Engram v2: response_format): with L1 snippets_only, "
+        'a search asks for "compact" (each hit once, as its snippet).',
+    )
 
 
 class ToolMap(Strict):
@@ -151,6 +156,11 @@ class Route(Strict):
 class Layer(Strict):
     expected_tokens: Tokens = Field(description="Expected tokens of one result (per result for L1).")
     max_limit: Count | None = Field(None, description="Most results one call may ask for (L1).")
+    max_tokens: Tokens | None = Field(
+        None,
+        description="L1 shaped by tokens: the most one search passes, in whole hits (with max_limit null, a "
+        "search keeps the count it asks for, up to the server's cap, and its hits are cut at this).",
+    )
     max_before: Count | None = Field(None, description="Most neighbours before the focus one call may ask for (L2).")
     max_after: Count | None = Field(None, description="Most neighbours after the focus one call may ask for (L2).")
     snippets_only: bool = False
@@ -234,6 +244,11 @@ class Trimming(Strict):
 
 class MemContext(Strict):
     allow: bool = Field(description="Allow mem_context with no trigger (the seed: false).")
+    outside_triggers: Literal["deny", "budgeted"] = Field(
+        "deny",
+        description="A call with no trigger armed (allow false): deny, or budgeted: it runs, asked for what the "
+        "turn has left and cut to it in whole entries (RFC 0113's budgeted read); no trigger is spent.",
+    )
     expected_tokens: Tokens
     unlocked_by: dict[TriggerName, Trigger]
     subagents_may_arm: bool = Field(False, description="May a subagent's events arm a trigger.")

@@ -51,8 +51,10 @@ def layer_phrase(name: str, layer: dict[str, Any], policy: dict[str, Any]) -> st
     parts = [f"{name} {tools}: ~{layer['expected_tokens']} tokens" + (" per result" if name == "L1" else "")]
     if layer.get("max_limit") is not None:
         parts.append(f"limit <= {layer['max_limit']} (a larger or missing limit is clamped)")
+    if layer.get("max_tokens") is not None:
+        parts.append(f"hits passed while they fit {layer['max_tokens']} tokens a search (shaped by tokens)")
     if layer.get("snippets_only"):
-        parts.append("snippets only")
+        parts.append("snippets only (Engram v2 asked for its compact form)")
     if layer.get("requires_surfaced_id"):
         parts.append("only for an id an L1/L2 result surfaced in this turn")
     return "; ".join(parts)
@@ -154,6 +156,8 @@ def render_markdown(policy: dict[str, Any], source_name: str) -> str:
         when = []
         if layer.get("max_limit") is not None:
             when.append(f"limit <= {layer['max_limit']}" + (", snippets only" if layer["snippets_only"] else ""))
+        if layer.get("max_tokens") is not None:
+            when.append(f"hits cut at {layer['max_tokens']} tokens a search")
         if layer.get("requires_surfaced_id"):
             when.append("id surfaced by an L1/L2 result this turn")
         cost = f"~{layer['expected_tokens']} tokens" + ("/result" if name == "L1" else "")
@@ -169,7 +173,9 @@ def render_markdown(policy: dict[str, Any], source_name: str) -> str:
         for name, spec in policy["limits"].items()
     ]
     ctx = policy["mem_context"]
-    rows.append(["allow_mem_context", "true" if ctx["allow"] else "false", "only the triggers below unlock it"])
+    budgeted = ctx.get("outside_triggers") == "budgeted"
+    rows.append(["allow_mem_context", "true" if ctx["allow"] else "false",
+                 "a budgeted read otherwise" if budgeted else "only the triggers below unlock it"])  # fmt: skip
     lines += _table(["Limit", "Value", "Enforced"], rows)
     window = policy["window"]
     lines += [
@@ -291,6 +297,8 @@ def explain_statements(policy: dict[str, Any]) -> list[tuple[str, str, tuple[str
         out.append(("Per user", window_phrase(name, window[name], window["minutes"], unit), ("window", name)))
     ctx = policy["mem_context"]
     allowed = "allowed any time" if ctx["allow"] else "forbidden unless a trigger is armed"
+    if not ctx["allow"] and ctx.get("outside_triggers") == "budgeted":
+        allowed = "whole only when a trigger is armed; otherwise a budgeted read, cut to what the turn has left"
     out.append(("mem_context", f"mem_context is {allowed}", ("mem_context", "allow")))
     for name, trigger in ctx["unlocked_by"].items():
         out.append(("mem_context", trigger_phrase(name, trigger), ("mem_context", "unlocked_by", name)))

@@ -45,7 +45,7 @@ def build(ledger: Ledger, limits: dict[str, dict[str, Any]], unit: str, session:
             entry["calls"][role] += 1
         if event in ("post_tool", "prompt", "session_start") or role == "governor":
             entry["tokens"] += delivered
-        if decision == "replace":
+        if decision == "replace" and code != "snippets":  # a result shaped to its snippets held nothing back
             entry["trimmed"] += 1
         entry["tokens_saved"] += saved
         entry["tokens_deduped"] += deduped

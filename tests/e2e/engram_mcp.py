@@ -22,7 +22,10 @@ Environment:
 - ENGRAM_CALL_LOG: optional; every tools/call is appended as one JSON line
   ``{"ts", "pid", "tool", "arguments"}`` so a test can assert what the server really received
   (e.g. the clamped ``limit``).
-- ENGRAM_FORMAT=v2: wrap read results in the v2 JSON envelope (§1c, 2b, 3b, 4b, 5c).
+- ENGRAM_FORMAT=v2: wrap read results in the v2 JSON envelope (§1c, 2b, 3b, 4b, 5c); a search
+  appends v2's footer and honours ``response_format: "compact"`` (the text one line, each hit once,
+  in ``results[]`` with its preview); ``mem_context`` honours ``max_bytes`` (default 16384, at most
+  65536: the block cut there with a ``[truncated]`` marker) and ``compact`` (no previews).
 - ENGRAM_PROJECT: the project name the v2 envelope reports (default "myapp").
 
 Search is simple: the query is split into lower-case words; an observation matches when any
@@ -176,14 +179,24 @@ def mem_search(store: Store, args: dict[str, Any]) -> str:
     text = "".join(lines)
     if not store.v2:
         return text
+    compact = args.get("response_format") == "compact"
     items = []
     for r in results:
         item = {"id": r["id"], "pinned": False, "project": r.get("project"), "scope": r.get("scope", "project"),
                 "state": "active", "sync_id": _sync_id(r["id"]), "title": r["title"], "type": r["type"]}  # fmt: skip
         if r.get("topic_key"):
             item["topic_key"] = r["topic_key"]
+        if compact:  # each hit once: its preview in the item, the text one line
+            preview = _truncate(r["content"], 300)
+            item.update(preview=preview, truncated=preview != r["content"])
         items.append(item)
-    return _envelope(text, {"results": items})
+    if compact:
+        return _envelope(f"Found {len(results)} memories.", {"results": items})
+    return _envelope(text + V2_SEARCH_FOOTER, {"results": items})
+
+
+V2_SEARCH_FOOTER = ("---\nResults above are previews (300 chars). To read the full content of a specific memory, "
+                    "call mem_get_observation(id: <ID>).\n")  # fmt: skip
 
 
 def mem_get_observation(store: Store, args: dict[str, Any]) -> str:
@@ -267,11 +280,17 @@ def context_sections(store: Store, project: str = "", scope: str = "") -> list[t
     return out
 
 
+CONTEXT_MAX_BYTES = (16384, 65536)  # v2's mem_context: its default max_bytes, and the most it takes
+
+
 def mem_context(store: Store, args: dict[str, Any]) -> str:
     sections = context_sections(store, _str_arg(args, "project"), _str_arg(args, "scope"))
     if not sections:
         text = "No previous session memories found."
         return _envelope(text) if store.v2 else text
+    if store.v2 and args.get("compact") is True:  # v2 compact: each bullet without its preview
+        sections = [(heading, [entry.split(": ", 1)[0].rstrip() + "\n" for entry in entries])
+                    for heading, entries in sections]  # fmt: skip
     b = ["## Memory from Previous Sessions\n\n"]
     for heading, entries in sections:
         b += [heading, *entries, "\n"]
@@ -284,7 +303,14 @@ def mem_context(store: Store, args: dict[str, Any]) -> str:
         "".join(b) + f"\n---\nMemory stats: {len(store.sessions)} sessions, {len(store.live())} observations "
         f"across projects: {', '.join(projects) or 'none'}"
     )
-    return _envelope(text) if store.v2 else text
+    if not store.v2:
+        return text
+    most = _int_arg(args, "max_bytes", CONTEXT_MAX_BYTES[0])
+    most = min(most if most > 0 else CONTEXT_MAX_BYTES[0], CONTEXT_MAX_BYTES[1])
+    raw = text.encode("utf-8")
+    if len(raw) > most:
+        text = raw[:most].decode("utf-8", "ignore") + "\n[truncated]"
+    return _envelope(text)
 
 
 _FAMILIES = {

@@ -37,8 +37,10 @@ def parallel_searches_then_a_fresh_turn(harness: Any, name: Name, denied: Denied
         assert "Found " in r.text and 0 < len(hit_ids(r.text.replace("\\n", "\n"))) <= 3, r.text
     assert all(denied(r, "max_search_calls=2") for r in results if r not in real), run.describe()
     # The clamp reached the server (limit 10, and Engram's default 10, -> 3); the refused calls never did.
+    # One decided after the other's result asks 3 more, for the 3 hits it may find again (delivered once).
     logged = sorted((c["arguments"] for c in harness.calls("mem_search")), key=lambda a: a["query"])
-    assert logged == sorted(({"query": r.input["query"], "limit": 3} for r in real), key=lambda a: a["query"])
+    assert [a["query"] for a in logged] == sorted(r.input["query"] for r in real), logged
+    assert sorted(a["limit"] for a in logged) in ([3, 3], [3, 6]) and all(set(a) == {"query", "limit"} for a in logged)
     assert sorted(harness.ledger_calls()) == [("search", "committed")] * 2 + [("search", "denied")] * 2
     assert "memory_need=" in run.lane()[0].all_text(), "the prompt's memory-need line reached the model"
     # The next prompt of the same session is a new turn: its searches have their own budget.

@@ -48,7 +48,17 @@ def inner(result_text: str) -> str:
 
 
 def hit_ids(result_text: str) -> list[int]:
-    return [int(i) for i in HIT.findall(inner(result_text))]
+    """The hits a search result passes: its text's hit lines, or a compact v2 result's items."""
+    found = [int(i) for i in HIT.findall(inner(result_text))]
+    if not found and result_text.startswith("{"):
+        found = [int(item["id"]) for item in json.loads(result_text).get("results", [])]
+    return found
+
+
+def above(result_text: str) -> list[int]:
+    """The hits a search result names as already held in this conversation (delivered once)."""
+    line = re.search(r"already above in this conversation: ([#\d, …]+)\.", inner(result_text))
+    return [int(i) for i in re.findall(r"#(\d+)", line.group(1))] if line else []
 
 
 def reason(result) -> str:
@@ -151,17 +161,19 @@ def test_search_limit_10_is_clamped_to_3(cc, fmt):
             text("Done."),
         ],
     )
-    # updatedInput reached the server: limit 10 -> 3, and no limit (Engram's default 10) -> 3.
+    # updatedInput reached the server: limit 10 -> 3, and no limit (Engram's default 10) -> 3. The two run
+    # at once: one decided after the other's result asks for 3 more (the 3 hits it may find again).
     logged = sorted((c["arguments"] for c in cc.calls("mem_search")), key=lambda a: a["query"])
-    assert logged == [{"query": "auth", "limit": 3}, {"query": "token", "limit": 3}], logged
+    assert [a["query"] for a in logged] == ["auth", "token"], logged
+    assert sorted(a["limit"] for a in logged) in ([3, 3], [3, 6]), logged
     results = run.results_of("mem_search")
     assert len(results) == 2 and not any(r.is_error for r in results), run.describe()
-    for result in results:
-        found = int(re.match(r"Found (\d+) memories:", inner(result.text)).group(1))
-        assert found == len(hit_ids(result.text)) == 3, result.text  # the seed has more than 3 of each
-        if fmt == "v2":  # a hit the other search just delivered whole comes as its pointer, without its item
-            repeated = inner(result.text).count("(already shown at ")
-            assert len(json.loads(result.text)["results"]) == 3 - repeated
+    passed = [hit_ids(r.text) for r in results]
+    for result, shown in zip(results, passed, strict=True):
+        # The seed has more than 3 of each: 3 new hits, or (asked for 3 only) 3 with the ones already held named.
+        assert len(shown) == 3 or len(shown) + len(above(result.text)) == 3, result.text
+        assert "| scope: project" not in result.text and "sync_id" not in result.text, "snippets only"
+    assert not set(passed[0]) & set(passed[1]), "no hit delivered twice"
 
 
 # -- L3: a fetch needs an id a search surfaced in this turn --------------------------------
@@ -532,7 +544,8 @@ def test_with_or_without_tool_search_the_governed_calls_go_through_the_hooks(cc,
     results = run.results_of("mem_search")
     assert sorted(r.is_error for r in results) == [False, False, True, True], run.describe()
     assert all(denied(r, "max_search_calls") for r in results if r.is_error)
-    assert [c["arguments"]["limit"] for c in cc.calls("mem_search")] == [3, 3]  # clamped from 10
+    # Clamped from 10; one decided after the other's result asks 3 more, for the 3 hits it may find again.
+    assert sorted(c["arguments"]["limit"] for c in cc.calls("mem_search")) in ([3, 3], [3, 6])
 
 
 # -- which server: mcp_server.name (2.1.332) -------------------------------------------------
@@ -560,7 +573,7 @@ def test_a_server_key_with_double_underscores_is_governed(cc):
                        text("Summarised.")])  # fmt: skip
     results = run.results_of("mem_search")
     assert sorted(r.is_error for r in results) == [False, False, True, True], run.describe()
-    assert [c["arguments"]["limit"] for c in cc.calls("mem_search")] == [3, 3]
+    assert sorted(c["arguments"]["limit"] for c in cc.calls("mem_search")) in ([3, 3], [3, 6])
     [guessed] = run.results_of("mem_get_observation")
     assert denied(guessed, "not surfaced"), guessed.text
 
@@ -591,7 +604,7 @@ def test_fresh_search_budget_next_turn(cc):
 
 
 @pytest.mark.claude_code(CLAUDE_CODE_RECENT)
-def test_a_repeated_entry_reaches_the_model_as_its_pointer_until_compaction_and_a_subagent_gets_its_own(cc):
+def test_a_repeated_hit_is_named_not_passed_again_until_compaction_and_a_subagent_gets_its_own(cc):
     marker = "LANE-DEDUPE-RESEARCHER"
     cc.agent("researcher", f"You research project history. {marker}", tools=["mcp__engram__mem_search"],
              front={"engram_access_tier": "search-capable"})  # fmt: skip
@@ -607,15 +620,13 @@ def test_a_repeated_entry_reaches_the_model_as_its_pointer_until_compaction_and_
               text("Combined.")],
         lanes={marker: [tool_uses(engram("mem_search", query="auth", limit=3)), text("Auth decisions found.")]},
     )  # fmt: skip
-    [pointer] = again.results_of("mem_search", lane="main")
+    [repeat] = again.results_of("mem_search", lane="main")
     ids = hit_ids(whole.text)
-    assert hit_ids(pointer.text) == ids, pointer.text
-    for ident in ids:
-        assert re.search(rf"^\[\d+\] #{ident} \(already shown at \d\d:\d\d UTC, turn 1 of this session: see it above\)$",
-                         pointer.text, re.M), pointer.text  # fmt: skip
-    assert o200k(pointer.text) < o200k(whole.text) / 2
+    assert above(repeat.text) == ids, repeat.text
+    assert not set(hit_ids(repeat.text)) & set(ids), "its slots went to hits not yet delivered"
+    assert sorted(c["arguments"]["limit"] for c in cc.calls("mem_search")) == [3, 3, 6], "3 more than the 3 held"
     [own_copy] = again.results_of("mem_search", lane=marker)
-    assert own_copy.text == whole.text, "the subagent's context held none of it: whole"
+    assert own_copy.text == whole.text, "the subagent's context held none of it: every hit again"
     compact = cc.run("/compact", resume=first.session_id)
     assert [r.lane for r in compact.requests] == ["compact"], compact.requests
     after_compaction = cc.run("Auth, once more.", resume=first.session_id,

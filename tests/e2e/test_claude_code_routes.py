@@ -106,7 +106,8 @@ def test_the_memory_registered_under_another_name_starts_the_installed_hooks(cc)
                        text("Summarised.")])  # fmt: skip
     results = run.results_of("mem_search")
     assert sorted(r.is_error for r in results) == [False, False, True], run.describe()
-    assert [c["arguments"]["limit"] for c in cc.calls("mem_search")] == [3, 3]
+    # Clamped from 20; one decided after the other's result asks 3 more, for the 3 hits it may find again.
+    assert sorted(c["arguments"]["limit"] for c in cc.calls("mem_search")) in ([3, 3], [3, 6])
 
 
 def test_a_command_the_old_check_could_not_finish_is_refused_and_everyday_commands_run(cc):

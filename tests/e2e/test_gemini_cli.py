@@ -204,12 +204,13 @@ def test_a_recall_request_in_other_words_unlocks_one_context_dump(gem, prompt):
 
 
 def test_a_question_about_the_words_leaves_mem_context_locked(gem):
-    """A listed phrase in a knowledge question: no unlock, and the refusal says what would unlock it."""
+    """A listed phrase in a knowledge question: no unlock; the refusal is one short line (the user is told
+    what would unlock it)."""
     run = gem.run("how large is the full context of this model?",
                   main=[tool_uses(engram("mem_context", project="myapp")), text("About a million tokens.")])  # fmt: skip
     [locked] = run.results_of("mem_context")
     assert "explicit recall requested" not in run.lane()[0].all_text()
-    assert denied(locked, "the user's own prompt asks for everything remembered"), locked.text
+    assert denied(locked, "is off outside post-compaction recovery", "Use mem_search"), locked.text
     assert gem.calls("mem_context") == []
 
 

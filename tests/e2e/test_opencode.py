@@ -77,7 +77,9 @@ def test_parallel_searches_get_two_clamped_results_and_two_denials(oc_warm: Open
             assert denied(r, "max_search_calls=2"), r.text
     # The clamp reached the server (limit 10, and Engram's default 10, -> 3); the refused calls never did.
     logged = sorted((c["arguments"] for c in oc_warm.calls("mem_search")), key=lambda a: a["query"])
-    assert logged == sorted(({"query": r.input["query"], "limit": 3} for r in real), key=lambda a: a["query"])
+    assert [a["query"] for a in logged] == sorted(r.input["query"] for r in real), logged
+    # Clamped to 3; one decided after the other's result asks 3 more, for the 3 hits it may find again.
+    assert sorted(a["limit"] for a in logged) in ([3, 3], [3, 6]) and all(set(a) == {"query", "limit"} for a in logged)
     assert sorted(oc_warm.ledger_calls()) == [("search", "committed")] * 2 + [("search", "denied")] * 2
     assert (oc_warm.state / "run" / "governor.sock").exists(), "the plugin reached the warm server"
     # The prompt's memory-need line reached the model with the user's message (a synthetic part).

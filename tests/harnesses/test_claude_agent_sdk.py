@@ -18,7 +18,7 @@ from governor.engine import tokens
 from governor.engine.ledger import key
 from governor.engine.stores import open_ledger
 from governor.sdk.claude_agent import callback_for
-from tests.conftest import Env, fixture_text, run_hook
+from tests.conftest import WHOLE_HITS, Env, fixture_text, run_hook
 from tests.harnesses.test_claude_code import big_search
 
 SDK_HOOKS = {"CLAUDE_CODE_ENTRYPOINT": "sdk-py"}  # what the SDK's binary hands its command hooks
@@ -262,7 +262,7 @@ def test_a_fresh_processs_first_result_is_counted_exactly_without_tiktoken(env: 
     """The first PostToolUse callback of a program counts its result from the table under the state
     directory (load_quickly), as a hook deciding alone does: tiktoken's count, recorded in the
     ledger, with tiktoken never loaded in that process."""
-    env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n")
+    env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n" + WHOLE_HITS)
     reference = tokens._encoding("o200k_base")
     for number, text in enumerate(RESULTS):
         call = f"toolu_first_{number}"
@@ -275,7 +275,7 @@ def test_after_govern_s_warm_up_the_program_counts_with_tiktoken_and_alike(env: 
     """govern()'s warm-up moves the counter to tiktoken once loaded: a result counted while it runs
     (from the table, or by tiktoken if it finished first) and one counted after it are both
     tiktoken's count."""
-    env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n")
+    env.write(".memory-governor/policy.yaml", "token_counter: o200k_base\n" + WHOLE_HITS)
     reference = tokens._encoding("o200k_base")
     calls = ["toolu_before", "toolu_after"]
     payloads = [

@@ -12,7 +12,7 @@ import pytest
 
 from governor.engine.stores import open_ledger
 from governor.engine.tokens import counter
-from tests.conftest import ROOT, Env, Session, fixture_text, run_hook
+from tests.conftest import ROOT, WHOLE_HITS, Env, Session, fixture_text, run_hook, snippets
 
 SEARCH = fixture_text("engram/search_v1.txt")
 OBSERVATION = fixture_text("engram/observation_v1.txt")
@@ -134,7 +134,12 @@ def test_ids_held_back_by_a_trim_are_not_surfaced(session: Session) -> None:
 def test_mem_context_is_denied_without_a_trigger(session: Session) -> None:
     session.prompt("let's keep working on the parser")
     answer = session.pre("mem_context")
-    assert answer.denied and "mem_search with a topic prefix" in answer.reason
+    assert answer.denied and answer.reason.endswith("Use mem_search (limit<=3) instead."), answer.reason
+    assert "\n" not in answer.reason and O200K(answer.reason) <= 40, "one short line for the model"
+    # What unlocks it is the user's to know, once per session.
+    assert "a resumed session after 30 idle minutes" in answer.message and "recordar todo" in answer.message
+    again = session.pre("mem_context")
+    assert again.denied and not again.message
 
 
 def test_mem_context_after_compaction_is_allowed_once(session: Session) -> None:
@@ -233,13 +238,31 @@ def test_a_trimmed_result_keeps_whole_entries_and_says_how_many_were_held_back(s
         assert block in search, "an entry is never cut mid-way"
 
 
-def test_a_result_that_fits_passes_untouched(session: Session) -> None:
+def test_a_result_that_fits_passes_as_its_snippets(session: Session) -> None:
+    session.prompt("what did we decide about JWT?")
+    _, after = session.call("mem_search", SEARCH, query="jwt", limit=3)
+    assert after is not None and after.output == snippets(SEARCH), "every hit, without its date/project/scope line"
+
+
+def test_a_result_that_fits_passes_untouched_without_snippets_only(env: Env, session: Session) -> None:
+    env.write(".memory-governor/policy.yaml", WHOLE_HITS)
     session.prompt("what did we decide about JWT?")
     _, after = session.call("mem_search", SEARCH, query="jwt", limit=3)
     assert after is not None and after.silent
 
 
-def test_engram_v2_results_are_trimmed_as_valid_envelopes(session: Session) -> None:
+def test_engram_v2_results_are_passed_as_snippets_without_their_copy_in_results(session: Session) -> None:
+    session.prompt("what did we decide?")
+    v2 = json.loads(fixture_text("engram/search_v2.json"))
+    _, after = session.call("mem_search", json.dumps(v2), query="all", limit=3)
+    assert after is not None and after.output is not None
+    envelope = json.loads(after.output)
+    assert "results" not in envelope and envelope["project"] == "myapp", "each hit once: the text's"
+    assert envelope["result"] == snippets(v2["result"]).split("---\nResults above are previews")[0], "no footer"
+
+
+def test_engram_v2_results_are_trimmed_as_valid_envelopes(env: Env, session: Session) -> None:
+    env.write(".memory-governor/policy.yaml", WHOLE_HITS)
     session.prompt("what did we decide?")
     v2 = json.loads(fixture_text("engram/search_v2.json"))
     v2["result"] = big_search(3, body_words=120)
@@ -265,7 +288,7 @@ def test_a_call_the_turn_cannot_hold_is_refused_before_it_runs(session: Session)
     session.prompt("what did we decide?")
     search = big_search(1, body_words=240)  # one hit that fits, leaving less than a timeline needs
     _, after = session.call("mem_search", search, query="all", limit=3)
-    assert after is not None and after.silent
+    assert after is not None and after.output == snippets(search), "nothing held back"
     fetch = session.pre("mem_timeline", observation_id=100)
     assert fetch.denied and "memory budget is spent" in fetch.reason
 

@@ -487,10 +487,10 @@ def test_telemetry_under_a_managed_install_is_one_sender_the_administrator_runs_
 
 def counted_search(as_user: AsUser, root: Path, session_id: str) -> tuple[int, str]:
     """One memory search and its result through the managed hook command, run as the user: the
-    tokens the user's ledger counted for it, and the result's text."""
+    tokens the user's ledger counted for it, and the text the model got (the result's snippets)."""
     import sqlite3
 
-    from tests.conftest import fixture_text
+    from tests.conftest import fixture_text, snippets
 
     hook = managed_hook(as_user, root, session_id)
     result = fixture_text("engram/search_v1.txt")
@@ -505,7 +505,7 @@ def counted_search(as_user: AsUser, root: Path, session_id: str) -> tuple[int, s
         counted = [row[0] for row in db.execute("SELECT tokens FROM calls WHERE call_id LIKE ?",
                                                 ("%" + call["tool_use_id"],))]  # fmt: skip
     assert len(counted) == 1, counted
-    return counted[0], result
+    return counted[0], snippets(result)
 
 
 def test_a_managed_hook_counts_with_the_installs_table_never_the_users(as_user, env):

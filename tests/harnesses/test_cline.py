@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from governor.harnesses.cline import parse, tool_name
-from tests.conftest import Env, fixture_text
+from tests.conftest import Env, fixture_text, snippets
 from tests.harnesses.scripted import Scripted, without_a_governor
 
 SEARCH = fixture_text("engram/search_v1.txt")
@@ -48,19 +48,20 @@ def test_a_search_is_clamped_capped_and_an_unnamed_subagent_gets_the_default_tie
     assert answer is not None and "memory_need=" in answer["context"]
     first_id, first = cline.before("mem_search", query="cache", limit=10)
     assert first == {"input": {"query": "cache", "limit": 3}}
-    assert cline.after("mem_search", first_id, SEARCH, query="cache", limit=3) is None
+    delivered = cline.after("mem_search", first_id, SEARCH, query="cache", limit=3)
+    assert delivered == {"content": [{"type": "text", "text": snippets(SEARCH)}]}, "every hit, as its snippet"
     # spawn_agent names no agent: a subagent gets the tier the policy gives an unnamed one (briefing-only).
     helper = cline.subagent("agent_1796566440000_abcdef")
     assert helper.prompt("search the history") is None, "a subagent's task is no user prompt"
     _, refused = helper.before("mem_search", query="auth", limit=3)
     assert refused is not None and "briefing-only" in refused["deny"], refused
     _, second = cline.before("mem_search", query="auth", limit=3)
-    assert second is None
+    assert second == {"input": {"query": "auth", "limit": 6}}, "3 new, and the 3 it may find already shown"
     _, third = cline.before("mem_search", query="storage", limit=3)
     assert third is not None and "max_search_calls=2" in third["deny"]
     cline.prompt("and about storage?")
     _, fresh = cline.before("mem_search", query="storage", limit=3)
-    assert fresh is None, "a new prompt: a new turn"
+    assert fresh == {"input": {"query": "storage", "limit": 6}}, "a new turn: searching again (3 new ones)"
 
 
 def test_a_guessed_fetch_is_refused_and_the_shell_routes_hold(cline: Cline) -> None:

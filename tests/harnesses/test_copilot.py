@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, Env, fixture_text, hook_run
+from tests.conftest import ROOT, Env, fixture_text, hook_run, snippets
 
 SEARCH = fixture_text("engram/search_v1.txt")
 OBSERVATION = fixture_text("engram/observation_v1.txt")
@@ -159,9 +159,10 @@ def test_identical_calls_in_one_batch_count_apart_and_each_result_finds_its_call
     same = {"query": "jwt", "limit": 10}
     answers = [copilot.pre("mem_search", **same) for _ in range(3)]
     assert [a.args for a in answers[:2]] == [{"query": "jwt", "limit": 3}] * 2 and answers[2].denied
-    assert copilot.post("mem_search", SEARCH, query="jwt", limit=3).silent
+    first = copilot.post("mem_search", SEARCH, query="jwt", limit=3)
+    assert first.result == snippets(SEARCH)
     again = copilot.post("mem_search", SEARCH, query="jwt", limit=3)  # its hits were just delivered whole
-    assert again.result is not None and "#42 (already shown at " in again.result
+    assert again.result is not None and "already above in this conversation: #42, #57, #61" in again.result
     assert ledger_states(env) == ["committed", "committed", "denied"], "no call left pending"
     assert not copilot.pre("mem_get_observation", id=42).denied, "the matched results surfaced #42"
 

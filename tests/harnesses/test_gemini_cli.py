@@ -175,10 +175,10 @@ def test_parallel_identical_searches_let_exactly_the_limit_through(gemini: Gemin
     assert sum(not a.denied for a in answers) == 2, [a.data for a in answers]
     assert all("max_search_calls=2" in a.reason for a in answers if a.denied)
     # The two that ran report back, with the same arguments; the second's hits were just
-    # delivered whole, so it goes back (as Gemini takes a replacement) as pointer lines.
-    assert gemini.post("mem_search", SEARCH, query="cache", limit=3).silent
+    # delivered whole, so it goes back (as Gemini takes a replacement) naming them in one line.
+    assert gemini.post("mem_search", SEARCH, query="cache", limit=3).silent, "no snippets shaping: no replacement"
     again = gemini.post("mem_search", SEARCH, query="cache", limit=3)
-    assert again.denied and "#42 (already shown at " in again.reason
+    assert again.denied and "3 more already above in this conversation: #42, #57, #61" in again.reason
     assert sorted(gemini.ledger_calls()) == [("search", "committed")] * 2 + [("search", "denied")] * 4
 
 

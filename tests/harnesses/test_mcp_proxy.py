@@ -190,14 +190,18 @@ def test_a_guessed_id_is_denied_with_what_to_do_instead_and_never_reaches_the_se
 
 
 def test_a_result_over_the_budget_is_cut_to_whole_entries_and_counted_as_delivered(env: Env, wire: Any) -> None:
-    env.write(".memory-governor/policy.yaml", "limits:\n  max_memory_tokens_injected: {value: 300, enforce: block}\n")
+    env.write(
+        ".memory-governor/policy.yaml",
+        "limits:\n  max_memory_tokens_injected: {value: 200, enforce: block}\n"
+        "ladder:\n  L1: {expected_tokens: 10, max_limit: 3, snippets_only: true}\n",
+    )  # 3 hits asked, 2 fit
     w = wire()
     w.initialize()
     result = w.call("mem_search", query="auth tokens session", limit=3)
     delivered = text(result)
     assert NOTE in delivered and "held back" in delivered, delivered
     assert delivered.startswith("Found ") and delivered.count("\n[") >= 1
-    assert O200K(delivered) <= 300
+    assert O200K(delivered) <= 200
     [(_, _, state, tokens)] = [row for row in ledger_calls(env) if row[1] == "search"]
     assert state == "committed" and tokens == O200K(delivered)
 

@@ -28,7 +28,7 @@ from governor.engine.stores import open_ledger
 from governor.engine.tokens import counter
 from governor.harnesses.opencode import result_text, run_args, tool_name
 from governor.runtime.runner import respond
-from tests.conftest import ROOT, Env, fixture_text, hook_run
+from tests.conftest import ROOT, Env, fixture_text, hook_run, snippets
 from tests.test_hardening import HOSTILE, JSON, fuzz_env
 
 HOOK = [sys.executable, "-I", "-S", str(ROOT / "governor" / "runtime" / "entry.py"), "opencode"]
@@ -182,8 +182,8 @@ def test_parallel_searches_let_exactly_the_limit_through(opencode: OpenCodeSessi
     assert len(allowed) == 2, [a.data for a in answers]
     assert all("max_search_calls=2" in a.reason for a in answers if a.denied)
     first, second = (opencode.after("mem_search", m["callID"], SEARCH, query="cache", limit=3) for m in allowed)
-    assert first.silent, "the first delivery is whole"
-    assert "already shown" in json.dumps(second.data), "the same entries again: pointer lines (delivery.dedupe)"
+    assert first.data == {"content": [{"type": "text", "text": snippets(SEARCH)}]}, "every hit, as its snippet"
+    assert "already above in this conversation" in json.dumps(second.data), "the same entries again: named in one line"
     assert sorted(opencode.ledger_calls()) == [("search", "committed")] * 2 + [("search", "denied")] * 4
 
 
@@ -191,9 +191,9 @@ def test_a_clamp_sends_the_whole_new_arguments(opencode: OpenCodeSession) -> Non
     opencode.prompt("what did we decide about caching?")
     before, after = opencode.call("mem_search", SEARCH, query="cache", limit=10, project="project")
     assert before.args == {"query": "cache", "limit": 3, "project": "project"}  # the plugin replaces them in place
-    assert after is not None and after.silent
+    assert after is not None and "held back" not in json.dumps(after.data), "nothing held back"
     missing = opencode.before("mem_search", query="cache")  # Engram's default is 10
-    assert missing.args == {"query": "cache", "limit": 3}
+    assert missing.args == {"query": "cache", "limit": 6}, "3, and as many more as may come back already shown"
 
 
 def test_the_same_call_seen_again_counts_once(opencode: OpenCodeSession) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from governor.harnesses.payload import BadPayload
 from governor.harnesses.pi import parse, tool_name
-from tests.conftest import Env, fixture_text
+from tests.conftest import Env, fixture_text, snippets
 from tests.harnesses.scripted import Scripted, without_a_governor
 
 SEARCH = fixture_text("engram/search_v1.txt")
@@ -51,14 +51,15 @@ def test_the_prompt_gets_its_memory_need_and_a_search_is_clamped_then_capped(pi:
     assert answer is not None and "memory_need=" in answer["context"]
     first_id, first = pi.before("mem_search", query="cache", limit=10)
     assert first == {"input": {"query": "cache", "limit": 3}}, "the whole new input, for the extension to apply"
-    assert pi.after("mem_search", first_id, SEARCH, query="cache", limit=3) is None
+    delivered = pi.after("mem_search", first_id, SEARCH, query="cache", limit=3)
+    assert delivered == {"content": [{"type": "text", "text": snippets(SEARCH)}]}, "every hit, as its snippet"
     _, second = pi.before("mem_search", query="auth", limit=3)
-    assert second is None
+    assert second == {"input": {"query": "auth", "limit": 6}}, "3 new, and the 3 it may find already shown"
     _, third = pi.before("mem_search", query="storage", limit=3)
     assert third is not None and "max_search_calls=2" in third["deny"]
     pi.prompt("and about storage?")  # a new prompt: a new turn
     _, fresh = pi.before("mem_search", query="storage", limit=3)
-    assert fresh is None
+    assert fresh == {"input": {"query": "storage", "limit": 6}}, "a new turn: searching again (3 new ones)"
 
 
 def test_a_guessed_fetch_is_blocked_and_routes_are_refused(pi: Pi) -> None:

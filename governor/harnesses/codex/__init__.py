@@ -88,6 +88,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         "agent_id": agent_id,
         "agent_type": _text(payload, "agent_type") or None,
         "cwd": _text(payload, "cwd"),
+        "replace_in_place": False,  # a replaced result arrives as a block's reason
     }
     fields.update(claude_dialect.event_fields(payload, kind, split_tool_name))
     return Event(kind, _text(payload, "session_id", required=True) or "", **fields)

@@ -117,7 +117,9 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         return None
     kind = known[1]
     cwd = _text(payload, "cwd")
-    fields: dict[str, Any] = {"cwd": cwd, "project": (env or {}).get("GEMINI_PROJECT_DIR") or cwd}
+    # replace_in_place False: a replaced result arrives as the call's error text.
+    fields: dict[str, Any] = {"cwd": cwd, "project": (env or {}).get("GEMINI_PROJECT_DIR") or cwd,
+                              "replace_in_place": False}  # fmt: skip
     if kind in (ev.PRE_TOOL, ev.POST_TOOL):
         tool_name = _text(payload, "tool_name", required=True) or ""
         tool_input = mapping(payload, "tool_input")
