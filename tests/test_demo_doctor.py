@@ -13,8 +13,9 @@ def test_the_demo_shows_each_kind_of_decision_and_stays_within_budget(env: Env) 
     out = env.cli("demo", check=True).stdout
     for verdict in ("clamped", "denied", "trimmed", "withheld", "deduped", "allowed", "advised", "saved", "armed"):
         assert re.search(rf"^\s+.*\s{verdict}\s", out, re.M), f"no {verdict} line:\n{out}"
-    assert re.search(r"mem_get_observation #42\s+withheld\s+1354 tok -> 48: this observation", out), out
-    assert re.search(r"mem_search\s+deduped\s+.*1 entry already shown", out), "a pointer is no trim"
+    assert re.search(r"mem_get_observation #42\s+withheld\s+1354 tok -> 46: this observation", out), out
+    assert re.search(r"\s+deduped\s+.*1 more already above in this conversation: #57", out), "a repeat is no trim"
+    assert re.search(r"mem_search\s+rewrote\s+limit 3 -> 6", out), "asked past the hit it may find again"
     totals = [int(n) for n in re.findall(r"memory that reached the model this turn\s+(\d+) tok", out)]
     assert len(totals) == 2 and all(0 < t <= 1200 for t in totals)
     assert "What the model receives for a denial" in out

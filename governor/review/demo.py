@@ -2,7 +2,7 @@
 
 It runs on the shipped default policy only (a scratch project, HOME and state directory),
 feeds the Claude Code hook the same JSON Claude Code sends, with Engram v1 results, and
-shows turn by turn what was allowed, clamped, denied, trimmed or withheld, and how many tokens of
+shows turn by turn what was allowed, clamped, denied, trimmed, deduped or withheld, and how many tokens of
 memory reached the model against the turn's budget.
 """
 
@@ -204,7 +204,11 @@ class Demo:
             return
         if "updatedInput" in specific:
             changed = {k: v for k, v in specific["updatedInput"].items() if tool_input.get(k) != v}
-            self.line(step.label, "clamped", ", ".join(f"{k} {tool_input.get(k)} -> {v}" for k, v in changed.items()))
+            # A search asking past the hits its context holds (they come back named in a line) is no clamp.
+            wider = any(isinstance(v, int) and isinstance(tool_input.get(k), int) and v > tool_input[k]
+                        for k, v in changed.items())  # fmt: skip
+            self.line(step.label, "rewrote" if wider else "clamped",
+                      ", ".join(f"{k} {tool_input.get(k)} -> {v}" for k, v in changed.items()))  # fmt: skip
             tool_input = specific["updatedInput"]
         note = before.get("systemMessage", "")
         if note:
@@ -232,15 +236,20 @@ class Demo:
 def what_changed(replaced: str) -> tuple[str, str]:
     """What the governor did to a result, from what the model got instead: `withheld` (nothing of
     it but the governor's line), `trimmed` (entries held back), `deduped` (entries already shown,
-    each now a pointer line); and the governor's own words for it."""
+    named in a line or each now a pointer line), `snippets` (each hit as its snippet, nothing held
+    back); and the governor's own words for it."""
     lines = [line for line in replaced.splitlines() if line.strip()]
     notes = [line.removeprefix("[memory-governor] ") for line in lines if line.startswith("[memory-governor] ")]
     pointers = sum("already shown" in line for line in lines)
-    if notes and len(notes) == len(lines):
+    if notes and len(notes) == len(lines) and "already above" not in notes[-1]:
         return "withheld", notes[-1]
     said = [*notes, *([f"{pointers} entr{'y' if pointers == 1 else 'ies'} already shown, now a line pointing to it"]
                       if pointers else [])]  # fmt: skip
-    return ("trimmed" if notes else "deduped"), "; ".join(said)
+    if any("held back" in note for note in notes):
+        return "trimmed", "; ".join(said)
+    if said:
+        return "deduped", "; ".join(said)
+    return "snippets", "each hit as its snippet (its date, project and scope line left out)"
 
 
 def main(out: Callable[[str], None] = print) -> int:
