@@ -236,7 +236,9 @@ def markdown(data: dict[str, Any]) -> str:
         "exceed `recorded`); `saved by delivered-once` is the audit trail's `tokens_deduped`. A recorded "
         "session gains from delivered-once only where it repeats an entry (the ungoverned one's two parallel "
         "searches share hits, and its second turn's search repeats one); the class budgets trim only where a "
-        "turn's need sets a tighter budget than it used.",
+        "turn's need sets a tighter budget than it used. Where delivered-once delivers more than the baseline, "
+        "the hits its searches no longer pass again left room in the turn's budget for a full fetch the "
+        "baseline withheld (the ungoverned session's #43, in its first turn).",
         "",
         "### The synthetic session, turn by turn",
         "",
