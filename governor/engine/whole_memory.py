@@ -46,7 +46,7 @@ def judge_context(case: Case, usage: dict[str, int]) -> tuple[Decision, int]:
     ctx = case.policy.data["mem_context"]
     code = "allow"
     armed: list[str] = []
-    budgeted = False  # RFC 0113's budgeted read: outside its triggers, served within what the turn has left
+    budgeted = False  # a budgeted read: outside its triggers, served within what the turn has left
     if not ctx["allow"]:
         armed = [n for n in case.ledger.armed(case.session, case.seq, case.turn) if n in ctx["unlocked_by"]]
         budgeted = not armed and ctx.get("outside_triggers") == "budgeted"

@@ -247,7 +247,7 @@ class MemContext(Strict):
     outside_triggers: Literal["deny", "budgeted"] = Field(
         "deny",
         description="A call with no trigger armed (allow false): deny, or budgeted: it runs, asked for what the "
-        "turn has left and cut to it in whole entries (RFC 0113's budgeted read); no trigger is spent.",
+        "turn has left and cut to it in whole entries (a budgeted read); no trigger is spent.",
     )
     expected_tokens: Tokens
     unlocked_by: dict[TriggerName, Trigger]
