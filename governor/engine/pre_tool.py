@@ -328,14 +328,15 @@ def _judge_search(case: Case, spec: dict[str, Any], usage: dict[str, int]) -> tu
     # many more as it may find again, and those come back as one line (post_tool), so `count` new ones can
     # pass. Not where a harness cannot replace a result in place: cutting the extra would turn the result
     # into a block or an error there.
-    again = _shown_hits(case) if limit_param and case.event.replace_in_place else 0
+    shapes = case.event.replace_in_place and not case.event.no_rewrite  # a rewrite, and the result cut, apply
+    again = _shown_hits(case) if limit_param and shapes else 0
     ask = max(count, min(SERVER_MAX_LIMIT, count + again))
     if limit_param and requested != ask:
         updated[limit_param] = ask
         changed.insert(0, f"{limit_param} {asked if asked is not None else '(unset)'} -> {ask}"
                       + (f" ({count} new, {again} already shown)" if ask != count else ""))  # fmt: skip
     form: str | None = spec.get("format_param")
-    compact = bool(form and layer.get("snippets_only") and updated.get(form) != "compact"
+    compact = bool(form and shapes and layer.get("snippets_only") and updated.get(form) != "compact"
                    and case.ledger.form_of(case.session, case.event.server or "") == "v2")  # fmt: skip
     if form and compact:  # snippets only: the compact form of a server that has one (its results so far were v2's)
         changed.append(f"{form} {updated.get(form, '(unset)')} -> compact")

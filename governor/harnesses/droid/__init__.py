@@ -74,7 +74,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         return None
     kind, fields = found
     fields.update(claude_dialect.event_fields(payload, kind, split_tool_name, call_id=""))
-    fields.update(no_rewrite=True, whole_result=True)
+    fields.update(no_rewrite=True, whole_result=True, replace_in_place=False)
     return Event(kind, _text(payload, "session_id", required=True) or "", **fields)
 
 

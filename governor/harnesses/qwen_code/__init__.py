@@ -71,6 +71,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     fields.update(claude_dialect.event_fields(payload, kind, split_tool_name))
     if kind in (ev.PRE_TOOL, ev.POST_TOOL, ev.TOOL_FAILED):
         fields["no_rewrite"] = True  # Qwen ignores updatedInput
+        fields["replace_in_place"] = False  # a replaced result arrives as the stopped call's reason
     elif kind == ev.PROMPT and not fields["prompt"] and "submitted_prompt" not in payload:
         return None  # the same prompt's next model request
     return Event(kind, _text(payload, "session_id", required=True) or "", **fields)
