@@ -61,7 +61,7 @@ def fetches_ceiling_and_routes(harness: Any, name: Name, denied: Denied, shell: 
         "What did we decide about storage? Show the full SQLite memory.",
         main=[tool_uses(call(name("mem_get_observation"), {"id": 62})),  # not surfaced yet
               tool_uses(call(name("mem_search"), {"query": "sqlite storage wal", "limit": 3})),
-              tool_uses(call(name("mem_get_observation"), {"id": 62})),  # 4,000 characters: ~900 tokens
+              tool_uses(call(name("mem_get_observation"), {"id": 62})),  # 4,800 characters: ~1,080 tokens
               tool_uses(shell, read), text("Done.")],
     )  # fmt: skip
     guessed, fetched = run.results_of("mem_get_observation")

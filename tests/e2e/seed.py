@@ -1,7 +1,7 @@
 """Deterministic seed data for the Engram stand-in (engram_mcp.py) and the knowledge-graph server.
 
 Observations have ids, types, titles, contents, created_at, project, scope, session ids and
-(some) topic keys. Several are long (1,500-4,000 characters) so that a full fetch or a context
+(some) topic keys. Several are long (1,500-4,800 characters) so that a full fetch or a context
 dump runs into the 1,200-token turn budget. Everything is ASCII, so byte and character counts
 agree, and is built from fixed text: the same seed every run.
 """
@@ -112,7 +112,7 @@ def observations() -> list[dict[str, Any]]:
             _long("the store opens SQLite with journal_mode=WAL and busy_timeout=5000",
                   "readers must not block the single writer during search", "internal/store/open.go",
                   "WAL needs the -wal and -shm files on the same filesystem; never on NFS",
-                  4000, "sqlite storage"), "2025-03-04 18:00:00", "architecture/sqlite-wal"),
+                  4800, "sqlite storage"), "2025-03-04 18:00:00", "architecture/sqlite-wal"),
         obs(63, r, "decision", "Migrations are forward-only",
             _short("no down migrations; a bad migration is fixed by a new one", "down migrations were never tested",
                    "migrations/"), "2025-03-04 18:20:00", "decision/forward-only-migrations"),

@@ -217,7 +217,7 @@ def test_fetch_before_search_is_denied_then_allowed_for_a_surfaced_id(codex):
 def test_token_ceiling_holds_and_the_trim_is_the_whole_output(codex):
     run = codex.run("What did we decide about storage? Show the full SQLite memory.", main=[
         tool_uses(engram("mem_search", query="sqlite storage wal", limit=3)),
-        tool_uses(engram("mem_get_observation", id=62)),  # 4,000 characters: ~900 tokens
+        tool_uses(engram("mem_get_observation", id=62)),  # 4,800 characters: ~1,080 tokens
         text("Done."),
     ])  # fmt: skip
     [search] = run.results_of("mem_search")

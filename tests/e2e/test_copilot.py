@@ -133,7 +133,7 @@ def test_token_ceiling_holds_for_everything_the_model_received(copilot: Copilot)
         "What did we decide about storage? Show the full SQLite memory.",
         main=[
             tool_uses(engram("mem_search", query="sqlite storage wal", limit=3)),
-            tool_uses(engram("mem_get_observation", id=62)),  # 4,000 characters: ~900 tokens
+            tool_uses(engram("mem_get_observation", id=62)),  # 4,800 characters: ~1,080 tokens
             text("Done."),
         ],
     )

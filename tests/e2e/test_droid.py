@@ -62,7 +62,7 @@ def test_a_guessed_fetch_is_denied_a_result_past_the_budget_is_counted_whole_and
                     main=[load(name("mem_search"), name("mem_get_observation")),
                           tool_uses(engram("mem_get_observation", id=62)),  # not surfaced yet
                           tool_uses(engram("mem_search", query="sqlite storage wal", limit=3)),
-                          tool_uses(engram("mem_get_observation", id=62)),  # 4,000 characters: ~900 tokens
+                          tool_uses(engram("mem_get_observation", id=62)),  # 4,800 characters: ~1,080 tokens
                           tool_uses(engram("mem_search", query="wal mode", limit=1)),
                           tool_uses(call("Execute", {"command": "engram search sqlite --limit 50",
                                                      "riskLevelReason": "reads only", "riskLevel": "low"}),

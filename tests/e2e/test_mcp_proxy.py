@@ -94,13 +94,19 @@ def test_each_claude_code_run_is_a_new_turn_behind_the_proxy(cc: Harness) -> Non
 
 
 def test_a_result_over_the_budget_reaches_the_model_trimmed(cc: Harness) -> None:
-    cc.team_policy("version: 1\nlimits:\n  max_memory_tokens_injected: {value: 300, enforce: block}\n")
+    # A search is expected at 40 tokens a hit (one snippet), so three are let through under the
+    # budget; its hits are near their 300-character previews (~85 each) and the proxy trims them.
+    cc.team_policy(
+        "version: 1\nlimits:\n  max_memory_tokens_injected: {value: 150, enforce: block}\n"
+        "ladder:\n  L1: {expected_tokens: 40}\n"
+    )
     behind_proxy(cc)
     run = cc.run("What did we decide about auth?", main=[tool_uses(engram("mem_search", query="auth tokens session",
                                                                               limit=3)), text("Done.")])  # fmt: skip
     [search] = run.results_of("mem_search")
     assert not search.is_error and NOTE in search.text and "held back" in search.text, run.describe()
-    assert o200k(search.text) <= 300
+    assert o200k(search.text) <= 150
+    assert [c["arguments"]["limit"] for c in cc.calls("mem_search")] == [3]
 
 
 def test_with_hooks_as_well_each_call_is_decided_once(cc: Harness) -> None:

@@ -97,7 +97,7 @@ def test_a_guessed_fetch_is_denied_the_turn_ceiling_holds_and_engram_itself_is_o
         main=[
             tool_uses(engram("mem_get_observation", id=62)),  # guessed: not surfaced yet
             tool_uses(engram("mem_search", query="sqlite storage wal", limit=3)),
-            tool_uses(engram("mem_get_observation", id=62)),  # 4,000 characters: ~900 tokens
+            tool_uses(engram("mem_get_observation", id=62)),  # 4,800 characters: ~1,080 tokens
             tool_uses(
                 call("bash", {"command": "engram search sqlite --limit 50", "description": "search"}),
                 call("read", {"filePath": str(oc.home / ".engram" / "engram.db")}),
