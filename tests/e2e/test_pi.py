@@ -69,6 +69,10 @@ def test_memory_calls_a_codemode_script_makes_are_governed_like_direct_ones(pi: 
     parts = result.text.split("=====")
     assert len(parts) == 3, result.text
     assert sum("REFUSED memory-governor" in p and "max_search_calls=2" in p for p in parts) == 1, result.text
+    # The script reads each result as MCP's CallToolResult, and what it reads is the governed one: the
+    # hits as snippets, without the date, project and scope line the server wrote under each.
+    found = [p for p in parts if "Found " in p]
+    assert len(found) == 2 and not any("| scope: " in p for p in found), result.text
     assert sorted(c["arguments"]["limit"] for c in pi.calls("mem_search")) == [3, 3]
 
 

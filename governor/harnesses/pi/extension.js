@@ -105,6 +105,13 @@ export default function memoryGovernor(pi) {
     carried.delete(callId)
     let content = Array.isArray(answer.content) ? answer.content : null
     if (context) content = [...(content ?? event.content ?? []), { type: "text", text: context }]
-    if (content) return { content }
+    if (!content) return
+    // A codemode script gets an MCP call's result as its structuredContent, the server's CallToolResult,
+    // which Pi drops when the content is replaced alone: the script gets the governed content in that
+    // shape instead, without the server's own structured copy of what was held back.
+    const script = event.structuredContent && typeof event.structuredContent === "object"
+      && Array.isArray(event.structuredContent.content)
+    return script ? { content, structuredContent: { content, ...(event.isError === true ? { isError: true } : {}) } }
+      : { content }
   })
 }
