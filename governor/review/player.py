@@ -52,9 +52,12 @@ class Player:
 
     With `policy`, exactly that file over the shipped default (a scratch project and home, so no
     other file joins in). Without, the effective policy of the current project and user, as the
-    hook would find it here."""
+    hook would find it here. `delivery`: Event fields of the harness whose log is played
+    (runner.respond)."""
 
-    def __init__(self, policy: str | None = None, session_id: str = "replay") -> None:
+    def __init__(
+        self, policy: str | None = None, session_id: str = "replay", delivery: dict[str, Any] | None = None
+    ) -> None:
         from governor.engine.tokens import load_quickly
         from governor.policy.content import share
         from governor.state import state_dir
@@ -80,6 +83,7 @@ class Player:
                 if name in os.environ:
                     self.env[name] = os.environ[name]
         self.session_id = session_id
+        self.delivery = delivery  # how the harness whose log is played delivers a replaced result
         self.prompt_id: str | None = None
         self.now: float | None = None  # set by a replay to the recorded time of the next event
 
@@ -101,7 +105,7 @@ class Player:
                    "cwd": self.project, "hook_event_name": name, "permission_mode": "default", **fields}  # fmt: skip
         if self.prompt_id and "prompt_id" not in payload:
             payload["prompt_id"] = self.prompt_id
-        outcome = respond("claude-code", json.dumps(payload).encode(), self.env, self.now)
+        outcome = respond("claude-code", json.dumps(payload).encode(), self.env, self.now, delivery=self.delivery)
         return outcome.answer or {}
 
     def start(self, source: str) -> dict[str, Any]:

@@ -3,7 +3,9 @@ trimmed, and the tokens it would have saved.
 
 Each harness reads its own session logs into steps (`governor.harnesses.<name>.transcripts`);
 the first whose reader recognises the file plays it. Steps are played through the same code
-the hook runs (governor.review.player), so a replay decides as the live hooks would have.
+the hook runs (governor.review.player), with what that harness's results can be (a replaced
+result in place, or only as an error: its adapter's DELIVERY), so a replay decides as the live
+hooks would have.
 
 Replay assumes the session would have made the same calls. A clamped search gets the first
 results of the recorded one, as the server would have returned fewer.
@@ -21,13 +23,18 @@ __all__ = ["TranscriptError", "replay", "steps"]
 
 def steps(path: str) -> list[Step]:
     """The steps of a recorded session, read by the harness whose log format it is."""
+    return read(path)[1]
+
+
+def read(path: str) -> tuple[str, list[Step]]:
+    """The harness whose log format `path` is, and the steps of the session it recorded."""
     from governor import harnesses
 
     records = read_jsonl(path)
     for name in harnesses.names():
         reader = harnesses.part(name, "transcripts")
         if reader is not None and reader.recognise(records):
-            return list(reader.steps(path, records))
+            return name, list(reader.steps(path, records))
     known = ", ".join(harnesses.names())
     raise TranscriptError(f"{path}: not a session log of any supported harness ({known})")
 
@@ -61,12 +68,15 @@ class Turn:
 
 def replay(path: str, policy: str | None = None) -> dict[str, Any]:
     """Play a transcript under `policy` (default: the effective policy here)."""
+    from governor import harnesses
     from governor.engine.results import parse, render
     from governor.engine.tokens import counter
     from governor.policy import compiled
 
-    plan = steps(path)
-    with Player(policy=policy, session_id="replay") as player:
+    harness, plan = read(path)
+    # Played as Claude Code's events, delivered as the recording harness delivers a replaced result.
+    delivery = getattr(harnesses.adapter(harness), "DELIVERY", None)
+    with Player(policy=policy, session_id="replay", delivery=delivery) as player:
         effective, notices = compiled.load(player.env, player.project, player.env["MEMORY_GOVERNOR_STATE_DIR"])
         count = counter(effective.unit).count
         turns: list[Turn] = [Turn(0, "")]

@@ -118,7 +118,8 @@ _UNREAD: Any = object()  # respond: the payload is still to be parsed from the r
 def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None = None,
             payload: Any = _UNREAD, told: tuple[str, ...] = (), loaded: Loaded | None = None,
             cwd: str | None = None, caller_uid: int | None = None, caller_pid: int | None = None,
-            out: Outcome | None = None, scoped: bool = False) -> Outcome:  # fmt: skip
+            out: Outcome | None = None, scoped: bool = False,
+            delivery: Mapping[str, Any] | None = None) -> Outcome:  # fmt: skip
     """Decide one hook event. Never raises. `now` replaces the clock (replay plays recorded time).
 
     A long-lived caller that has parsed the event already (the MCP proxy) passes `payload`
@@ -137,7 +138,9 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
     that watches how far the decision got (the hook's watchdog). `scoped`: one process decides for
     many users (the managed install's decision service, runtime.service): each session is the
     caller's own (its id prefixed with `caller_uid`), so no user can name another's, and nothing
-    is written where the event or the caller's environment says (no marker for the session's tools)."""
+    is written where the event or the caller's environment says (no marker for the session's tools).
+    `delivery`: how the harness a replay plays the log of delivers a replaced result (its adapter's
+    DELIVERY), over the payload's."""
     out = Outcome() if out is None else out
     try:
         adapter = out.adapter = harnesses.adapter(harness)
@@ -176,6 +179,8 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
         event.harness = event.harness or adapter.NAME
         if scoped:
             event.session_id = f"{caller_uid}/{event.session_id}"
+        for field, value in (delivery or {}).items():
+            setattr(event, field, value)
         _anchor(event, cwd)
         out.event = event
         policy, notices = _policy(env, event, loaded)

@@ -93,7 +93,8 @@ def _live_decisions(state) -> list[list[tuple[str, str]]]:
     """Per turn, sorted (tool, decision) of every governed call, from the live hook's audit trail.
 
     A PreToolUse deny is "deny", a rewrite "clamp", else "allow"; a PostToolUse that replaced a
-    result turns one of that tool's allowed calls into "trim" (as replay reports it)."""
+    result turns one of that tool's allowed calls into "trim", and leaves a rewritten one "clamp"
+    (as replay reports them: a search asked for new hits is rewritten, then cut to them)."""
     import sqlite3
 
     rows = sqlite3.connect(state / "ledger.db").execute(
@@ -107,7 +108,10 @@ def _live_decisions(state) -> list[list[tuple[str, str]]]:
         if event == "pre_tool":
             calls.append([name, {"deny": "deny", "rewrite": "clamp"}.get(decision, "allow")])
         elif decision == "replace":
-            next(c for c in calls if c == [name, "allow"])[1] = "trim"
+            allowed = [c for c in calls if c == [name, "allow"]]
+            assert allowed or [name, "clamp"] in calls, (turn, name, calls)
+            if allowed:
+                allowed[0][1] = "trim"
     return [sorted((name, decision) for name, decision in calls) for calls in turns.values()]
 
 

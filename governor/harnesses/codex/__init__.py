@@ -74,6 +74,11 @@ event_name, sniff_event = readers("hook_event_name", EVENTS)
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "SubagentStart")
 
 
+# How a replaced result reaches the model here (Event's fields; replay plays this harness's logs with
+# them): as a block's reason, so a result is changed only to hold something back.
+DELIVERY = {"replace_in_place": False}
+
+
 def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     """The Event a payload describes; None for an event this adapter does not govern."""
     known = governed(payload, "hook_event_name", EVENTS)
@@ -88,7 +93,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         "agent_id": agent_id,
         "agent_type": _text(payload, "agent_type") or None,
         "cwd": _text(payload, "cwd"),
-        "replace_in_place": False,  # a replaced result arrives as a block's reason
+        **DELIVERY,
     }
     fields.update(claude_dialect.event_fields(payload, kind, split_tool_name))
     return Event(kind, _text(payload, "session_id", required=True) or "", **fields)

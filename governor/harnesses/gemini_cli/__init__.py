@@ -110,6 +110,11 @@ def _server_and_tool(payload: dict[str, Any], tool_name: str) -> tuple[str | Non
     return split_tool_name(tool_name)
 
 
+# How a replaced result reaches the model here (Event's fields; replay plays this harness's logs with
+# them): as the call's error text, so a result is changed only to hold something back.
+DELIVERY = {"replace_in_place": False}
+
+
 def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     """The Event a payload describes; None for an event this adapter does not govern."""
     known = governed(payload, "hook_event_name", EVENTS)
@@ -117,9 +122,7 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         return None
     kind = known[1]
     cwd = _text(payload, "cwd")
-    # replace_in_place False: a replaced result arrives as the call's error text.
-    fields: dict[str, Any] = {"cwd": cwd, "project": (env or {}).get("GEMINI_PROJECT_DIR") or cwd,
-                              "replace_in_place": False}  # fmt: skip
+    fields: dict[str, Any] = {"cwd": cwd, "project": (env or {}).get("GEMINI_PROJECT_DIR") or cwd, **DELIVERY}
     if kind in (ev.PRE_TOOL, ev.POST_TOOL):
         tool_name = _text(payload, "tool_name", required=True) or ""
         tool_input = mapping(payload, "tool_input")
