@@ -76,7 +76,7 @@ class Event:
     `replace_in_place`: the harness gives the model a replaced result as the call's own result.
     False where it can only downgrade a replacement (to a block or an error carrying the text):
     the engine then changes a result only to hold something back (a trim, delivered-once), never
-    only to shape it (snippets only).
+    only to shape it (snippets only). Always False with `whole_result`.
 
     What is not the event's to say comes through `World` (governor.engine.case): whose per-user
     window a call counts in (`World.user`, the caller's OS user as the runtime knows it, never a
@@ -161,7 +161,8 @@ class Event:
         self.spilled: str | None = fields.get("spilled")
         self.project: str | None = fields.get("project") or self.cwd
         self.harness: str = fields.get("harness") or ""
-        self.replace_in_place: bool = fields.get("replace_in_place", True) is not False
+        # A harness that hands every result whole replaces none, in place or otherwise.
+        self.replace_in_place: bool = fields.get("replace_in_place", True) is not False and not self.whole_result
 
 
 def call_key(tool_name: str, tool_input: Any) -> str:
