@@ -102,8 +102,10 @@ class Sandbox:
         self.warm = warm
         self.harness = harness
         self.n = 0
-        # The project's first event takes its policy file as it is (outside git, as a person's own
-        # project would), before anything else (an install) can anchor the shipped default instead.
+
+    def prime(self) -> None:
+        """The project's first event, now: it takes the policy file as it is (outside git, as a
+        person's own project does), before an install anchors the shipped default instead."""
         subprocess.run([PY, "-I", "-S", self.entry, "claude-code"], capture_output=True, cwd=self.dir / "project",
                        input=self.payload("UserPromptSubmit", prompt="start"),
                        env={**self.env, "MEMORY_GOVERNOR_WARM_SERVER": "off"}, check=True)  # fmt: skip
@@ -1383,6 +1385,7 @@ def time_harnesses(runs: int) -> dict[str, Any]:
                                     text=True, check=True, cwd=tempfile.gettempdir()).stdout.strip()).parent.parent  # fmt: skip
     for warm in (True, False):
         box = Sandbox("o200k_base", warm, root=installed)
+        box.prime()  # before installed_launchers() installs
         box.env["MEMORY_GOVERNOR_TRACE"] = "1"  # each hook says who answered: checked (Sandbox.hook)
         cases: dict[tuple[str, str], tuple[str, Any, list[str] | None]] = {
             key: (kind, make, None) for key, (kind, make) in process_harness_cases().items()}  # fmt: skip
