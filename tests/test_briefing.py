@@ -384,3 +384,38 @@ def test_evidence_script_reports_each_ranking_and_budget(tmp_path: Path) -> None
     for ranking in ("recency", "relevance (server order)", "usage", "scope", "relevance x 30-day decay"):
         assert f"| {ranking}" in table
     assert "| 300 tokens | 600 tokens | 1200 tokens |" in table
+
+
+def test_near_duplicates_fold_by_the_jaccard_of_their_words_within_the_window() -> None:
+    # The merge compares sizes and intersections in integers; it folds exactly the memories whose
+    # words' Jaccard similarity with a better-ranked kept one is at least NEAR_DUPLICATE.
+    import random
+
+    from governor.engine.briefing import _WORD, MERGE_WINDOW, NEAR_DUPLICATE, Candidate, _merge_near_duplicates
+
+    def by_definition(candidates: list[Candidate], order: list[int]) -> tuple[list[int], dict[int, list[str]]]:
+        kept: list[tuple[int, set[str]]] = []
+        folded: dict[int, list[str]] = {}
+        out = []
+        for position, index in enumerate(order):
+            words = {w.lower() for w in _WORD.findall(candidates[index].content)}
+            if position < MERGE_WINDOW and words and not candidates[index].pinned:
+                twin = next((k for k, seen in kept if len(words & seen) >= NEAR_DUPLICATE * len(words | seen)), None)
+                if twin is not None:
+                    folded.setdefault(twin, []).append(candidates[index].id)
+                    continue
+            if position < MERGE_WINDOW:
+                kept.append((index, words))
+            out.append(index)
+        return out, folded
+
+    rng = random.Random(3)
+    vocab = [f"w{i}" for i in range(12)]
+    for _ in range(60):
+        n = rng.randint(0, MERGE_WINDOW + 100)
+        words = [" ".join(rng.sample(vocab, rng.randint(0, 10))) for _ in range(n)]
+        candidates = [Candidate({"id": i, "title": "t", "type": "decision", "content": w}, i, str(i))
+                      for i, w in enumerate(words)]  # fmt: skip
+        order = list(range(n))
+        rng.shuffle(order)
+        assert _merge_near_duplicates(candidates, order) == by_definition(candidates, order)

@@ -252,6 +252,7 @@ WHOLE_SHARE = 0.25
 SNIPPET_WORDS = 6
 NEAR_DUPLICATE = 0.8  # Jaccard similarity of two memories' words that makes them one card
 MERGE_WINDOW = 500  # candidates (in rank order) compared for near-duplicates
+_P, _Q = round(NEAR_DUPLICATE * 1000), 1000  # NEAR_DUPLICATE as a ratio of integers
 _WORD = re.compile(r"\w+")
 ELLIPSIS = "…"
 
@@ -483,20 +484,24 @@ def _merge_near_duplicates(candidates: list[Candidate], order: list[int]) -> tup
     """`order` without the memories that nearly repeat a better-ranked one (their words the same,
     Jaccard >= NEAR_DUPLICATE), and for each card kept the ids folded into it. A pinned memory is
     never folded away."""
-    kept: list[tuple[int, set[str]]] = []
+    kept: list[tuple[int, set[str], int]] = []
     folded: dict[int, list[str]] = {}
     out = []
-    for position, index in enumerate(order):
+    for index in order[:MERGE_WINDOW]:  # past the window, the order as it is (its words never read)
         words = {w.lower() for w in _WORD.findall(candidates[index].content)}
-        if position < MERGE_WINDOW and words and not candidates[index].pinned:
-            twin = next((k for k, seen in kept if len(words & seen) >= NEAR_DUPLICATE * len(words | seen)), None)
+        size = len(words)
+        if words and not candidates[index].pinned:
+            # |a & b| >= t * |a | b| with |a | b| = |a| + |b| - |a & b|, in integers (t = _P / _Q);
+            # |a & b| <= min(|a|, |b|) rules out most pairs by their sizes alone
+            twin = next((k for k, seen, other in kept
+                         if min(size, other) * (_Q + _P) >= _P * (size + other)
+                         and len(words & seen) * (_Q + _P) >= _P * (size + other)), None)  # fmt: skip
             if twin is not None:
                 folded.setdefault(twin, []).append(candidates[index].id)
                 continue
-        if position < MERGE_WINDOW:
-            kept.append((index, words))
+        kept.append((index, words, size))
         out.append(index)
-    return out, folded
+    return out + order[MERGE_WINDOW:], folded
 
 
 def _top_up(cards: dict[int, Card], card_of: Callable[[int], Card], kept: list[int], omitted: list[int],
