@@ -128,6 +128,26 @@ class ClineHarness(Sandbox):
         if self.acp is not None:
             self.acp.close()
             self.acp = None
+        stop_hub_daemons(self.home)
+
+
+def stop_hub_daemons(home: Path) -> None:
+    """Cline starts a hub daemon of its own (`cline --cline-hub-daemon`), which outlives the process
+    that started it: end those of this sandbox (its HOME), so no test leaves one running."""
+    import os
+    import signal
+
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--cline-hub-daemon" in argv and b"HOME=" + os.fsencode(home) in environ:
+            try:
+                os.kill(int(pid), signal.SIGTERM)
+            except OSError:
+                pass
 
 
 class Acp:
