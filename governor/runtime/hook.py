@@ -50,9 +50,15 @@ def _disarm_safety_net() -> None:
 WATCHDOG_SECONDS = 8.0  # wall clock from the hook's start; under the 10 s every installer gives a hook
 
 
-def _managed() -> bool:
+def _managed_config() -> str | None:
+    """The managed folder this hook enforces, or None. Only `main` enters managed mode (`--managed`),
+    importing governor.policy.managed to do it: a hook of an ordinary install never imports it."""
     managed = sys.modules.get("governor.policy.managed")
-    return bool(managed and managed.active())
+    return managed.active() if managed is not None else None
+
+
+def _managed() -> bool:
+    return bool(_managed_config())
 
 
 class Watchdog:
@@ -118,15 +124,19 @@ def run(harness: str, exits: bool = False, watch: Watchdog | None = None) -> int
         raw = _read_stdin()
         answer = None
         env = os.environ
-        from governor.policy import managed
+        config = _managed_config()
+        wall = None
+        if config:
+            from governor.policy import managed
 
-        config = managed.active()
-        wall = managed.service(config) if config else None  # the wall: the decision service decides
-        if config and wall is None:  # nothing the model can set in the environment moves a managed hook
-            env = managed.environment(os.environ)  # type: ignore[assignment]
+            wall = managed.service(config)  # the wall: the decision service decides
+            if wall is None:  # nothing the model can set in the environment moves a managed hook
+                env = managed.environment(os.environ)  # type: ignore[assignment]
         if watch is not None:
             watch.raw, watch.env = raw, env
         if wall is not None:  # the service makes the hook's environment a managed one itself (runtime.service)
+            from governor.policy import managed
+
             managed.behind_wall()
             from governor.runtime.client import ask_service
 
@@ -151,7 +161,7 @@ def run(harness: str, exits: bool = False, watch: Watchdog | None = None) -> int
             from governor.runtime.runner import respond
             from governor.state import cache_dir
 
-            config = managed.active()
+            config = _managed_config()
             if config:  # only the table the install wrote there: the user's state directory is theirs
                 load_quickly(config, build=False)
             else:
