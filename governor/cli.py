@@ -11,10 +11,10 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) == 2 and args[0] == "hook" and not args[1].startswith("-"):
-        from governor.runtime.hook import run
+    if len(args) in (2, 3) and args[0] == "hook" and not any(a.startswith("-") for a in args[1:]):
+        from governor.runtime.hook import run  # `hook <harness> [<Event>]`
 
-        return int(run(args[1]))
+        return int(run(args[1], event=args[2] if len(args) == 3 else None))
     if args[:2] == ["hook", "--describe"] and len(args) <= 3:  # as entry.py --describe (a project's launcher)
         import json
         import os

@@ -17,6 +17,15 @@ class BadPayload(ValueError):
     """The hook input is not what the harness sends; the message says which field."""
 
 
+def wrap(event: str, raw: bytes) -> bytes:
+    """A payload that does not name its event, as the hook reads it when its command names the
+    event (`<harness> <Event>`): `{"event": <Event>, "payload": <raw>}`. An event that is not a
+    plain name is left out (the adapter then reads no event: BadPayload). Whatever `raw` is, the
+    event stands first, so `sniff_event` finds it in input that is not valid JSON."""
+    name = event.encode() if event.isidentifier() and event.isascii() else b""
+    return b'{"event":"' + name + b'","payload":' + raw + b"}"
+
+
 def text(payload: dict[str, Any], field: str, required: bool = False, alias: str | None = None) -> str | None:
     """The string in `field` (or, where it is absent, in `alias`: a dialect's other spelling),
     None when absent; BadPayload when it is not a string, or absent or empty and `required`."""

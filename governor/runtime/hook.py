@@ -3,7 +3,10 @@
 Run as `memory-governor hook <harness>`, or, faster, as the installer writes it:
 `<python> -I -S <package>/governor/runtime/entry.py <harness>` (isolated from the user's
 environment, no site, no click), which starts `main` here; a managed install adds `--managed
-<folder>` (governor.policy.managed). It asks the warm local server
+<folder>` (governor.policy.managed). A harness whose payload does not name its event (Antigravity)
+names it in the command, `<harness> <Event>`: the hook then reads `{"event": <Event>, "payload":
+<stdin>}` (governor.harnesses.payload.wrap), and a harness that blocks a call it gets no answer for
+gets its adapter's `neutral` answer whatever happens here. It asks the warm local server
 first (governor.runtime.server) and decides in this process when the server is not there, so a
 governed call never goes ungoverned because the fast path is down.
 
@@ -77,6 +80,7 @@ class Watchdog:
         self.raw: bytes | None = None
         self.env: object = os.environ
         self.outcome: object = None  # runner.Outcome, once the hook decides in its own process
+        self.event: str | None = None  # the event the command names (`<harness> <Event>`)
         self.done = _thread.allocate_lock()
         self.done.acquire()
         self.answering = _thread.allocate_lock()
@@ -107,6 +111,7 @@ class Watchdog:
             out, err = late.stdout(), late.stderr()
         except BaseException as failure:
             err = f"memory-governor: no decision in {WATCHDOG_SECONDS:g} s ({type(failure).__name__})\n".encode()
+            out = _neutral(self.harness, self.event)
         try:
             os.write(1, out)
             os.write(2, err)
@@ -114,14 +119,37 @@ class Watchdog:
             os._exit(0)
 
 
-def run(harness: str, exits: bool = False, watch: Watchdog | None = None) -> int:
+def _neutral(harness: str, event: str | None) -> bytes:
+    """The answer of a harness that blocks a call it gets no answer for (its adapter's `neutral`:
+    no objection, leaving the call to the user's own review), when nothing was decided; else none."""
+    try:
+        from governor import harnesses
+
+        neutral = getattr(harnesses.adapter(harness), "neutral", None)
+        if neutral is None:
+            return b""
+        import json
+
+        return (json.dumps(neutral(event)) + "\n").encode()
+    except BaseException:
+        return b""
+
+
+def run(harness: str, exits: bool = False, watch: Watchdog | None = None, event: str | None = None) -> int:
     """One hook event. `exits`: the process ends right after (os._exit), so the ledger is left
     open for the exit to release: closing the last connection checkpoints the WAL (an fsync).
-    `watch`: the process's watchdog, told what was read and decided as it goes."""
+    `watch`: the process's watchdog, told what was read and decided as it goes. `event`: the event
+    the command names, for a harness whose payload does not."""
     out = b""
     err = b""
+    if watch is not None:
+        watch.event = event
     try:
         raw = _read_stdin()
+        if event is not None:
+            from governor.harnesses.payload import wrap
+
+            raw = wrap(event, raw)
         answer = None
         env = os.environ
         config = _managed_config()
@@ -197,7 +225,7 @@ def run(harness: str, exits: bool = False, watch: Watchdog | None = None) -> int
         err = f"memory-governor: internal error ({type(failure).__name__}: {failure}); no decision made\n".encode(
             "utf-8", "backslashreplace"
         )
-        out = b""
+        out = _neutral(harness, event)
     if watch is not None and not watch.claim():
         import time
 
@@ -217,7 +245,7 @@ def run(harness: str, exits: bool = False, watch: Watchdog | None = None) -> int
 
 
 def main(argv: list[str]) -> None:
-    """The hook command (entry.py): `<harness> [--managed FOLDER]`, `--serve [idle seconds]` (the
+    """The hook command (entry.py): `<harness> [<Event>] [--managed FOLDER]`, `--serve [idle seconds]` (the
     warm server, as a hook starts it: runtime.client) or `--describe [FOLDER]` (for a client inside
     a harness: OpenCode's plugin). Never returns: a hook's answer is written and flushed, then
     os._exit (no interpreter teardown, no WAL checkpoint)."""
@@ -233,17 +261,19 @@ def main(argv: list[str]) -> None:
         print(json.dumps(describe(os.environ, argv[1] if len(argv) > 1 else os.getcwd())))
         sys.exit(0)
     harness = argv[0] if argv else "claude-code"
+    rest = argv[1:]
+    event = rest.pop(0) if rest and not rest[0].startswith("-") else None  # `<harness> <Event>`
     watch = Watchdog(harness)  # first: nothing after this waits past the harness's timeout unanswered
     from governor.runtime import bundle
 
     finder = bundle.install(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    if argv[1:2] == ["--managed"] and len(argv) > 2:  # the hook command a managed install writes
+    if rest[:1] == ["--managed"] and len(rest) > 1:  # the hook command a managed install writes
         from governor.policy.managed import enter
 
-        enter(argv[2])
+        enter(rest[1])
     code = 0
     try:
-        code = run(harness, exits=True, watch=watch)
+        code = run(harness, exits=True, watch=watch, event=event)
         quiet = os.open(os.devnull, os.O_WRONLY)
         os.dup2(quiet, 1)  # the answer is written: a harness reading to the end of it need not wait
         os.dup2(quiet, 2)  # for what follows

@@ -104,9 +104,13 @@ class Outcome:
         self.policy: CompiledPolicy | None = None
 
     def stdout(self) -> bytes:
-        if self.answer is None:
+        answer = self.answer
+        neutral = getattr(self.adapter, "neutral", None)
+        if neutral is not None:  # a harness that blocks a call it gets no answer for: always its one answer
+            answer = neutral(self.name, answer)
+        if answer is None:
             return b""
-        return (jsonio.dumps(self.answer, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
+        return (jsonio.dumps(answer, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
 
     def stderr(self) -> bytes:
         return "".join(f"{line}\n" for line in self.errors).encode("utf-8", "backslashreplace")
@@ -161,7 +165,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
             try:
                 payload = jsonio.loads(raw)
             except ValueError as err:
-                name = adapter.sniff_event(raw[:4096])
+                name = out.name = adapter.sniff_event(raw[:4096])
                 raise adapter.BadPayload(f"the hook input is not valid JSON ({err})") from None
             except RecursionError:
                 name = out.name = adapter.sniff_event(raw[:4096])
@@ -248,7 +252,7 @@ def unanswered(harness: str, raw: bytes | None, env: Mapping[str, str], out: Out
     from governor.runtime.failures import Unanswered
 
     late = Outcome()
-    adapter = out.adapter if out is not None and out.adapter is not None else harnesses.adapter(harness)
+    adapter = late.adapter = out.adapter if out is not None and out.adapter is not None else harnesses.adapter(harness)
     name = out.name if out is not None else None
     event = out.event if out is not None else None
     policy = out.policy if out is not None else None
@@ -263,6 +267,7 @@ def unanswered(harness: str, raw: bytes | None, env: Mapping[str, str], out: Out
     if not isinstance(failure, BaseException):
         failure = Unanswered(f"no decision within {seconds:g} s of the hook's start: something it reads or writes "
                              "blocked it")  # fmt: skip
+    late.name = name
     _failed(late, adapter, name, event, policy, env, failure, quiet=True)
     return late
 
