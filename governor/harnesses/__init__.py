@@ -6,7 +6,9 @@ behind the same small interface (as pre-commit keeps one module per language):
 - `__init__.py`, the hot path (imported by every hook process; standard library only):
   `NAME`; `BadPayload`; `event_name(payload)`, `sniff_event(raw)`; `parse(payload, env) ->
   Event | None`; `render(event_name, decision) -> dict | None` (the one JSON object the hook
-  prints, None for no output); `refusal(event_name, reason)` (the fail-closed answer); and,
+  prints, None for no output); `refusal(event_name, reason)` (the fail-closed answer);
+  `neutral(event_name)` where the harness blocks a call its hook does not answer (Antigravity:
+  the answer printed whenever nothing else is); and,
   where another harness may run this one's hooks, `foreign(payload, env) -> name | None`.
   Where the harness cannot express a decision, `render` downgrades it to the safest thing
   the harness can say, and `CAPABILITIES` (its row in docs/harnesses.md) says so.
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
 # name (as on the command line and in the installed hook command) -> its package.
 REGISTRY = {
+    "antigravity": "governor.harnesses.antigravity",
     "claude-agent-sdk": "governor.harnesses.claude_agent_sdk",
     "claude-code": "governor.harnesses.claude_code",
     "cline": "governor.harnesses.cline",

@@ -125,13 +125,16 @@ def installs(harness: str, paths: Iterable[tuple[str, str]], read: Callable[[str
     return found
 
 
-def refused_search(harness: str, command: str, payload: dict[str, Any], harness_env: dict[str, str]) -> Check:
+def refused_search(harness: str, command: str, payload: dict[str, Any], harness_env: dict[str, str] | None) -> Check:
     """Run an installed hook command on a synthetic search with limit 10 (`payload`) for a harness
-    that applies no rewritten arguments: it must refuse it, naming the limit to call again with."""
+    that applies no rewritten arguments: it must refuse it, naming the limit to call again with
+    (in `hookSpecificOutput`, or a top-level `decision: deny` and `reason`: Antigravity)."""
     run = run_hook_command(command, payload, harness_env)
     answer = run.answer if isinstance(run.answer, dict) else {}
     specific = answer.get("hookSpecificOutput")
     reason = str(specific.get("permissionDecisionReason", "")) if isinstance(specific, dict) else ""
+    if not reason and answer.get("decision") == "deny":
+        reason = str(answer.get("reason", ""))
     if run.returncode == 0 and '"limit":' in reason:
         return Check(OK, f"{harness} hook", f"the installed command answers (a search with limit 10 refused: "
                      f"{reason[:80]}) in {run.millis:.0f} ms")  # fmt: skip

@@ -1,6 +1,6 @@
 """MCP tool names as the harnesses that spell them `mcp__<server>__<tool>` name them to hooks
 (Claude Code, Codex CLI), and as replay spells every harness's calls; and `mcp_<server>_<tool>`
-(Gemini CLI, VS Code's agent hooks).
+(Gemini CLI, VS Code's agent hooks); `<server>/<tool>` (Antigravity).
 
 Hot path: standard library only, no imports.
 """
@@ -27,3 +27,20 @@ def split_single(name: str) -> tuple[str | None, str | None]:
     if not sep or not server or not tool:
         return None, None
     return server, tool
+
+
+def split_slash(name: str) -> tuple[str | None, str | None]:
+    """<server>/<tool> -> (server, tool), at the first `/`; anything else -> (None, None)."""
+    server, sep, tool = name.partition("/")
+    if not sep or not server or not tool:
+        return None, None
+    return server, tool
+
+
+def split_any(name: str) -> tuple[str | None, str | None]:
+    """(server, tool) of a name in any of the spellings above; (None, None) for none of them."""
+    for split in (split_tool_name, split_slash, split_single):
+        server, tool = split(name)
+        if server is not None:
+            return server, tool
+    return None, None
