@@ -42,7 +42,7 @@ TITLE = "Antigravity CLI"
 MAX_STRING = 10_000  # agy documents no cap; this keeps a reason readable
 AGENT_DIRS = (".agents/agents",)  # agent definitions under a customization root (Doc)
 CAPABILITIES = {
-    "deny": '`decision: deny` with a `reason`, which the model gets (Doc: not run here)',
+    "deny": "`decision: deny` with a `reason`, which the model gets (Doc: not run here)",
     "rewrite arguments": "✗ no answer rewrites them: a clamp is a refusal naming the arguments to call again with "
     "(the refused call counts nothing)",
     "replace result": "✗ and PostToolUse carries no result: its tokens are not counted here (the MCP proxy counts "
