@@ -173,6 +173,10 @@ class Server:
                                   uid, pid)  # fmt: skip
             out, err = outcome.stdout(), outcome.stderr()
             conn.sendall(b"OK %d %d\n" % (len(out), len(err)) + out + err)
+            try:  # the answer is whole: the hook reads to the end of it, and need not wait for what follows
+                conn.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
             if not self.telemetry_asked:
                 self.export(env)
             if self.retires and os.path.exists(os.path.join(self.folder, DISABLED_NAME)):
