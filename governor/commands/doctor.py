@@ -75,6 +75,7 @@ def command(fmt: str) -> int:
     """Check install, policy, ledger, tokenizer, warm server and telemetry; say what to fix."""
     from governor.commands.policy import IGNORED, managed_install
     from governor.policy.files import build
+    from governor.policy.managed import service as managed_service
 
     report = Report()
     env: Mapping[str, str] = os.environ
@@ -146,11 +147,10 @@ def command(fmt: str) -> int:
 
     pid = running_pid(dict(env))
     mode = policy.data["runtime"]["warm_server"]
-    walled = _service_checks() if managed is not None else []
-    if walled:
-        report.rows.extend(walled)
-    elif managed is not None:
-        report.add(INFO, "warm server", "off under the managed install: every hook decides in its own process")
+    if managed is not None:  # which tier: the wall (the service answers) or the seatbelt
+        report.rows.extend(_service_checks())
+        if managed_service(managed.config) is None:
+            report.add(INFO, "warm server", "off under the managed install: every hook decides in its own process")
     elif mode == "off":
         report.add(INFO, "warm server", "off by policy: every hook decides in its own process")
     else:
@@ -173,7 +173,8 @@ def command(fmt: str) -> int:
 
 
 def _service_checks() -> list[Check]:
-    """Under the wall: the decision service answers, and its unit is enabled where systemd runs."""
+    """The managed install's tier: under the wall the decision service answers, and its unit is
+    enabled where systemd runs; without it, the seatbelt, and how to put the wall up."""
     from governor.harnesses.claude_code import managed
     from governor.runtime.service import service_checks
 

@@ -63,15 +63,17 @@ _POLICY = click.option("--policy", "policy_file", type=click.Path(dir_okay=False
 _LEDGER_URL = click.option("--ledger-url", default=None, metavar="URL",
                            help="managed: the Redis every user's managed hooks keep the ledger on (redis://…; "
                            "\"\" for each user's own SQLite file again); default: as it is.")  # fmt: skip
-_SERVICE = click.option("--service", is_flag=True,
-                        help="managed: the wall. Every hook asks one decision service, run as its own system user "
-                        "(--service-user, made if missing) with state no user can reach; the install writes its "
-                        "systemd unit and starts it where systemd runs. Unanswered, governed calls are refused.")  # fmt: skip
+_SERVICE = click.option("--service/--no-service", default=None,
+                        help="managed: the wall (the default). Every hook asks one decision service, run as its own "
+                        "system user (--service-user, made if missing) with state no user can reach; the install "
+                        "writes its systemd unit and starts it where systemd runs. Unanswered, governed calls are "
+                        "refused. --no-service: the seatbelt tier, each user's hook deciding with that user's own "
+                        "state (a service an earlier install put up is removed).")  # fmt: skip
 _SERVICE_START = click.option("--no-service-start", "service_start", is_flag=True, flag_value=False, default=True,
-                              help="managed --service: write the unit, start nothing (an image being built; the "
+                              help="managed: write the service's unit, start nothing (an image being built; the "
                               "machine's init starts the service).")  # fmt: skip
 _SERVICE_USER = click.option("--service-user", default="memory-governor", show_default=True,
-                             help="managed --service: the decision service's system user.")  # fmt: skip
+                             help="managed: the decision service's system user.")  # fmt: skip
 _CLIENT = click.option("--client", help="mcp-proxy: the MCP client whose configuration starts the memory server "
                        "(claude-desktop, cursor, windsurf, claude-code, gemini-cli, vscode).")  # fmt: skip
 _PROJECT = click.option("--project", type=click.Path(file_okay=False), help="The project directory (default: here).")
@@ -91,13 +93,13 @@ _DRY_RUN = click.option("--dry-run", is_flag=True, help="Show the settings that 
 @_SERVICE_USER
 @_SERVICE_START
 def install(harness: str, scope: str | None, client: str | None, project: str | None, dry_run: bool,
-            root: str | None, policy_file: str | None, ledger_url: str | None, service: bool,
+            root: str | None, policy_file: str | None, ledger_url: str | None, service: bool | None,
             service_user: str, service_start: bool) -> int:  # fmt: skip
     """Install the hooks into a harness's settings (mcp-proxy: the proxy into an MCP client's)."""
     if scope == "managed":
-        return _install_managed(harness, root, policy_file, ledger_url, dry_run, service_user if service else None,
-                                service_start)  # fmt: skip
-    if service:
+        return _install_managed(harness, root, policy_file, ledger_url, dry_run,
+                                service_user if service is not False else None, service_start)  # fmt: skip
+    if service is not None:
         raise click.BadParameter("only the managed scope has a decision service", param_hint="--service")
     if ledger_url is not None:
         raise click.BadParameter("only the managed scope keeps a ledger URL (elsewhere: MEMORY_GOVERNOR_LEDGER_URL)",
@@ -207,6 +209,11 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, le
         raise click.ClickException(f"the managed policy is invalid: {problems[0]}; nothing was changed")
     if ledger_url:
         _check_ledger(ledger_url, blob)
+    from governor.runtime import service
+
+    walled = policy_managed.service(where["config"]) is not None  # an earlier install put the wall up
+    earlier = os.path.exists(where["compiled"])  # an earlier managed install, of any harness
+    user = _wall_user(service_user, root, prefix, dry_run) if service_user is not None else None
     try:
         unit = str(blob["policy"]["token_counter"])
         created = layout.will_create(prefix, unit)
@@ -225,7 +232,12 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, le
             click.echo(f"{table}: the tokenizer table every hook counts with" if table else
                        f"no tokenizer table for {unit}: the hooks count without one")  # fmt: skip
         if service_user is not None:
-            _install_service(prefix, where, service_user, root is None, dry_run, service_start)
+            if earlier and not walled:
+                click.echo("the earlier managed install had no decision service: this one puts up the wall "
+                           "(--no-service keeps the seatbelt tier)")  # fmt: skip
+            _install_service(prefix, where, service_user, user, dry_run, service_start)
+        elif walled:
+            _remove_service(prefix, where, dry_run)
     except (SettingsError, OSError, ValueError) as err:
         raise click.ClickException(str(err)) from err
     if not dry_run:
@@ -233,16 +245,45 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, le
             f"managed: every user's {harness} sessions on this machine now enforce {where['policy']}; "
             "no user, project or local file switches these hooks off. Check it: memory-governor doctor"
         )
+    if service_user is None:
+        click.echo(f"--no-service: {service.SEATBELT}")
     return 0
 
 
-def _install_service(prefix: str, where: dict[str, str], name: str, create: bool, dry_run: bool,
-                     start: bool) -> None:  # fmt: skip
-    """The wall (governor.runtime.service): its user, service.json and unit, the administrator's
-    environment kept from users, and the service started where systemd runs (else how to)."""
+def _wall_user(name: str, root: str | None, prefix: str, dry_run: bool) -> Any:
+    """The decision service's user, found (or, installing on / as root, made) before anything is
+    written: an install under --root makes no user, so one that is missing there is refused. None:
+    a dry run on / where the install would make it."""
     from governor.runtime import service
 
-    user = service.service_user(name, create and not dry_run)
+    try:
+        return service.service_user(name, root is None and not dry_run, prefix)
+    except ValueError as err:
+        if root is None and dry_run:
+            click.echo(f"{name}: the system user the install would make for the decision service")
+            return None
+        if root is None:
+            raise click.ClickException(f"{err}; nothing was changed") from err
+        tree = os.path.join(prefix, "etc", "passwd")
+        make = (f"useradd --root {prefix} --system --user-group {name}" if os.path.isfile(tree) else
+                f"useradd --system --user-group {name}, with the uid it has in the image")  # fmt: skip
+        raise click.ClickException(
+            f"{err}, and an install under --root makes no user: make it first ({make}), name an existing "
+            "one (--service-user), or install without the wall (--no-service); nothing was changed"
+        ) from err
+
+
+def _install_service(prefix: str, where: dict[str, str], name: str, user: Any, dry_run: bool,
+                     start: bool) -> None:  # fmt: skip
+    """The wall (governor.runtime.service): service.json and unit for `user` (made by _wall_user),
+    the administrator's environment kept from users, and the service started where systemd runs
+    (else how to)."""
+    from governor.runtime import service
+
+    if user is None:  # a dry run: the user is made first, service.json names its uid
+        for path in service.service_paths(prefix).values():
+            click.echo(f"{path}: would be written for the decision service, once {name} is made")
+        return
     if not dry_run:
         os.makedirs(os.path.dirname(service.service_paths(prefix)["unit"]), mode=0o755, exist_ok=True)
     for change in service.plan_service(prefix, user):
@@ -250,6 +291,23 @@ def _install_service(prefix: str, where: dict[str, str], name: str, create: bool
     if not dry_run:
         service.keep_environment_from_users(where, user)
         click.echo(service.start_service(prefix, user.pw_name, start))
+
+
+def _remove_service(prefix: str, where: dict[str, str], dry_run: bool) -> None:
+    """--no-service over the wall: the service stopped where systemd runs, service.json and its unit
+    removed, and the administrator's environment every user's hook's to read again."""
+    from governor.runtime import service
+
+    if dry_run:
+        for path in service.service_paths(prefix).values():
+            if os.path.exists(path):
+                click.echo(f"{path}: would be removed (--no-service)")
+        return
+    for path in service.stop_service(prefix):
+        click.echo(f"{path}: removed (--no-service)")
+    service.give_environment_to_users(where)
+    click.echo("the decision service is taken down: every managed hook on this machine decides with its "
+               "user's own state again")  # fmt: skip
 
 
 def _check_ledger(url: str, blob: dict[str, Any]) -> None:

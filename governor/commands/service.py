@@ -10,7 +10,7 @@ from governor.runtime import service as decision_service
 
 @click.group("service")
 def group() -> None:
-    """The decision service: every user's managed hooks ask it (install --scope managed --service)."""
+    """The decision service: every user's managed hooks ask it (install --scope managed, the wall by default)."""
 
 
 @group.command("run")

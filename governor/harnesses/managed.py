@@ -43,11 +43,11 @@ EMPTY_POLICY = (
 )
 
 LEDGER = (  # what every managed install's guarantees say of the ledger (each harness's GUARANTEES)
-    "tokens are counted with the install's own table. Not a wall: the ledger is in each user's own "
-    "state directory and holds grants as well as counts, so a model that gets a shell command past "
-    "the routes can delete it (a turn's counts restart) or write it (arm mem_context without its "
-    "trigger, mark ids surfaced so unsurfaced fetches pass); with --service (the wall) the "
-    "ledger is the decision service's, which no user can reach"
+    "tokens are counted with the install's own table. Behind the wall (the default) the ledger is "
+    "the decision service's, which no user can reach. Without it (--no-service, the seatbelt) the "
+    "ledger is in each user's own state directory and holds grants as well as counts, so a model "
+    "that gets a shell command past the routes can delete it (a turn's counts restart) or write it "
+    "(arm mem_context without its trigger, mark ids surfaced so unsurfaced fetches pass)"
 )
 
 
@@ -294,7 +294,7 @@ def credential_checks(label: str, where: dict[str, str], walled: bool) -> list[A
     if not walled:
         return [Check(WARN, label, f"{where['environment']} holds the ledger's Redis URL: every user's hook reads it, "
                       "so every user (and their model) can use its credentials",
-                      "install --scope managed --service: only the decision service holds them")]  # fmt: skip
+                      "install --scope managed without --no-service (the wall): only the decision service holds them")]  # fmt: skip
     return []
 
 

@@ -187,19 +187,23 @@ def unit_text(config: str, user: str) -> str:
 
     return (
         "# memory-governor: the decision service every user's managed hooks ask (the wall).\n"
-        "# Written by `memory-governor install <harness> --scope managed --service`.\n"
+        "# Written by `memory-governor install <harness> --scope managed`.\n"
         "[Unit]\nDescription=memory-governor decision service\nAfter=network.target\n\n"
         f"[Service]\nExecStart={shlex.join(service_command(config, user))}\n"
         "Restart=always\nRestartSec=1\n\n[Install]\nWantedBy=multi-user.target\n"
     )
 
 
-def service_user(name: str, create: bool) -> Any:
+def service_user(name: str, create: bool, root: str = "/") -> Any:
     """The service's system user (its password entry); made (`useradd --system`) when `create` and
-    missing. ValueError when it is not there to use."""
+    missing. Under a staging prefix with its own etc/passwd (an image's tree), the user is that
+    tree's. ValueError when it is not there to use."""
     import pwd
     import subprocess
 
+    passwd = os.path.join(root, "etc", "passwd")
+    if os.path.abspath(root) != "/" and os.path.isfile(passwd):
+        return _tree_user(passwd, name)
     try:
         return pwd.getpwnam(name)
     except KeyError:
@@ -216,7 +220,19 @@ def service_user(name: str, create: bool) -> Any:
         if made.returncode == 0:
             return pwd.getpwnam(name)
         raise ValueError(f"could not make the service's user {name}: {made.stderr.strip() or made.returncode}")
-    raise ValueError(f"no user {name} for the decision service (the install makes it when run as root on /)")
+    raise ValueError(f"no user {name} on this machine for the decision service")
+
+
+def _tree_user(passwd: str, name: str) -> Any:
+    """`name`'s entry in a staging tree's etc/passwd (the uid the image's service will run as)."""
+    import pwd
+
+    with open(passwd, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            fields = line.rstrip("\n").split(":")
+            if len(fields) == 7 and fields[0] == name and fields[2].isdigit() and fields[3].isdigit():
+                return pwd.struct_passwd((fields[0], fields[1], int(fields[2]), int(fields[3]), *fields[4:]))
+    raise ValueError(f"no user {name} in {passwd} for the decision service")
 
 
 def plan_service(root: str, user: Any) -> list[Any]:
@@ -258,8 +274,8 @@ def start_service(root: str, user: str, start: bool = True) -> str:
 
 
 def stop_service(root: str) -> list[str]:
-    """The last managed install's uninstall: the unit disabled and stopped where systemd runs, and
-    service.json and the unit removed. The paths removed."""
+    """The last managed install's uninstall, or an install with --no-service: the unit disabled and
+    stopped where systemd runs, and service.json and the unit removed. The paths removed."""
     import subprocess
 
     paths = service_paths(root)
@@ -283,10 +299,27 @@ def keep_environment_from_users(where: dict[str, str], user: Any) -> None:
         os.chmod(where["environment"], 0o640)
 
 
+def give_environment_to_users(where: dict[str, str]) -> None:
+    """The wall taken down (install --no-service): every user's hook reads the administrator's
+    environment again, so it is root's and 0644 once more."""
+    if os.path.exists(where["environment"]):
+        os.chown(where["environment"], 0, 0)
+        os.chmod(where["environment"], 0o644)
+
+
+SEATBELT = (
+    "the seatbelt tier: each user's hook decides with that user's own ledger, which a model running as "
+    "the user can delete or write (its counts restart, a forged grant passes); the wall keeps the "
+    "ledger where no user reaches"
+)
+WALL_FIX = "sudo memory-governor install <harness> --scope managed (the wall is its default)"
+
+
 def service_checks(label: str, root: str) -> list[Any]:
-    """Under the wall: the service answers on its socket as its own uid, and where systemd runs its
-    unit is enabled. [] without the wall."""
-    from governor.harnesses.checks import BAD, OK, Check
+    """Which tier a managed install is: under the wall the service answers on its socket as its own
+    uid, and where systemd runs its unit is enabled; without it, the seatbelt (WARN) and how to
+    put the wall up."""
+    from governor.harnesses.checks import BAD, OK, WARN, Check
     from governor.runtime import client
 
     config = os.path.join(root, *CONFIG)
@@ -294,7 +327,7 @@ def service_checks(label: str, root: str) -> list[Any]:
 
     where = service(config)
     if where is None:
-        return []
+        return [Check(WARN, label, f"no decision service: {SEATBELT}", WALL_FIX)]
     fix = (
         f"start it: systemctl start memory-governor, or as root: {' '.join(service_command(config, 'memory-governor'))}"
     )
@@ -309,10 +342,11 @@ def service_checks(label: str, root: str) -> list[Any]:
                                 "the service will not start with the machine", "systemctl enable memory-governor"))  # fmt: skip
     answer, why = client.ask_service("claude-code", b"{}", {}, where)
     if answer is None:
-        checks.append(Check(BAD, label, f"the decision service does not answer ({why}): every governed call is "
-                            "refused until it does", fix))  # fmt: skip
+        checks.append(Check(BAD, label, f"the wall: the decision service does not answer ({why}): every "
+                            "governed call is refused until it does", fix))  # fmt: skip
     else:
         checks.append(
-            Check(OK, label, f"the decision service answers on {where.get('socket')} as uid {where.get('uid')}")
+            Check(OK, label, f"the wall: the decision service answers on {where.get('socket')} as uid "
+                  f"{where.get('uid')}; every managed hook asks it")
         )
     return checks
