@@ -101,8 +101,8 @@ def settings(config_dir: str) -> dict[str, str]:
 
 
 def service(config_dir: str) -> dict[str, object] | None:
-    """CONFIG/service.json (root-owned, written by a managed install, unless --no-service): the decision service's socket
-    and uid; None when the install put up no wall, {} when it is there but cannot be read (the hooks
+    """CONFIG/service.json (root-owned, written by a managed install unless --no-service): the
+    decision service's socket and uid; None when the install put up no wall, {} when it is there but cannot be read (the hooks
     then refuse governed calls: a file that cannot be read does not take the wall down)."""
     try:
         with open(os.path.join(config_dir, SERVICE_NAME), "rb") as handle:

@@ -345,8 +345,6 @@ def service_checks(label: str, root: str) -> list[Any]:
         checks.append(Check(BAD, label, f"the wall: the decision service does not answer ({why}): every "
                             "governed call is refused until it does", fix))  # fmt: skip
     else:
-        checks.append(
-            Check(OK, label, f"the wall: the decision service answers on {where.get('socket')} as uid "
-                  f"{where.get('uid')}; every managed hook asks it")
-        )
+        answers = f"the wall: the decision service answers on {where.get('socket')} as uid {where.get('uid')}"
+        checks.append(Check(OK, label, f"{answers}; every managed hook asks it"))
     return checks
