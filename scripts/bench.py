@@ -282,7 +282,7 @@ WALL_CASES = (
 
 
 def time_wall(runs: int) -> list[dict[str, Any]]:
-    """The managed hook behind the wall (install --scope managed --service): each event a whole hook
+    """The managed hook behind the wall (install --scope managed, its default): each event a whole hook
     process, the command the install writes, answered by the decision service over its socket;
     interleaved call by call with the bare interpreter. The service runs as this user here."""
     import getpass
@@ -292,7 +292,7 @@ def time_wall(runs: int) -> list[dict[str, Any]]:
     root = box.dir / "root"
     name = getpass.getuser()
     subprocess.run([PY, "-m", "governor", "install", "claude-code", "--scope", "managed", "--root", str(root),
-                    "--service", "--service-user", name], check=True, capture_output=True, cwd="/")  # fmt: skip
+                    "--service-user", name], check=True, capture_output=True, cwd="/")  # fmt: skip
     config = root / "etc" / "memory-governor"
     settings = json.loads((root / "etc" / "claude-code" / "managed-settings.json").read_text())
     command = ["sh", "-c", settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]]
@@ -1847,7 +1847,7 @@ def wall_markdown(result: dict[str, Any], command: str) -> str:
     rows = result["wall"]
     lines = [WALL_BEGIN, "## The wall: a managed hook through the decision service", "",
              f"Measured {result['date']} by `{command}`, load average {result.get('wall_load', '?')}: the hook "
-             "command `install claude-code --scope managed --service` writes (`python -I -S …/entry.py claude-code "
+             "command `install claude-code --scope managed` writes (`python -I -S …/entry.py claude-code "
              "--managed …`), each event a whole process answered by the decision service over its socket (the "
              "service run as the bench's user, its own state directory), interleaved call by call with "
              f"`python -c pass` in one loop. Target: ≤ {WALL_TARGET}× bare.", "",

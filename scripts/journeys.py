@@ -441,12 +441,14 @@ def lead(base: Path, bin_dir: Path) -> None:
 
 
 def managed_install(lead: Person, project: Path) -> None:
-    """docs/teams.md's managed install, into a staging root (--root) instead of /etc."""
+    """docs/teams.md's managed install, into a staging root (--root) instead of /etc; without the
+    wall (--no-service), whose system user this machine need not have."""
     stage = lead.home / "stage"
     managed = "limits:\n  max_search_calls: 1\n"
     (lead.home / "team-policy.yaml").write_text(managed)
-    lead.run(f"memory-governor install claude-code --scope managed --root {stage} --policy ../team-policy.yaml",
-             project)  # fmt: skip
+    said = lead.run(f"memory-governor install claude-code --scope managed --no-service --root {stage} --policy "
+                    "../team-policy.yaml", project)  # fmt: skip
+    check("--no-service: the seatbelt tier" in said.stdout, "the install says it is the seatbelt tier", said.stdout)
     settings = json.loads((stage / "etc" / "claude-code" / "managed-settings.json").read_text())
     check(settings.get("allowManagedHooksOnly") is True, "the managed settings allow managed hooks only")
     explained = json.loads(lead.run(f"memory-governor --managed-root {stage} policy explain --format json", project,
@@ -456,6 +458,8 @@ def managed_install(lead: Person, project: Path) -> None:
     rows = doctor_rows(lead, project, f"--managed-root {stage}")
     check(rows["policy"]["detail"].startswith("valid (default < managed: "), "doctor names the managed policy",
           rows["policy"])  # fmt: skip
+    check("the seatbelt tier" in rows["decision service"]["detail"], "doctor names the tier in force",
+          rows["decision service"])  # fmt: skip
     accepted = lead.run(f"memory-governor --managed-root {stage} policy accept", project)
     check("nothing to accept" in accepted.stdout, "under a managed install there is nothing to accept")
     lead.run(f"memory-governor uninstall claude-code --scope managed --root {stage}", project)

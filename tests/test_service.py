@@ -40,12 +40,15 @@ ALICE, BOB = 47011, 47012  # two users' hooks, by uid
 POLICY = "version: 1\nlimits:\n  max_search_calls: {value: 1}\n"
 
 
+def governor(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "governor", *args], capture_output=True, text=True, timeout=120)
+
+
 def install(root: Path, *args: str) -> str:
-    """`install claude-code --scope managed --service` under the prefix `root`, the service's user
-    `nobody`; what it said."""
-    out = subprocess.run([sys.executable, "-m", "governor", "install", "claude-code", "--scope", "managed", "--root",
-                          str(root), "--service", "--service-user", "nobody", *args],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    """`install claude-code --scope managed` (the wall is its default) under the prefix `root`, the
+    service's user `nobody`; what it said."""
+    out = governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--service-user", "nobody",
+                   *args)  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout + out.stderr
 
@@ -258,6 +261,56 @@ def test_the_install_writes_the_unit_and_keeps_the_redis_credentials_from_users(
     assert gone.returncode == 0, gone.stderr
     assert not (root / "etc" / "memory-governor" / "service.json").exists()
     assert not (root / "etc" / "systemd" / "system" / "memory-governor.service").exists()
+
+
+def test_the_wall_is_the_default_and_no_service_takes_it_down_and_doctor_names_the_tier(tmp_path):
+    root = tmp_path / "r"
+    config = root / "etc" / "memory-governor"
+    service_json, unit = config / "service.json", root / "etc" / "systemd" / "system" / "memory-governor.service"
+    said = install(root, "--ledger-url", "redis://governor:s3cret@127.0.0.1:1/0", "--no-service-start")
+    assert service_json.exists() and unit.exists() and "not started (--no-service-start)" in said, said
+    assert "seatbelt" not in said and "earlier managed install" not in said, said
+    rows = doctor(root)
+    assert [row["status"] for row in rows] == ["FAIL"] and rows[0]["detail"].startswith("the wall: "), rows
+    down = install(root, "--no-service")
+    assert not service_json.exists() and not unit.exists()
+    assert f"{service_json}: removed (--no-service)" in down and f"{unit}: removed (--no-service)" in down, down
+    assert "--no-service: the seatbelt tier: " in down and "can delete or write" in down, down
+    environment = os.stat(config / "environment.json")  # every user's hook reads it again
+    assert (environment.st_uid, environment.st_gid, stat.S_IMODE(environment.st_mode)) == (0, 0, 0o644)
+    rows = doctor(root)
+    assert [row["status"] for row in rows] == ["warn"] and "the seatbelt tier" in rows[0]["detail"], rows
+    assert "--scope managed (the wall is its default)" in rows[0]["fix"], rows
+    again = install(root, "--no-service")  # no service to take down: only the tier said
+    assert "removed" not in again and "--no-service: the seatbelt tier" in again, again
+    up = install(root, "--no-service-start")
+    assert "the earlier managed install had no decision service: this one puts up the wall" in up, up
+    assert json.loads(service_json.read_text())["uid"] == SERVICE_UID and unit.exists()
+    assert stat.S_IMODE(os.stat(config / "environment.json").st_mode) == 0o640
+
+
+def test_under_root_a_missing_service_user_is_refused_and_nothing_written(tmp_path):
+    root = tmp_path / "r"
+    out = governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--service-user",
+                   "mg-no-such-user")  # fmt: skip
+    assert out.returncode != 0 and not root.exists(), out.stdout + out.stderr
+    said = " ".join(out.stderr.split())
+    assert "no user mg-no-such-user on this machine" in said and "makes no user" in said, said
+    assert "useradd --system --user-group mg-no-such-user" in said and "--no-service" in said, said
+    assert "--service-user" in said and "nothing was changed" in said, said
+    # A tree with its own etc/passwd (an image's): the user is that tree's, made there first.
+    (root / "etc").mkdir(parents=True)
+    passwd = root / "etc" / "passwd"
+    passwd.write_text("root:x:0:0:root:/root:/bin/sh\n")
+    out = governor("install", "codex", "--scope", "managed", "--root", str(root))
+    said = " ".join(out.stderr.split())
+    assert out.returncode != 0 and [p.name for p in root.rglob("*")] == ["etc", "passwd"], said
+    assert f"useradd --root {root} --system --user-group memory-governor" in said, said
+    passwd.write_text("root:x:0:0:root:/root:/bin/sh\nmemory-governor:x:4242:4243::/var/lib/memory-governor:/x\n")
+    out = governor("install", "codex", "--scope", "managed", "--root", str(root), "--no-service-start")
+    assert out.returncode == 0, out.stdout + out.stderr
+    written = json.loads((root / "etc" / "memory-governor" / "service.json").read_text())
+    assert written["uid"] == 4242 and written["user"] == "memory-governor", written
 
 
 def test_the_service_ignores_a_callers_environment_for_its_own_state_and_telemetry():

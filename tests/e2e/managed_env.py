@@ -94,8 +94,8 @@ def user_and_layers() -> Iterator[tuple[Path, Path, str]]:
 
 
 class Service:
-    """The decision service of a managed install with the wall (`install ... --service`), run as the
-    service's own user in the test's namespace (its /etc: the user `install` made there). Its socket
+    """The decision service of a managed install with the wall (the default of `install ... --scope
+    managed`), run as the service's own user in the test's namespace (its /etc: the user `install` made there). Its socket
     and state are in the test's layers folder, not the machine's /run and /var/lib: service.json is
     pointed there after the install."""
 

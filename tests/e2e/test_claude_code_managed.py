@@ -1,6 +1,7 @@
 """The managed install, through the real Claude Code binary run as an unprivileged user.
 
-`memory-governor install claude-code --scope managed` writes /etc/claude-code/managed-settings.json
+`memory-governor install claude-code --scope managed --no-service` (the managed install without the
+wall; the wall's test is the last) writes /etc/claude-code/managed-settings.json
 and /etc/memory-governor/ as root; then `claude -p` runs as a user of its own whose model tries
 what a model running as the user can do to its own files: a looser `.memory-governor/policy.yaml`
 in the project and in a new project root above it, a local override, a forged `policy accept`,
@@ -53,9 +54,11 @@ class Managed(Harness):
     def namespaced(self, args: Sequence[str], as_user: bool) -> list[str]:
         return namespaced(self.layers, self.user, args, as_user)
 
-    def install(self, *more: str) -> None:
-        args = self.namespaced([PYTHON, "-m", "governor", "install", "claude-code", "--scope", "managed", *more],
-                               False)  # fmt: skip
+    def install(self, *more: str, wall: bool = False) -> None:
+        """The managed install; without the wall (`--no-service`) unless `wall`."""
+        tier = [] if wall else ["--no-service"]
+        args = self.namespaced([PYTHON, "-m", "governor", "install", "claude-code", "--scope", "managed", *tier,
+                                *more], False)  # fmt: skip
         env = {**self.env, "MEMORY_GOVERNOR_STATE_DIR": str(self.layers / "root-state")}
         proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -201,11 +204,11 @@ def test_a_users_settings_env_puts_no_program_in_or_around_a_managed_hook(manage
     assert not loaded.exists() and not prefixed.exists(), "neither program ran"
 
 
-# -- the wall: every managed hook asks the decision service (install --service) ----------------------
+# -- the wall: every managed hook asks the decision service (the managed install's default) ----------
 
 
 def test_behind_the_wall_nothing_the_model_does_as_the_user_opens_the_gate(managed):
-    """Under `install --scope managed --service`, the model's one script makes the user's own state
+    """Under `install --scope managed` (the wall), the model's one script makes the user's own state
     unusable (the ledger a folder, errors.log a FIFO), tries the service's state and socket, forges
     `policy accept` (plainly and through a pseudo-terminal), loosens the project's policy and puts a
     shared object in LD_PRELOAD through `~/.claude/settings.json`. None of it reaches what decides:
@@ -217,7 +220,7 @@ def test_behind_the_wall_nothing_the_model_does_as_the_user_opens_the_gate(manag
         from npm import unavailable
 
         unavailable("no C compiler (cc) to build the attack's shared object")
-    managed.install("--service", "--no-service-start")
+    managed.install("--no-service-start", wall=True)
     wall = Service(managed.layers, managed.user, PYTHON)
     wall.point()
     wall.start()

@@ -1,9 +1,9 @@
 """The managed install, through the real Codex binary run as an unprivileged user.
 
-`memory-governor install codex --scope managed` writes /etc/codex/requirements.toml and
-/etc/memory-governor/ as root; then `codex exec` runs as a user of its own whose model tries,
-through Codex's own shell tool, what a model running as the user can do to its own files: a
-looser `.memory-governor/policy.yaml` in the project and in a new project root above it, a local
+`memory-governor install codex --scope managed --no-service` (the managed install without the
+wall; the wall's test is the last) writes /etc/codex/requirements.toml and /etc/memory-governor/
+as root; then `codex exec` runs as a user of its own whose model tries, through Codex's own shell
+tool, what a model running as the user can do to its own files: a looser `.memory-governor/policy.yaml` in the project and in a new project root above it, a local
 override, a forged `policy accept`, the state directory deleted, the project's `.codex/hooks.json`
 emptied, `[features] hooks = false` in the project's `.codex/config.toml` and in
 `$CODEX_HOME/config.toml`, and a `[hooks.state]` entry there switching the managed hook off. Every
@@ -51,9 +51,11 @@ class ManagedCodex(CodexHarness):
         """The user's own config.toml: Codex's sandbox off, so the model's writes land."""
         return super().config_text().replace('sandbox_mode = "read-only"', 'sandbox_mode = "danger-full-access"')
 
-    def install(self, *args: str) -> None:
+    def install(self, *args: str, wall: bool = False) -> None:
+        """The managed install; without the wall (`--no-service`) unless `wall`."""
         (self.codex_home / "config.toml").write_text(self.config_text(), encoding="utf-8")
-        command = [PYTHON, "-m", "governor", "install", "codex", "--scope", "managed", *args]
+        tier = [] if wall else ["--no-service"]
+        command = [PYTHON, "-m", "governor", "install", "codex", "--scope", "managed", *tier, *args]
         env = {**self.env, "MEMORY_GOVERNOR_STATE_DIR": str(self.layers / "root-state")}
         proc = subprocess.run(namespaced(self.layers, self.user, command, False), env=env, capture_output=True,
                               text=True, timeout=120)  # fmt: skip
@@ -140,16 +142,16 @@ def test_a_login_profile_the_model_writes_does_not_silence_a_managed_hook(manage
     assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3], managed.calls()
 
 
-# -- the wall: every managed hook asks the decision service (install --service) ----------------------
+# -- the wall: every managed hook asks the decision service (the managed install's default) ----------
 
 
 def test_behind_the_wall_nothing_the_model_does_as_the_user_opens_the_gate(managed):
-    """Under `install codex --scope managed --service`, the model's one script (Codex's sandbox off)
+    """Under `install codex --scope managed` (the wall), the model's one script (Codex's sandbox off)
     makes the user's own state unusable, tries the service's state and socket, forges `policy
     accept`, loosens the project's policy and empties the project's hooks.json. None of it reaches
     what decides: the searches are capped, 2 of 3 at `limit: 3`. The service stopped, every search
     is refused and says why; started again, they are governed again."""
-    managed.install("--service", "--no-service-start")
+    managed.install("--no-service-start", wall=True)
     wall = Service(managed.layers, managed.user, PYTHON)
     wall.point()
     wall.start()

@@ -27,6 +27,7 @@ from governor.policy.files import check_files
 MANAGED = "version: 1\nlimits:\n  max_search_calls: {value: 1}\n"  # the administrator's
 TEAM = "version: 1\nlimits:\n  max_search_calls: {value: 9}\n"  # a project's, loosening 2 -> 9
 LOCAL = "version: 1\nlimits:\n  max_search_calls: {value: 5}\n"  # its local override, tightening 9 -> 5
+SEATBELT = ("--scope", "managed", "--no-service")  # the managed install without the wall (tests/test_service.py)
 
 
 def governor(*args: str, env: dict[str, str], check: bool = True, cwd: Path | None = None
@@ -58,7 +59,7 @@ def test_install_writes_root_readable_files_and_uninstall_removes_exactly_what_i
     before = tree(root)
     old = os.umask(0o077)  # a root umask that would hide the files from every user
     try:
-        out = governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+        out = governor("install", "claude-code", *SEATBELT, "--root", str(root), env=env)
     finally:
         os.umask(old)
     where = managed.paths(str(root))
@@ -71,7 +72,7 @@ def test_install_writes_root_readable_files_and_uninstall_removes_exactly_what_i
     for key in ("policy", "compiled", "record"):
         assert stat.S_IMODE(os.stat(where[key]).st_mode) == 0o644, key
     assert stat.S_IMODE(os.stat(where["config"]).st_mode) == 0o755
-    again = governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    again = governor("install", "claude-code", *SEATBELT, "--root", str(root), env=env)
     assert "nothing changed" in again.stdout and "saved as" not in again.stdout, again.stdout
     governor("uninstall", "claude-code", "--scope", "managed", "--root", str(root), env=env)
     for backup in existing.parent.glob("managed-settings.json.bak-*"):
@@ -91,7 +92,7 @@ def test_install_pins_what_runs_code_around_a_hook_keeps_the_administrators_and_
     settings_path = root / "etc" / "claude-code" / "managed-settings.json"
     settings_path.write_text(json.dumps({"env": {"LD_LIBRARY_PATH": "/opt/cuda/lib", "TEAM": "x"}}))
     before = json.loads(settings_path.read_text())
-    governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    governor("install", "claude-code", *SEATBELT, "--root", str(root), env=env)
     settings = json.loads(settings_path.read_text())
     assert settings["env"] == {"LD_LIBRARY_PATH": "/opt/cuda/lib", "TEAM": "x", "LD_PRELOAD": "", "LD_AUDIT": "",
                                "CLAUDE_CODE_SHELL_PREFIX": ""}  # fmt: skip
@@ -100,7 +101,7 @@ def test_install_pins_what_runs_code_around_a_hook_keeps_the_administrators_and_
     settings_path.write_text(json.dumps(settings))
     unpinned = [c.detail for c in managed.doctor(str(root), is_ours) if c.status == BAD and "env" in c.detail]
     assert unpinned and "CLAUDE_CODE_SHELL_PREFIX" in unpinned[0] and "LD_PRELOAD" not in unpinned[0], unpinned
-    governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    governor("install", "claude-code", *SEATBELT, "--root", str(root), env=env)
     assert json.loads(settings_path.read_text())["env"]["CLAUDE_CODE_SHELL_PREFIX"] == ""
     governor("uninstall", "claude-code", "--scope", "managed", "--root", str(root), env=env)
     assert json.loads(settings_path.read_text()) == before
@@ -108,7 +109,7 @@ def test_install_pins_what_runs_code_around_a_hook_keeps_the_administrators_and_
 
 def test_uninstall_keeps_a_policy_the_administrator_changed_since(tmp_path, env):
     root = tmp_path / "r"
-    governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    governor("install", "claude-code", *SEATBELT, "--root", str(root), env=env)
     policy = Path(managed.paths(str(root))["policy"])
     policy.write_text(policy.read_text() + "# ours now\n")
     governor("uninstall", "claude-code", "--scope", "managed", "--root", str(root), env=env)
@@ -118,7 +119,7 @@ def test_uninstall_keeps_a_policy_the_administrator_changed_since(tmp_path, env)
 def test_an_invalid_managed_policy_is_refused_and_nothing_written(tmp_path, env):
     bad = tmp_path / "bad.yaml"
     bad.write_text("version: 1\nlimits: {default: {max_search_calls: lots}}\n")
-    out = governor("install", "claude-code", "--scope", "managed", "--root", str(tmp_path / "r"), "--policy",
+    out = governor("install", "claude-code", *SEATBELT, "--root", str(tmp_path / "r"), "--policy",
                    str(bad), env=env, check=False)  # fmt: skip
     assert out.returncode != 0 and "invalid" in out.stderr and not (tmp_path / "r").exists()
 
@@ -131,7 +132,7 @@ def test_without_root_the_managed_install_refuses(tmp_path, env):
         prefix = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups", "--"]
     else:
         prefix = []
-    out = subprocess.run([*prefix, sys.executable, "-m", "governor", "install", "claude-code", "--scope", "managed"],
+    out = subprocess.run([*prefix, sys.executable, "-m", "governor", "install", "claude-code", *SEATBELT],
                          env={**env, "MEMORY_GOVERNOR_STATE_DIR": "/nonexistent"}, capture_output=True, text=True,
                          timeout=120, cwd="/")  # fmt: skip
     assert out.returncode != 0 and "run it as root" in out.stderr, out.stderr
@@ -152,7 +153,7 @@ def test_a_managed_hook_takes_nothing_from_the_environment():
 
 def test_the_managed_policy_ignores_the_projects_files(tmp_path, env):
     root = tmp_path / "r"
-    governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    governor("install", "claude-code", *SEATBELT, "--root", str(root), env=env)
     project = tmp_path / "p"
     (project / ".memory-governor").mkdir(parents=True)
     loose = TEAM  # a valid loosening (2 -> 9): an ordinary install would enforce it
@@ -173,7 +174,7 @@ def test_the_managed_policy_ignores_the_projects_files(tmp_path, env):
 
 def test_doctor_names_a_managed_file_someone_else_can_write(tmp_path, env):
     root = tmp_path / "r"
-    governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    governor("install", "claude-code", *SEATBELT, "--root", str(root), env=env)
     good = managed.doctor(str(root), is_ours)
     problems = [c.detail for c in good if c.status == BAD]
     if policy_managed.ownership_problems([str(tmp_path)]):  # pytest's tmp folders are not root's alone
@@ -224,7 +225,7 @@ def installed(tmp_path: Path, env: dict[str, str]) -> tuple[Path, Path]:
     policy (9) and local override (5) a managed hook does not read."""
     root = tmp_path / "r"
     (tmp_path / "managed.yaml").write_text(MANAGED)
-    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+    governor("install", "claude-code", *SEATBELT, "--root", str(root), "--policy",
              str(tmp_path / "managed.yaml"), env=env)  # fmt: skip
     project = tmp_path / "p"
     (project / ".memory-governor").mkdir(parents=True)
@@ -378,7 +379,7 @@ def managed_turn(as_user: AsUser, root: Path) -> list[subprocess.CompletedProces
 def test_report_and_doctor_read_the_ledger_a_managed_hook_writes_against_its_limits(as_user, env):
     root = as_user.base / "r"
     (as_user.base / "managed.yaml").write_text(MANAGED)
-    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+    governor("install", "claude-code", *SEATBELT, "--root", str(root), "--policy",
              str(as_user.base / "managed.yaml"), env=env)  # fmt: skip
     where = managed.paths(str(root))
     project = as_user.base / "p"
@@ -389,7 +390,7 @@ def test_report_and_doctor_read_the_ledger_a_managed_hook_writes_against_its_lim
     decided_under = json.loads(Path(where["compiled"]).read_text())["digest"]
     # The administrator widens the policy: the turn decided before is still shown against its own limit.
     (as_user.base / "managed.yaml").write_text(MANAGED.replace("value: 1", "value: 3"))
-    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+    governor("install", "claude-code", *SEATBELT, "--root", str(root), "--policy",
              str(as_user.base / "managed.yaml"), env=env)  # fmt: skip
     cli = [sys.executable, "-m", "governor", "--managed-root", str(root)]
     out = as_user.run([*cli, "report", "--format", "json"], project)
@@ -419,7 +420,7 @@ def test_the_administrators_ledger_url_is_every_managed_hooks_and_no_variable_mo
     root = as_user.base / "r"
     (as_user.base / "managed.yaml").write_text(MANAGED)
     url = redis_server.url
-    out = governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+    out = governor("install", "claude-code", *SEATBELT, "--root", str(root), "--policy",
                    str(as_user.base / "managed.yaml"), "--ledger-url", url, env=env)  # fmt: skip
     where = managed.paths(str(root))
     assert json.loads(Path(where["environment"]).read_text()) == {"MEMORY_GOVERNOR_LEDGER_URL": url}
@@ -435,17 +436,17 @@ def test_the_administrators_ledger_url_is_every_managed_hooks_and_no_variable_mo
     assert ledger["status"] == "ok" and ledger["detail"].startswith(f"Redis at {url}"), ledger
     assert wide["status"] == "warn" and "ACL SETUSER memory-governor" in wide["fix"], wide  # the default user
     # Kept by an install that does not name it; "" takes it away; the uninstall removes the file.
-    governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    governor("install", "claude-code", *SEATBELT, "--root", str(root), env=env)
     assert json.loads(Path(where["environment"]).read_text()) == {"MEMORY_GOVERNOR_LEDGER_URL": url}
-    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--ledger-url", "", env=env)
+    governor("install", "claude-code", *SEATBELT, "--root", str(root), "--ledger-url", "", env=env)
     assert not os.path.exists(where["environment"])
-    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--ledger-url", url, env=env)
+    governor("install", "claude-code", *SEATBELT, "--root", str(root), "--ledger-url", url, env=env)
     governor("uninstall", "claude-code", "--scope", "managed", "--root", str(root), env=env)
     assert not os.path.exists(where["environment"]) and not (root / "etc" / "claude-code").exists()
 
 
 def test_a_ledger_url_that_is_no_redis_url_is_refused_and_nothing_written(tmp_path, env):
-    out = governor("install", "claude-code", "--scope", "managed", "--root", str(tmp_path / "r"), "--ledger-url",
+    out = governor("install", "claude-code", *SEATBELT, "--root", str(tmp_path / "r"), "--ledger-url",
                    "http://user:secret@host/", env=env, check=False)  # fmt: skip
     assert out.returncode != 0 and "no Redis URL" in out.stderr and "secret" not in out.stderr, out.stderr
     assert not (tmp_path / "r").exists()
@@ -464,7 +465,7 @@ def test_telemetry_under_a_managed_install_is_one_sender_the_administrator_runs_
 
     root = as_user.base / "r"
     (as_user.base / "managed.yaml").write_text(MANAGED)
-    governor("install", "claude-code", "--scope", "managed", "--root", str(root), "--policy",
+    governor("install", "claude-code", *SEATBELT, "--root", str(root), "--policy",
              str(as_user.base / "managed.yaml"), "--ledger-url", redis_server.url, env=env)  # fmt: skip
     receiver = HttpReceiver()
     sender = {**env, **telemetry_env(receiver.endpoint), "MEMORY_GOVERNOR_LEDGER_URL": redis_server.url,
@@ -518,7 +519,7 @@ def test_a_managed_hook_counts_with_the_installs_table_never_the_users(as_user, 
     from tests.conftest import tokenizer_tables
 
     root = as_user.base / "r"
-    governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
+    governor("install", "claude-code", *SEATBELT, "--root", str(root), env=env)
     config = managed.paths(str(root))["config"]
     (table,) = Path(config).glob("o200k_base-*.bpe")
     assert stat.S_IMODE(table.stat().st_mode) == 0o644 and table.stat().st_uid == 0

@@ -19,6 +19,8 @@ from governor.harnesses.checks import BAD
 from governor.harnesses.codex import managed
 from governor.harnesses.codex.setup import SESSION_EVENTS, TOOL_EVENTS, is_ours
 
+SEATBELT = ("--scope", "managed", "--no-service")  # the managed install without the wall (tests/test_service.py)
+
 
 def governor(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run([sys.executable, "-m", "governor", *args], env=env, capture_output=True, text=True,
@@ -45,7 +47,7 @@ def test_install_pins_hooks_on_and_managed_only_and_uninstall_removes_exactly_wh
     before = tree(root)
     old = os.umask(0o077)
     try:
-        governor("install", "codex", "--scope", "managed", "--root", str(root), env=env)
+        governor("install", "codex", *SEATBELT, "--root", str(root), env=env)
     finally:
         os.umask(old)
     where = managed.paths(str(root))
@@ -57,7 +59,7 @@ def test_install_pins_hooks_on_and_managed_only_and_uninstall_removes_exactly_wh
     assert command.endswith(f'codex --managed "{where["config"]}"') and " -I -S " in command
     for key in ("policy", "compiled", "record"):
         assert stat.S_IMODE(os.stat(where[key]).st_mode) == 0o644, key
-    again = governor("install", "codex", "--scope", "managed", "--root", str(root), env=env)
+    again = governor("install", "codex", *SEATBELT, "--root", str(root), env=env)
     assert "managed hooks already installed, nothing changed" in again.stdout, again.stdout
     governor("uninstall", "codex", "--scope", "managed", "--root", str(root), env=env)
     for backup in existing.parent.glob("requirements.toml.bak-*"):
@@ -70,7 +72,7 @@ def test_install_pins_hooks_on_and_managed_only_and_uninstall_removes_exactly_wh
 
 def test_a_requirements_file_the_install_created_goes_with_its_folders(tmp_path, env):
     root = tmp_path / "r"
-    governor("install", "codex", "--scope", "managed", "--root", str(root), env=env)
+    governor("install", "codex", *SEATBELT, "--root", str(root), env=env)
     assert (root / "etc" / "codex" / "requirements.toml").exists()
     governor("uninstall", "codex", "--scope", "managed", "--root", str(root), env=env)
     assert not (root / "etc").exists() or not any((root / "etc").rglob("*"))
@@ -78,8 +80,8 @@ def test_a_requirements_file_the_install_created_goes_with_its_folders(tmp_path,
 
 def test_the_policy_stays_while_another_harness_managed_install_uses_it(tmp_path, env):
     root = tmp_path / "r"
-    governor("install", "claude-code", "--scope", "managed", "--root", str(root), env=env)
-    governor("install", "codex", "--scope", "managed", "--root", str(root), env=env)
+    governor("install", "claude-code", *SEATBELT, "--root", str(root), env=env)
+    governor("install", "codex", *SEATBELT, "--root", str(root), env=env)
     where = managed.paths(str(root))
     (table,) = Path(where["config"]).glob("*.bpe")  # one table, Claude Code's install's: both count with it
     governor("uninstall", "codex", "--scope", "managed", "--root", str(root), env=env)
@@ -91,7 +93,7 @@ def test_the_policy_stays_while_another_harness_managed_install_uses_it(tmp_path
 
 def test_doctor_fails_when_a_switch_is_off_or_a_file_is_writable(tmp_path, env):
     root = tmp_path / "r"
-    governor("install", "codex", "--scope", "managed", "--root", str(root), env=env)
+    governor("install", "codex", *SEATBELT, "--root", str(root), env=env)
     where = managed.paths(str(root))
     assert any(c.what == "guarantees" for c in managed.doctor(str(root), is_ours))
     path = Path(where["settings"])
@@ -119,7 +121,7 @@ def test_the_install_writes_the_tokenizer_table_every_managed_hook_counts_with_a
     from governor.harnesses.checks import WARN
 
     root = tmp_path / "r"
-    out = governor("install", "codex", "--scope", "managed", "--root", str(root), env=env)
+    out = governor("install", "codex", *SEATBELT, "--root", str(root), env=env)
     where = managed.paths(str(root))
     table = Path(shared_managed.table_path(where["config"], "o200k_base"))
     assert f"{table}: the tokenizer table every hook counts with" in out.stdout, out.stdout
@@ -138,7 +140,7 @@ def test_the_install_writes_the_tokenizer_table_every_managed_hook_counts_with_a
     warned = [c.detail for c in managed.doctor(str(root), is_ours) if c.status == WARN]
     assert warned == [f"no tokenizer table for o200k_base in {where['config']}: every hook that counts starts "
                       "tiktoken (~0.25 s)"], warned  # fmt: skip
-    governor("install", "codex", "--scope", "managed", "--root", str(root), env=env)
+    governor("install", "codex", *SEATBELT, "--root", str(root), env=env)
     assert table.exists(), "a second install builds it again"
     out = governor("uninstall", "codex", "--scope", "managed", "--root", str(root), env=env)
     assert f"{table}: removed" in out.stdout and not table.exists(), out.stdout
