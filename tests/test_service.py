@@ -321,3 +321,28 @@ def test_the_service_ignores_a_callers_environment_for_its_own_state_and_telemet
     assert env["MEMORY_GOVERNOR_STATE_DIR"] == "/var/lib/memory-governor" and "XDG_STATE_HOME" not in env
     assert env["HOME"] == os.path.expanduser("~root") and "MEMORY_GOVERNOR_ENABLE_TELEMETRY" not in env
     assert env["CLAUDE_PROJECT_DIR"] == "/p"
+
+
+def test_the_install_and_doctor_say_when_the_ledgers_redis_answers_a_client_without_credentials(tmp_path, redis_server):
+    """Behind the wall only the service holds the ledger's credentials, which guards nothing if the
+    Redis answers a client with none (any user's process): the install warns and doctor says BAD.
+    A Redis whose default user needs a password, the service on the governor's own ACL user: neither."""
+    from governor.engine.redis_access import ACL_RULES
+    from tests.redis_server import RedisServer
+
+    open_said = install(tmp_path / "open", "--ledger-url", redis_server.url)
+    assert "lets a client with no credentials run administrative commands" in open_said, open_said
+    rows = doctor(tmp_path / "open")
+    assert any(row["status"] == "FAIL" and "no credentials" in row["detail"] for row in rows), rows
+    guarded = RedisServer(tmp_path / "guarded", password="the-administrators").start()
+    try:
+        guarded.client().execute_command("ACL", "SETUSER", "memory-governor", "on", ">its-own", *ACL_RULES.split())
+        url = f"redis://memory-governor:its-own@127.0.0.1:{guarded.port}/0"
+        closed_said = install(tmp_path / "closed", "--ledger-url", url)
+        assert "no credentials" not in closed_said, closed_said
+        rows = doctor(tmp_path / "closed")
+        assert rows and not any("no credentials" in row["detail"] for row in rows), rows
+        refused = {entry["object"] for entry in guarded.client().execute_command("ACL", "LOG")}
+        assert refused <= {"config|get"}, "only the probe whether the service's user can administer was refused"
+    finally:
+        guarded.stop()

@@ -207,9 +207,14 @@ def _install_managed(harness: str, root: str | None, policy_file: str | None, le
         blob, problems = compile_sources(policy_managed.sources({}, scratch, scratch))
     if blob is None:
         raise click.ClickException(f"the managed policy is invalid: {problems[0]}; nothing was changed")
+    from governor.runtime import service
+
     if ledger_url:
         _check_ledger(ledger_url, blob)
-    from governor.runtime import service
+        power = service.open_redis(ledger_url) if service_user is not None else None
+        if power is not None:
+            click.echo(f"warning: the ledger's Redis lets a client with no credentials {power}, so the wall "
+                       f"does not cover it: {service.redis_fix()}", err=True)  # fmt: skip
 
     walled = policy_managed.service(where["config"]) is not None  # an earlier install put the wall up
     earlier = os.path.exists(where["compiled"])  # an earlier managed install, of any harness

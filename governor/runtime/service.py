@@ -340,6 +340,7 @@ def service_checks(label: str, root: str) -> list[Any]:
         if enabled.stdout.strip() != "enabled":
             checks.append(Check(BAD, label, f"memory-governor.service is {enabled.stdout.strip() or 'not installed'}: "
                                 "the service will not start with the machine", "systemctl enable memory-governor"))  # fmt: skip
+    checks += redis_checks(label, config)
     answer, why = client.ask_service("claude-code", b"{}", {}, where)
     if answer is None:
         checks.append(Check(BAD, label, f"the wall: the decision service does not answer ({why}): every "
@@ -348,3 +349,36 @@ def service_checks(label: str, root: str) -> list[Any]:
         answers = f"the wall: the decision service answers on {where.get('socket')} as uid {where.get('uid')}"
         checks.append(Check(OK, label, f"{answers}; every managed hook asks it"))
     return checks
+
+
+def open_redis(url: str) -> str | None:
+    """Behind the wall only the service holds the ledger's credentials; a Redis that answers a client
+    with none lets any user's process (the model's shell) stop or rewrite every ledger on it. What
+    such a client may do, in words; None when Redis refuses it (or cannot be asked)."""
+    try:
+        from governor.engine.redis_access import anyone_can
+
+        return anyone_can(url)
+    except (ImportError, OSError):
+        return None
+
+
+def redis_fix() -> str:
+    return (
+        "as the Redis administrator: a password for the default user (requirepass, or ACL SETUSER default "
+        "off), and the governor's own user for the service (docs/teams.md, the ledger on Redis)"
+    )
+
+
+def redis_checks(label: str, config: str) -> list[Any]:
+    """The ledger's Redis behind the wall answers no client without credentials (asked only where
+    this process can read the administrator's environment: root's doctor)."""
+    from governor.harnesses.checks import BAD, Check
+    from governor.policy import managed
+
+    url = managed.settings(config).get(managed.LEDGER_URL)
+    power = open_redis(url) if url else None
+    if power is None:
+        return []
+    return [Check(BAD, label, f"the ledger's Redis lets a client with no credentials {power}: any user's process "
+                  "can stop, lock or rewrite every user's ledger, whatever the wall keeps", redis_fix())]  # fmt: skip
