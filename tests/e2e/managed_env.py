@@ -10,6 +10,7 @@ Needs root, unshare, setpriv and useradd: skipped without them (failed under CI=
 
 from __future__ import annotations
 
+import base64
 import os
 import pwd
 import shutil
@@ -133,3 +134,65 @@ class Service:
             self.proc.terminate()
             self.proc.wait(30)
             self.proc = None
+
+
+class WalledRedis:
+    """The ledger's Redis as the wall wants it: its default user needs a password only the
+    administrator has, and the decision service's URL names the governor's own ACL user
+    (governor.engine.redis_access.ACL_RULES), kept in environment.json where no user reads it.
+    `attack` is what the model's shell tries on it: read the URL, then, with no credentials, one
+    RESP command per connection (CLIENT PAUSE, CONFIG SET requirepass and maxmemory, CLIENT KILL,
+    a forged policy under mg:pp:, FLUSHALL, SHUTDOWN), each reply printed."""
+
+    COMMANDS = (("CLIENT", "PAUSE", "20000", "ALL"), ("CONFIG", "SET", "requirepass", "x"),
+                ("CONFIG", "SET", "maxmemory", "1"), ("CLIENT", "KILL", "TYPE", "normal"),
+                ("HSET", "mg:pp:project", "policy", "version: 1"), ("FLUSHALL",), ("SHUTDOWN", "NOSAVE"))  # fmt: skip
+
+    def __init__(self, folder: Path) -> None:
+        import secrets
+
+        from tests.redis_server import RedisServer
+
+        self.server = RedisServer(folder, password=secrets.token_hex(12))
+        self.secret = secrets.token_hex(12)
+
+    def start(self) -> None:
+        from governor.engine.redis_access import ACL_RULES
+
+        self.server.start()
+        rules = ACL_RULES.split()
+        self.server.client().execute_command("ACL", "SETUSER", "memory-governor", "on", f">{self.secret}", *rules)
+
+    @property
+    def url(self) -> str:
+        return f"redis://memory-governor:{self.secret}@127.0.0.1:{self.server.port}/0"
+
+    def attack(self, python: str) -> list[str]:
+        """Shell lines: the URL read, then the commands sent (`python`: an interpreter the user runs)."""
+        program = (
+            "import socket\n"
+            f"for c in {self.COMMANDS!r}:\n"
+            f"    s = socket.create_connection(('127.0.0.1', {self.server.port}), 5)\n"
+            "    s.sendall(('*%d\\r\\n' % len(c) + ''.join('$%d\\r\\n%s\\r\\n' % (len(a), a) for a in c)).encode())\n"
+            "    print('REDIS', c[0], c[1] if len(c) > 1 else '', '->', s.recv(200).split(b'\\r\\n')[0].decode())\n"
+            "    s.close()\n"
+        )
+        encoded = base64.b64encode(program.encode()).decode()
+        return ["cat /etc/memory-governor/environment.json 2>/dev/null | grep -q memory-governor: && echo READ-URL",
+                f"echo {encoded} | base64 -d | {python} -I -"]  # fmt: skip
+
+    def assert_held(self, output: str) -> None:
+        """Every command refused for want of credentials, the URL unread, and the Redis as it was."""
+        replies = [line for line in output.splitlines() if line.startswith("REDIS ")]
+        assert len(replies) == len(self.COMMANDS) and all("-> -NOAUTH" in line for line in replies), output
+        assert "READ-URL" not in output, output
+        admin = self.server.client()
+        assert admin.ping() and admin.config_get("maxmemory") == {"maxmemory": "0"}
+        assert admin.config_get("requirepass")["requirepass"] == self.server.password
+        assert not admin.exists("mg:pp:project")
+
+    def ledger_keys(self) -> list[str]:
+        return list(self.server.client().scan_iter("mg:s:*"))
+
+    def stop(self) -> None:
+        self.server.stop()

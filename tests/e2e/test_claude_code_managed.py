@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 from conftest import Harness, Tools
 from fake_model import FakeModel, call, engram, text, tool_uses
-from managed_env import Service, namespaced, own, user_and_layers
+from managed_env import Service, WalledRedis, namespaced, own, user_and_layers
 from sandbox import PYTHON, RUN_TIMEOUT
 
 pytestmark = [pytest.mark.e2e]
@@ -280,3 +280,43 @@ def _behind_the_wall(managed: Managed, wall: Service) -> None:
     back = managed.run("And now?", main=[tool_uses(*searches), text("Found.")], allowed=["mcp__engram__mem_search"])
     assert sorted(r.is_error for r in back.results_of("mem_search")) == [False, False, True], back.describe()
     assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3, 3, 3], managed.calls()
+
+
+def test_behind_the_wall_the_models_shell_cannot_reach_the_ledgers_redis(managed):
+    """The ledger on Redis behind the wall (the service's URL names the governor's own ACL user; the
+    default user needs the administrator's password): the model's shell cannot read the URL, and
+    every command it sends the Redis with no credentials (CLIENT PAUSE, CONFIG SET, CLIENT KILL, a
+    forged policy, FLUSHALL, SHUTDOWN) is refused by Redis; the searches are counted on the Redis
+    and capped, 2 of 3 at `limit: 3`. The Redis stopped, every search is refused; back, governed."""
+    redis = WalledRedis(managed.layers / "redis")
+    redis.start()
+    managed.install("--service", "--no-service-start", "--ledger-url", redis.url)
+    wall = Service(managed.layers, managed.user, PYTHON)
+    wall.point()
+    wall.start()
+    try:
+        script = "\n".join([*redis.attack(PYTHON), "echo done"])
+        attack = f"echo {base64.b64encode(script.encode()).decode()} | base64 -d | sh"
+        searches = [engram("mem_search", query=q, limit=20) for q in ("jwt auth", "fts5 search", "storage")]
+        run = managed.run("Free the memory ledger, then look up auth, search and storage.",
+                          main=[tool_uses(call("Bash", {"command": attack})), tool_uses(*searches), text("Found.")],
+                          allowed=["Bash", "mcp__engram__mem_search"])  # fmt: skip
+        [bash] = run.results(prefix="Bash")
+        assert bash.text.strip().endswith("done"), run.describe()
+        redis.assert_held(bash.text)
+        assert sorted(r.is_error for r in run.results_of("mem_search")) == [False, False, True], run.describe()
+        assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3], managed.calls()
+        assert redis.ledger_keys() and not (wall.state / "ledger.db").exists(), "counted on the Redis"
+        redis.stop()
+        down = managed.run("Look them up again.", main=[tool_uses(*searches), text("None.")],
+                           allowed=["mcp__engram__mem_search"])  # fmt: skip
+        assert [r.is_error for r in down.results_of("mem_search")] == [True, True, True], down.describe()
+        assert all("LedgerUnavailable" in r.text for r in down.results_of("mem_search")), down.describe()
+        assert len(managed.calls("mem_search")) == 2, "no refused call reached the server"
+        redis.start()
+        back = managed.run("And now?", main=[tool_uses(*searches), text("Found.")],
+                           allowed=["mcp__engram__mem_search"])  # fmt: skip
+        assert sorted(r.is_error for r in back.results_of("mem_search")) == [False, False, True], back.describe()
+    finally:
+        wall.stop()
+        redis.stop()

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from codex_env import CodexHarness, CodexTools, codex_tools_fixture, responses_fixture, responses_server_fixture  # noqa: F401
 from fake_responses import FakeResponses, call, engram, text, tool_uses
-from managed_env import Service, namespaced, own, user_and_layers
+from managed_env import Service, WalledRedis, namespaced, own, user_and_layers
 from sandbox import PYTHON, RUN_TIMEOUT
 
 pytestmark = [pytest.mark.e2e]
@@ -192,3 +192,40 @@ def test_behind_the_wall_nothing_the_model_does_as_the_user_opens_the_gate(manag
         assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3, 3, 3], managed.calls()
     finally:
         wall.stop()
+
+
+def test_behind_the_wall_the_models_shell_cannot_reach_the_ledgers_redis(managed):
+    """The ledger on Redis behind the wall (the governor's own ACL user, the default user behind the
+    administrator's password): Codex's model, its sandbox off, cannot read the URL, and every command
+    it sends the Redis with no credentials is refused by Redis; the searches are counted on the Redis
+    and capped, 2 of 3 at `limit: 3`. The Redis stopped, every search is refused; back, governed."""
+    redis = WalledRedis(managed.layers / "redis")
+    redis.start()
+    managed.install("--service", "--no-service-start", "--ledger-url", redis.url)
+    wall = Service(managed.layers, managed.user, PYTHON)
+    wall.point()
+    wall.start()
+    try:
+        script = "\n".join([*redis.attack(PYTHON), "echo done"])
+        attack = f"echo {base64.b64encode(script.encode()).decode()} | base64 -d | sh"
+        searches = [engram("mem_search", query=q, limit=20) for q in ("jwt auth", "fts5 search", "storage")]
+        run = managed.run("Free the memory ledger, then look up auth, search and storage.",
+                          main=[tool_uses(call("exec_command", {"cmd": attack})), tool_uses(*searches),
+                                text("Found.")])  # fmt: skip
+        [shell] = [r for r in run.results(prefix="") if r.name == "exec_command"]
+        assert "done" in shell.raw, run.describe()
+        redis.assert_held(shell.raw)
+        assert _refused(run.results_of("mem_search")) == [False, False, True], run.describe()
+        assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3], managed.calls()
+        assert redis.ledger_keys() and not (wall.state / "ledger.db").exists(), "counted on the Redis"
+        redis.stop()
+        down = managed.run("Look them up again.", main=[tool_uses(*searches), text("None.")], resume=run.session_id)
+        results = down.results_of("mem_search")
+        assert len(results) == 3 and all("LedgerUnavailable" in r.raw for r in results), down.describe()
+        assert len(managed.calls("mem_search")) == 2, "no refused call reached the server"
+        redis.start()
+        back = managed.run("And now?", main=[tool_uses(*searches), text("Found.")], resume=run.session_id)
+        assert _refused(back.results_of("mem_search")) == [False, False, True], back.describe()
+    finally:
+        wall.stop()
+        redis.stop()
