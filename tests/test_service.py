@@ -223,8 +223,12 @@ for _ in range(int(sys.argv[2])):
 print("ready", flush=True)
 while True:  # a byte at a time, never a whole request: each held connection keeps a worker waiting
     time.sleep(0.5)
-    for c in held:
-        c.send(b"G")
+    for i, c in enumerate(held):
+        try:
+            c.send(b"G")
+        except OSError:  # dropped (the whole request is late): held again at once
+            held[i] = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            held[i].connect(sys.argv[1]); held[i].send(b"M")
 """
 
 
@@ -244,6 +248,29 @@ def test_one_uids_held_requests_do_not_starve_another_uid(wall):
     assert not served.denied and "could not" not in served.stderr, (served.raw, served.stderr)
     time.sleep(0.5)  # the held connections closed: ALICE is answered again
     assert not wall.hook(ALICE, search("s4", "p2", 1)).denied
+
+
+def test_a_request_that_trickles_in_is_dropped_when_its_time_is_up(wall):
+    """A byte every half second never lets a read wait long, yet the whole request has
+    READ_SECONDS to arrive: then the service answers RETRY and frees the worker."""
+    import socket
+
+    wall.start()
+    started = time.monotonic()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(str(wall.socket))
+        conn.settimeout(0.5)
+        said = b""
+        while not said and time.monotonic() - started < 3 * decision_service.READ_SECONDS:
+            try:
+                conn.send(b"M")
+                said = conn.recv(100)
+            except TimeoutError:
+                continue
+            except OSError:
+                said = b"(closed)"
+    assert said.startswith((b"RETRY", b"(closed)")), said
+    assert time.monotonic() - started < 3 * decision_service.READ_SECONDS, "dropped in bounded time"
 
 
 def test_the_install_writes_the_unit_and_keeps_the_redis_credentials_from_users(tmp_path):

@@ -137,12 +137,12 @@ class Server:
         """A connection accepted: answered on a thread of its own."""
         threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
 
-    read_seconds = 30.0  # a request that does not arrive in this is dropped
+    read_seconds = 30.0  # a request that has not arrived whole in this is dropped, however it trickles
 
     def handle(self, conn: socket.socket) -> None:
         try:
-            conn.settimeout(self.read_seconds)
-            head, rest = _read_request(conn)
+            until = time.monotonic() + self.read_seconds
+            head, rest = _read_request(conn, until)
             parts = head.split()
             if len(parts) not in (5, 6) or parts[0] != PROTOCOL or not all(part.isdigit() for part in parts[3:]):
                 conn.sendall(b"RETRY protocol\n")
@@ -157,7 +157,7 @@ class Server:
                 if self.retires:
                     self.stopping.set()  # retire; the next hook starts a server with the new code
                 return
-            rest += _read_exactly(conn, env_len + body_len + cwd_len - len(rest))
+            rest += _read_exactly(conn, env_len + body_len + cwd_len - len(rest), until)
             env_blob, body, cwd = rest[:env_len], rest[env_len : env_len + body_len], rest[env_len + body_len :]
             if len(body) != body_len or len(cwd) != cwd_len:
                 conn.sendall(b"RETRY short-request\n")
@@ -269,13 +269,22 @@ def peer(conn: socket.socket) -> tuple[int | None, int]:
     return int.from_bytes(cred[4:8], sys.byteorder), max(0, int.from_bytes(cred[0:4], sys.byteorder, signed=True))
 
 
-def _read_request(conn: socket.socket) -> tuple[bytes, bytes]:
+def _recv(conn: socket.socket, size: int, until: float) -> bytes:
+    """What arrives next, waiting no later than `until` (monotonic): TimeoutError past it."""
+    left = until - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the request did not arrive in time")
+    conn.settimeout(left)
+    return conn.recv(size)
+
+
+def _read_request(conn: socket.socket, until: float) -> tuple[bytes, bytes]:
     """The request's first line, and what arrived after it so far. The request is framed by the
     lengths that line declares: a client need not close its side to end it (Bun, which runs
     OpenCode's plugins, closes both sides when a socket is ended)."""
     data = b""
     while b"\n" not in data and len(data) < 4096:
-        chunk = conn.recv(4096)
+        chunk = _recv(conn, 4096, until)
         if not chunk:
             break
         data += chunk
@@ -283,12 +292,12 @@ def _read_request(conn: socket.socket) -> tuple[bytes, bytes]:
     return head, rest
 
 
-def _read_exactly(conn: socket.socket, size: int) -> bytes:
+def _read_exactly(conn: socket.socket, size: int, until: float) -> bytes:
     """Up to `size` more bytes (at most MAX_REQUEST): fewer only when the client stops sending."""
     chunks = []
     left = min(max(size, 0), MAX_REQUEST)
     while left > 0:
-        chunk = conn.recv(min(left, 1 << 16))
+        chunk = _recv(conn, min(left, 1 << 16), until)
         if not chunk:
             break
         chunks.append(chunk)

@@ -42,7 +42,7 @@ STATE = "/var/lib/memory-governor"
 RUN = "/run/memory-governor"
 PER_UID = 4  # requests of one uid in hand at once
 TOTAL = 64  # requests in hand at once
-READ_SECONDS = 2.0  # a request that has not arrived in this is dropped (a caller's held connection)
+READ_SECONDS = 4.0  # a request that has not arrived whole in this is dropped (a held or trickled connection)
 
 
 class Service(Server):
