@@ -290,7 +290,7 @@ def test_behind_the_wall_the_models_shell_cannot_reach_the_ledgers_redis(managed
     and capped, 2 of 3 at `limit: 3`. The Redis stopped, every search is refused; back, governed."""
     redis = WalledRedis(managed.layers / "redis")
     redis.start()
-    managed.install("--service", "--no-service-start", "--ledger-url", redis.url)
+    managed.install("--no-service-start", "--ledger-url", redis.url, wall=True)
     wall = Service(managed.layers, managed.user, PYTHON)
     wall.point()
     wall.start()
