@@ -196,3 +196,21 @@ class WalledRedis:
 
     def stop(self) -> None:
         self.server.stop()
+
+
+def policy_on_error(folder: Path, on_error: str) -> str:
+    """A managed policy (`install --policy`) that is the shipped one but for `on_error`: the wall's
+    tests hold under either, since nothing the model can cause opens the gate."""
+    path = folder / f"policy-on-error-{on_error}.yaml"
+    path.write_text(f"version: 1\non_error: {on_error}\n")
+    return str(path)
+
+
+def capped(calls: list[dict], runs: int) -> bool:
+    """Did each of `runs` runs (in order) reach the memory server with two searches, each clamped
+    to `limit: 3`? The later of two parallel searches asks 3 more when the first's hits reached the
+    context before it was decided (they are then named in a line, so its slots go to new ones:
+    governor.engine.delivery.shown_hits), which the harness's timing decides."""
+    limits = [c["arguments"]["limit"] for c in calls]
+    pairs = [sorted(limits[i : i + 2]) for i in range(0, len(limits), 2)]
+    return len(limits) == 2 * runs and all(pair in ([3, 3], [3, 6]) for pair in pairs)

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 from conftest import Harness, Tools
 from fake_model import FakeModel, call, engram, text, tool_uses
-from managed_env import Service, WalledRedis, namespaced, own, user_and_layers
+from managed_env import Service, WalledRedis, capped, namespaced, own, policy_on_error, user_and_layers
 from sandbox import PYTHON, RUN_TIMEOUT
 
 pytestmark = [pytest.mark.e2e]
@@ -200,14 +200,15 @@ def test_a_users_settings_env_puts_no_program_in_or_around_a_managed_hook(manage
     [probe] = run.results(prefix="Bash")
     assert "probe=from-user-settings" in probe.text, "the user's settings env is read: " + run.describe()
     assert sorted(r.is_error for r in run.results_of("mem_search")) == [False, False, True], run.describe()
-    assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3], managed.calls()
+    assert capped(managed.calls("mem_search"), 1), managed.calls()
     assert not loaded.exists() and not prefixed.exists(), "neither program ran"
 
 
 # -- the wall: every managed hook asks the decision service (the managed install's default) ----------
 
 
-def test_behind_the_wall_nothing_the_model_does_as_the_user_opens_the_gate(managed):
+@pytest.mark.parametrize("on_error", ["open", "closed"])
+def test_behind_the_wall_nothing_the_model_does_as_the_user_opens_the_gate(managed, on_error):
     """Under `install --scope managed` (the wall), the model's one script makes the user's own state
     unusable (the ledger a folder, errors.log a FIFO), tries the service's state and socket, forges
     `policy accept` (plainly and through a pseudo-terminal), loosens the project's policy and puts a
@@ -220,7 +221,8 @@ def test_behind_the_wall_nothing_the_model_does_as_the_user_opens_the_gate(manag
         from npm import unavailable
 
         unavailable("no C compiler (cc) to build the attack's shared object")
-    managed.install("--no-service-start", wall=True)
+    managed.install("--no-service-start", "--policy", policy_on_error(managed.layers, on_error), wall=True)
+    assert f"on_error: {on_error}" in (managed.layers / "etc-up" / "memory-governor" / "policy.yaml").read_text()
     wall = Service(managed.layers, managed.user, PYTHON)
     wall.point()
     wall.start()
@@ -261,7 +263,7 @@ def _behind_the_wall(managed: Managed, wall: Service) -> None:
     run = managed.run("Look up auth, search and storage.", main=[tool_uses(*searches), text("Found.")],
                       allowed=["mcp__engram__mem_search"])  # fmt: skip
     assert sorted(r.is_error for r in run.results_of("mem_search")) == [False, False, True], run.describe()
-    assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3], managed.calls()
+    assert capped(managed.calls("mem_search"), 1), managed.calls()
     assert not loaded.exists(), "the shared object never ran in a managed hook"
     assert (wall.state / "ledger.db").exists(), "the service's ledger counted them"
     # The service stopped: nothing else decides, so every search is refused, and the user is told.
@@ -279,10 +281,11 @@ def _behind_the_wall(managed: Managed, wall: Service) -> None:
     wall.start()
     back = managed.run("And now?", main=[tool_uses(*searches), text("Found.")], allowed=["mcp__engram__mem_search"])
     assert sorted(r.is_error for r in back.results_of("mem_search")) == [False, False, True], back.describe()
-    assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3, 3, 3], managed.calls()
+    assert capped(managed.calls("mem_search"), 2), managed.calls()
 
 
-def test_behind_the_wall_the_models_shell_cannot_reach_the_ledgers_redis(managed):
+@pytest.mark.parametrize("on_error", ["open", "closed"])
+def test_behind_the_wall_the_models_shell_cannot_reach_the_ledgers_redis(managed, on_error):
     """The ledger on Redis behind the wall (the service's URL names the governor's own ACL user; the
     default user needs the administrator's password): the model's shell cannot read the URL, and
     every command it sends the Redis with no credentials (CLIENT PAUSE, CONFIG SET, CLIENT KILL, a
@@ -290,7 +293,15 @@ def test_behind_the_wall_the_models_shell_cannot_reach_the_ledgers_redis(managed
     and capped, 2 of 3 at `limit: 3`. The Redis stopped, every search is refused; back, governed."""
     redis = WalledRedis(managed.layers / "redis")
     redis.start()
-    managed.install("--no-service-start", "--ledger-url", redis.url, wall=True)
+    managed.install(
+        "--no-service-start",
+        "--ledger-url",
+        redis.url,
+        "--policy",
+        policy_on_error(managed.layers, on_error),
+        wall=True,
+    )
+    assert f"on_error: {on_error}" in (managed.layers / "etc-up" / "memory-governor" / "policy.yaml").read_text()
     wall = Service(managed.layers, managed.user, PYTHON)
     wall.point()
     wall.start()
@@ -305,7 +316,7 @@ def test_behind_the_wall_the_models_shell_cannot_reach_the_ledgers_redis(managed
         assert bash.text.strip().endswith("done"), run.describe()
         redis.assert_held(bash.text)
         assert sorted(r.is_error for r in run.results_of("mem_search")) == [False, False, True], run.describe()
-        assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3], managed.calls()
+        assert capped(managed.calls("mem_search"), 1), managed.calls()
         assert redis.ledger_keys() and not (wall.state / "ledger.db").exists(), "counted on the Redis"
         redis.stop()
         down = managed.run("Look them up again.", main=[tool_uses(*searches), text("None.")],
@@ -317,6 +328,7 @@ def test_behind_the_wall_the_models_shell_cannot_reach_the_ledgers_redis(managed
         back = managed.run("And now?", main=[tool_uses(*searches), text("Found.")],
                            allowed=["mcp__engram__mem_search"])  # fmt: skip
         assert sorted(r.is_error for r in back.results_of("mem_search")) == [False, False, True], back.describe()
+        assert capped(managed.calls("mem_search"), 2), managed.calls()
     finally:
         wall.stop()
         redis.stop()

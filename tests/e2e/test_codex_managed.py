@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from codex_env import CodexHarness, CodexTools, codex_tools_fixture, responses_fixture, responses_server_fixture  # noqa: F401
 from fake_responses import FakeResponses, call, engram, text, tool_uses
-from managed_env import Service, WalledRedis, namespaced, own, user_and_layers
+from managed_env import Service, WalledRedis, namespaced, own, policy_on_error, user_and_layers
 from sandbox import PYTHON, RUN_TIMEOUT
 
 pytestmark = [pytest.mark.e2e]
@@ -145,13 +145,15 @@ def test_a_login_profile_the_model_writes_does_not_silence_a_managed_hook(manage
 # -- the wall: every managed hook asks the decision service (the managed install's default) ----------
 
 
-def test_behind_the_wall_nothing_the_model_does_as_the_user_opens_the_gate(managed):
+@pytest.mark.parametrize("on_error", ["open", "closed"])
+def test_behind_the_wall_nothing_the_model_does_as_the_user_opens_the_gate(managed, on_error):
     """Under `install codex --scope managed` (the wall), the model's one script (Codex's sandbox off)
     makes the user's own state unusable, tries the service's state and socket, forges `policy
     accept`, loosens the project's policy and empties the project's hooks.json. None of it reaches
     what decides: the searches are capped, 2 of 3 at `limit: 3`. The service stopped, every search
     is refused and says why; started again, they are governed again."""
-    managed.install("--no-service-start", wall=True)
+    managed.install("--no-service-start", "--policy", policy_on_error(managed.layers, on_error), wall=True)
+    assert f"on_error: {on_error}" in (managed.layers / "etc-up" / "memory-governor" / "policy.yaml").read_text()
     wall = Service(managed.layers, managed.user, PYTHON)
     wall.point()
     wall.start()
@@ -194,14 +196,23 @@ def test_behind_the_wall_nothing_the_model_does_as_the_user_opens_the_gate(manag
         wall.stop()
 
 
-def test_behind_the_wall_the_models_shell_cannot_reach_the_ledgers_redis(managed):
+@pytest.mark.parametrize("on_error", ["open", "closed"])
+def test_behind_the_wall_the_models_shell_cannot_reach_the_ledgers_redis(managed, on_error):
     """The ledger on Redis behind the wall (the governor's own ACL user, the default user behind the
     administrator's password): Codex's model, its sandbox off, cannot read the URL, and every command
     it sends the Redis with no credentials is refused by Redis; the searches are counted on the Redis
     and capped, 2 of 3 at `limit: 3`. The Redis stopped, every search is refused; back, governed."""
     redis = WalledRedis(managed.layers / "redis")
     redis.start()
-    managed.install("--no-service-start", "--ledger-url", redis.url, wall=True)
+    managed.install(
+        "--no-service-start",
+        "--ledger-url",
+        redis.url,
+        "--policy",
+        policy_on_error(managed.layers, on_error),
+        wall=True,
+    )
+    assert f"on_error: {on_error}" in (managed.layers / "etc-up" / "memory-governor" / "policy.yaml").read_text()
     wall = Service(managed.layers, managed.user, PYTHON)
     wall.point()
     wall.start()
