@@ -81,16 +81,21 @@ class Wall:
         (self.layers / "up").mkdir(parents=True)
         (self.layers / "work").mkdir()
         os.chmod(self.layers / "up", 0o711)
-        (top / "policy.yaml").write_text(POLICY)
-        self.installed = install(self.root, "--policy", str(top / "policy.yaml"))
         self.config = self.root / "etc" / "memory-governor"
+        self.socket = self.run_dir / "governor.sock"
+        self.installed = self.install(POLICY)
         settings = json.loads((self.root / "etc" / "claude-code" / "managed-settings.json").read_text())
         self.command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-        self.socket = self.run_dir / "governor.sock"
+
+    def install(self, policy: str) -> str:
+        """The managed install with `policy`, service.json pointed at this test's socket; what it said."""
+        (self.top / "policy.yaml").write_text(policy)
+        said = install(self.root, "--policy", str(self.top / "policy.yaml"))
         written = json.loads((self.config / "service.json").read_text())
         assert written == {"socket": "/run/memory-governor/governor.sock", "uid": SERVICE_UID, "user": "nobody"}
         written["socket"] = str(self.socket)  # this test's own socket folder, not the machine's /run
         (self.config / "service.json").write_text(json.dumps(written))
+        return said
 
     def start(self) -> None:
         self.proc = subprocess.Popen(as_user(self.layers, None, [
@@ -164,6 +169,17 @@ def test_the_service_decides_with_its_own_state_the_administrators_policy_and_th
     assert not list((wall.top / f"home-{ALICE}").rglob("ledger.db*"))
     run = os.stat(wall.run_dir)
     assert run.st_uid == 0 and stat.S_IMODE(run.st_mode) == 0o775, "the socket's folder: root's, no user writes it"
+
+
+def test_a_policy_installed_while_the_service_runs_is_in_force_at_its_next_answer(wall):
+    wall.start()
+    assert not wall.hook(ALICE, search("s5", "p1", 1)).denied
+    assert wall.hook(ALICE, search("s5", "p1", 2)).denied, "the policy's 1"
+    wall.install("version: 1\nlimits:\n  max_search_calls: {value: 3}\n")
+    allowed = wall.hook(ALICE, search("s5", "p1", 3))
+    assert not allowed.denied and "changed since it was installed" not in allowed.stderr, (allowed.raw, allowed.stderr)
+    wall.install(POLICY)
+    assert wall.hook(ALICE, search("s5", "p1", 4)).denied, "the policy's 1 again"
 
 
 def test_a_stopped_service_refuses_governed_calls_and_says_so_and_ordinary_work_passes(wall):

@@ -26,6 +26,7 @@ import stat
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
+    from typing import Any
 
     from governor.engine.rules import CompiledPolicy
 
@@ -134,6 +135,26 @@ def sources(env: "Mapping[str, str]", project: str, config_dir: str):  # type: i
     return Sources(env, project, project, managed=policy_path(config_dir))
 
 
+_read: "tuple[tuple[str, int, int, int], Any, float] | None" = None  # the compiled file last read, by its stat
+
+
+def _installed(path: str) -> "tuple[Any, float]":
+    """The compiled policy the install wrote (parsed), and when it was written. Read again only when
+    the file changed: the decision service answers every user's hooks with it (a hook reads it once)."""
+    global _read
+    with open(path, "rb") as handle:
+        found = os.fstat(handle.fileno())
+        key = (path, found.st_mtime_ns, found.st_size, found.st_ino)
+        kept = _read
+        if kept is not None and kept[0] == key:
+            return kept[1], kept[2]
+        from governor import jsonio
+
+        blob = jsonio.loads(handle.read())
+    _read = (key, blob, found.st_mtime)
+    return blob, found.st_mtime
+
+
 def load(env: "Mapping[str, str]", cwd: str | None, config_dir: str | None = None, state: str | None = None
          ) -> "tuple[CompiledPolicy | None, list[str]]":  # fmt: skip
     """The managed policy, as the install compiled it; compiled here (and said) when the files
@@ -148,11 +169,7 @@ def load(env: "Mapping[str, str]", cwd: str | None, config_dir: str | None = Non
     found = sources(env, project, config)
     blob = None
     try:
-        with open(compiled_path(config), "rb") as handle:
-            from governor import jsonio
-
-            blob = jsonio.loads(handle.read())
-        installed_at = os.stat(compiled_path(config)).st_mtime
+        blob, installed_at = _installed(compiled_path(config))
     except (OSError, ValueError):
         installed_at = 0.0
     notices: list[str] = []
