@@ -49,7 +49,7 @@ def anyone_can(url: str) -> str | None:
         for command, power in ((("CONFIG", "GET", "maxmemory"), "run administrative commands (CONFIG GET)"),
                                (("EXISTS", f"{PREFIX}fence"), "read and write the ledger's keys")):  # fmt: skip
             try:
-                anonymous.execute_command(*command)
+                anonymous.execute_command(*command)  # type: ignore[no-untyped-call]
             except (redis.AuthenticationError, redis.ResponseError):  # NOAUTH, NOPERM
                 continue
             except redis.ConnectionError as err:
