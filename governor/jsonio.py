@@ -6,8 +6,6 @@ itself calls, with its defaults, so the text is the same as json.dumps / json.lo
 where the C codec is missing (another interpreter) they are json's own functions.
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,10 +31,10 @@ class _Decoder:
 
 
 _decoder = _Decoder()
-_scan: Any = _json.make_scanner(_decoder) if _json is not None else None  # type: ignore[arg-type]
+_scan: "Any" = _json.make_scanner(_decoder) if _json is not None else None  # type: ignore[arg-type]
 
 
-def loads(data: str | bytes | bytearray) -> Any:
+def loads(data: "str | bytes | bytearray") -> "Any":
     """json.loads(data): ValueError (json.JSONDecodeError) for text that is not one JSON value."""
     if _scan is None:  # pragma: no cover
         import json
@@ -83,8 +81,8 @@ def _encoding(data: bytes) -> str:
     return "utf-8"
 
 
-def dumps(value: Any, ensure_ascii: bool = True, sort_keys: bool = False,
-          default: Callable[[Any], Any] | None = None) -> str:  # fmt: skip
+def dumps(value: "Any", ensure_ascii: bool = True, sort_keys: bool = False,
+          default: "Callable[[Any], Any] | None" = None) -> str:  # fmt: skip
     """json.dumps(value, ensure_ascii=..., sort_keys=..., default=...), separators and all."""
     if _json is None:  # pragma: no cover
         import json
@@ -97,5 +95,5 @@ def dumps(value: Any, ensure_ascii: bool = True, sort_keys: bool = False,
     return "".join(encode(value, 0))
 
 
-def _unserializable(value: Any) -> Any:
+def _unserializable(value: "Any") -> "Any":
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")

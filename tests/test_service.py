@@ -114,13 +114,15 @@ class Wall:
             self.proc.wait(30)
             self.proc = None
 
-    def hook(self, uid: int, payload: dict[str, Any], env: dict[str, str] | None = None) -> Answer:
-        """The managed hook command, run as `uid` the way Claude Code runs it (by the shell)."""
+    def hook(self, uid: int, payload: dict[str, Any], env: dict[str, str] | None = None,
+             command: str | None = None) -> Answer:  # fmt: skip
+        """The managed hook command (or `command`), run as `uid` the way Claude Code runs it (by the shell)."""
         home = self.top / f"home-{uid}"
         home.mkdir(exist_ok=True)
         os.chown(home, uid, uid)
         base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
-        proc = subprocess.run(as_user(self.layers, uid, ["sh", "-c", self.command]), input=json.dumps(payload).encode(),
+        proc = subprocess.run(as_user(self.layers, uid, ["sh", "-c", command or self.command]),
+                              input=json.dumps(payload).encode(),
                               env={**base, **(env or {})}, cwd=str(home), capture_output=True,
                               timeout=60)  # fmt: skip
         return Answer(proc)
@@ -180,6 +182,22 @@ def test_a_policy_installed_while_the_service_runs_is_in_force_at_its_next_answe
     assert not allowed.denied and "changed since it was installed" not in allowed.stderr, (allowed.raw, allowed.stderr)
     wall.install(POLICY)
     assert wall.hook(ALICE, search("s5", "p1", 4)).denied, "the policy's 1 again"
+
+
+def test_a_hook_behind_the_wall_imports_only_a_thin_client(wall):
+    """What every call of every user pays behind the wall: the interpreter, a few small modules of
+    ours and the C codec service.json is read with; nothing the decision needs."""
+    wall.start()
+    assert " -I -S " in wall.command
+    timed = wall.command.replace(" -I -S ", " -X importtime -I -S ", 1)
+    answer = wall.hook(ALICE, shell("s6", "ls"), command=timed)
+    assert answer.raw == "" and "decision service" not in answer.stderr, (answer.raw, answer.stderr[-500:])
+    imported = {line.rsplit("|", 1)[-1].strip() for line in answer.stderr.splitlines() if "|" in line}
+    ours = {name for name in imported if name.startswith("governor")}
+    assert ours <= {"governor", "governor.runtime", "governor.runtime.hook", "governor.runtime.bundle",
+                    "governor.runtime.client", "governor.policy", "governor.policy.managed", "governor.jsonio"}, ours  # fmt: skip
+    assert "governor.runtime.client" in ours, "asked the service"
+    assert not imported & {"__future__", "json", "re", "threading", "socket", "sqlite3"}, imported
 
 
 def test_a_stopped_service_refuses_governed_calls_and_says_so_and_ordinary_work_passes(wall):
