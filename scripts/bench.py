@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -295,7 +296,9 @@ def time_wall(runs: int) -> list[dict[str, Any]]:
                     "--service-user", name], check=True, capture_output=True, cwd="/")  # fmt: skip
     config = root / "etc" / "memory-governor"
     settings = json.loads((root / "etc" / "claude-code" / "managed-settings.json").read_text())
-    command = ["sh", "-c", settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]]
+    # The command's own words, run as every other row runs its hook: the shell a harness starts each
+    # hook command with costs an ordinary hook and a managed one alike.
+    command = shlex.split(settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"])
     run_dir = box.dir / "run"
     service = json.loads((config / "service.json").read_text())
     (config / "service.json").write_text(json.dumps({**service, "socket": str(run_dir / "governor.sock")}))
@@ -1848,7 +1851,9 @@ def wall_markdown(result: dict[str, Any], command: str) -> str:
     lines = [WALL_BEGIN, "## The wall: a managed hook through the decision service", "",
              f"Measured {result['date']} by `{command}`, load average {result.get('wall_load', '?')}: the hook "
              "command `install claude-code --scope managed` writes (`python -I -S …/entry.py claude-code "
-             "--managed …`), each event a whole process answered by the decision service over its socket (the "
+             "--managed …`, run as every row here runs its hook: without the shell a harness starts every hook "
+             "command with, ordinary or managed), each event a whole process answered by the decision service "
+             "over its socket (the "
              "service run as the bench's user, its own state directory), interleaved call by call with "
              f"`python -c pass` in one loop. Target: ≤ {WALL_TARGET}× bare.", "",
              "| event | median | p95 | bare | × bare | target |", "|---|---|---|---|---|---|"]  # fmt: skip
