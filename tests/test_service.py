@@ -407,3 +407,97 @@ def test_the_install_and_doctor_say_when_the_ledgers_redis_answers_a_client_with
         assert refused <= {"config|get"}, "only the probe whether the service's user can administer was refused"
     finally:
         guarded.stop()
+
+
+# -- what one uid's model can name, from its own requests, of another uid's -------------------------
+
+_HARNESS = r"""
+import json, subprocess, sys, time
+command, session = sys.argv[1], sys.argv[2]
+for payload in ({"session_id": session, "transcript_path": "/x.jsonl", "cwd": "/", "hook_event_name": "SessionStart",
+                 "source": "startup"},
+                {"session_id": session, "transcript_path": "/x.jsonl", "cwd": "/", "hook_event_name": "UserPromptSubmit",
+                 "prompt_id": "bp1", "prompt": "fix the login bug", "permission_mode": "default"}):
+    subprocess.run(["/bin/sh", "-c", command], input=json.dumps(payload).encode(), capture_output=True)
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def _process_key(pid: int) -> str:
+    """The key governor.runtime.lineage gives a process (its boot, pid and start time): /proc says it to anyone."""
+    with open("/proc/sys/kernel/random/boot_id") as handle:
+        boot = handle.read().strip().replace("-", "")[:8]
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        data = handle.read()
+    return f"{boot}:{pid}:{data[data.rfind(b')') + 2 :].split()[19].decode()}"
+
+
+def test_a_marker_naming_another_uids_harness_is_not_that_uids_session(wall):
+    """BOB's harness process runs his session; ALICE's model names that process as its nesting
+    marker (its key is in world-readable /proc). Her search counts in her own session, so BOB's
+    turn still has its one search."""
+    wall.start()
+    home = wall.top / f"home-{BOB}"
+    home.mkdir(exist_ok=True)
+    os.chown(home, BOB, BOB)
+    env = {"PATH": os.environ["PATH"], "HOME": str(home)}
+    bob = subprocess.Popen(as_user(wall.layers, BOB, [sys.executable, "-I", "-c", _HARNESS, wall.command, "bob-s"]),
+                           stdout=subprocess.PIPE, env=env, cwd=str(home))  # fmt: skip
+    try:
+        assert bob.stdout is not None and bob.stdout.readline().strip() == b"ready"
+        forged = {"MEMORY_GOVERNOR_PARENT": _process_key(bob.pid)}
+        assert not wall.hook(ALICE, search("alice-s", "ap1", 1), env=forged).denied
+        first = subprocess.run(as_user(wall.layers, BOB, ["sh", "-c", wall.command]),
+                               input=json.dumps(search("bob-s", "bp1", 1)).encode(), capture_output=True, env=env,
+                               cwd=str(home), timeout=60)  # fmt: skip
+        assert first.returncode == 0 and '"deny"' not in first.stdout.decode(), first.stdout + first.stderr[-800:]
+    finally:
+        bob.kill()
+        bob.wait()
+
+
+WORKERS = "version: 1\nlimits:\n  max_search_calls: {value: 1}\nsubagents:\n  agents:\n    worker: search-capable\n"
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_an_agent_id_naming_another_uids_session_does_not_take_its_subagents(wall, named):
+    """ALICE's event names, as its subagent's id, the id BOB's session has in the service
+    (`<uid>/<session>`): BOB's subagents still count in BOB's turn, so past his one search a
+    subagent's is refused, with the name made or not."""
+    wall.install(WORKERS)
+    wall.start()
+
+    def sub_search(session: str, prompt_id: str, agent: str, use_id: str) -> dict[str, Any]:
+        return {**search(session, prompt_id, 0), "agent_id": agent, "agent_type": "worker", "tool_use_id": use_id}
+
+    if named:
+        wall.hook(ALICE, sub_search("alice-x", "ap1", f"{BOB}/bob-s", "a1"))
+    assert not wall.hook(BOB, search("bob-s", "bp1", 1)).denied
+    sub = wall.hook(BOB, sub_search("bob-s", "bp1", "agent-7", "b2"))
+    assert sub.denied, (sub.raw, sub.stderr)
+
+
+def test_the_service_reads_no_install_record_of_a_user(wall):
+    """A record of an ordinary install in the user's state folder names files and their digests:
+    checked at a session's start, it would make the service read and hash files only it can read
+    and say whether each matched. Behind the wall the hooks are root's: no record is read."""
+    import hashlib
+
+    wall.start()
+    secret = wall.state / "secret.txt"
+    secret.write_text("hunter2")
+    os.chown(secret, SERVICE_UID, SERVICE_UID)
+    os.chmod(secret, 0o600)
+    home = wall.top / f"home-{ALICE}"
+    records = home / ".local" / "state" / "memory-governor" / "installs"
+    records.mkdir(parents=True, exist_ok=True)
+    for path in (home / ".local", home / ".local" / "state", records.parent, records):
+        os.chown(path, ALICE, ALICE)
+    for guess in (hashlib.sha256(b"hunter1").hexdigest(), None):
+        entry = {"harness": "claude-code", "project": "/", "scope": "user", "files": {str(secret): guess}}
+        (records / "claude-code-user-00000000.json").write_text(json.dumps(entry))
+        start = {"session_id": f"rec-{guess}", "transcript_path": "/nonexistent.jsonl", "cwd": "/",
+                 "hook_event_name": "SessionStart", "source": "startup"}  # fmt: skip
+        answer = wall.hook(ALICE, start, env={"HOME": str(home)})
+        assert "changed since install" not in answer.stderr + answer.raw, answer.stderr

@@ -141,8 +141,10 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
     session's lineage is read (governor.runtime.lineage). `out`: the Outcome to fill, for a caller
     that watches how far the decision got (the hook's watchdog). `scoped`: one process decides for
     many users (the managed install's decision service, runtime.service): each session is the
-    caller's own (its id prefixed with `caller_uid`), so no user can name another's, and nothing
-    is written where the event or the caller's environment says (no marker for the session's tools).
+    caller's own (its id prefixed with `caller_uid`, and so are its subagents' ids and the keys of
+    the processes its lineage names), so no user can name another's session, subagent or process,
+    and nothing is written where the event or the caller's environment says (no marker for the
+    session's tools, no check of the user's installs).
     `delivery`: how the harness a replay plays the log of delivers a replaced result (its adapter's
     DELIVERY), over the payload's."""
     out = Outcome() if out is None else out
@@ -181,8 +183,10 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
         if event is None:
             return out  # an event this adapter does not govern
         event.harness = event.harness or adapter.NAME
-        if scoped:
+        if scoped:  # every id a decision looks up across sessions is the caller's uid's own
             event.session_id = f"{caller_uid}/{event.session_id}"
+            if event.agent_id:
+                event.agent_id = f"{caller_uid}/{event.agent_id}"
         for field, value in (delivery or {}).items():
             setattr(event, field, value)
         _anchor(event, cwd)
@@ -190,7 +194,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
         policy, notices = _policy(env, event, loaded)
         out.policy = policy
         notices = [*told, *notices, *_held(env, event, policy)]
-        if event.kind == ev.SESSION_START:
+        if event.kind == ev.SESSION_START and not scoped:  # a managed install's hooks are root's (doctor)
             notices = notices + _installed_changes(env, event.harness, policy.project)
         _sync_warm_server_switch(env, policy)
         route = _route_only(event, policy, env)
@@ -198,7 +202,7 @@ def respond(harness: str, raw: bytes, env: Mapping[str, str], now: float | None 
             return out
         try:
             caller = Caller(caller_uid, caller_pid, env, getattr(adapter, "STARTED_DIRECTLY", False),
-                            event.twin and not getattr(adapter, "HOSTED", False))  # fmt: skip
+                            event.twin and not getattr(adapter, "HOSTED", False), scoped)  # fmt: skip
             decision, ledger_notices = _decide(event, policy, env, adapter.AGENT_DIRS, now, caller)
         except BaseException as err:
             if not isinstance(route, dict):
@@ -414,13 +418,13 @@ class Caller:
     """Who asked for a decision: the OS user whose window it counts in, and the process whose lineage
     is read (once, when the engine asks for it)."""
 
-    __slots__ = ("_lineage", "direct", "env", "hosted_twin", "pid", "uid")
+    __slots__ = ("_lineage", "direct", "env", "hosted_twin", "pid", "scoped", "uid")
 
     def __init__(self, uid: int | None, pid: int | None, env: Mapping[str, str], direct: bool,
-                 hosted_twin: bool) -> None:  # fmt: skip
+                 hosted_twin: bool, scoped: bool = False) -> None:  # fmt: skip
         self.uid = os.getuid() if uid is None else uid
         self.pid = os.getpid() if pid is None else pid
-        self.env, self.direct, self.hosted_twin = env, direct, hosted_twin
+        self.env, self.direct, self.hosted_twin, self.scoped = env, direct, hosted_twin, scoped
         self._lineage: list[Any] = []
 
     def user(self) -> str:
@@ -430,8 +434,20 @@ class Caller:
         if not self._lineage:
             from governor.runtime.lineage import of
 
-            self._lineage.append(of(self.pid, self.env, self.hosted_twin, self.direct) if self.pid > 0 else None)
+            found = of(self.pid, self.env, self.hosted_twin, self.direct) if self.pid > 0 else None
+            if found is not None and self.scoped:  # one service, many users: each process key is its uid's
+                found = scope_lineage(found, f"{self.uid}/")
+            self._lineage.append(found)
         return self._lineage[0]
+
+
+def scope_lineage(found: Any, scope: str) -> Any:
+    """`found` with every process key in the caller's `scope`: a session another user's process
+    runs (an ancestor shared with them, or a marker naming their process) is never this caller's."""
+    from governor.engine.case import Lineage
+
+    return Lineage(scope + found.own if found.own else None, tuple(scope + k for k in found.above),
+                   scope + found.marker if found.marker else None)  # fmt: skip
 
 
 def user_name(uid: int) -> str:
