@@ -307,6 +307,22 @@ def test_a_request_that_trickles_in_is_dropped_when_its_time_is_up(wall):
     assert time.monotonic() - started < 3 * decision_service.READ_SECONDS, "dropped in bounded time"
 
 
+def test_a_request_larger_than_any_hook_sends_is_refused_before_it_is_read(wall):
+    """A hook's event is at most 64 MiB (runtime.hook.MAX_INPUT): a request declaring more is
+    answered RETRY at once, nothing of it held, whatever it then sends."""
+    import socket
+
+    from governor import stamp
+    from governor.runtime.client import PROTOCOL
+
+    wall.start()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(str(wall.socket))
+        conn.settimeout(10)
+        conn.sendall(b"%s claude-code %s 10 %d 1\n" % (PROTOCOL, stamp(), decision_service.MAX_REQUEST))
+        assert conn.recv(100) == b"RETRY too-large\n"
+
+
 def test_the_install_writes_the_unit_and_keeps_the_redis_credentials_from_users(tmp_path):
     root = tmp_path / "r"
     said = install(root, "--ledger-url", "redis://governor:s3cret@127.0.0.1:1/0")

@@ -138,6 +138,7 @@ class Server:
         threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
 
     read_seconds = 30.0  # a request that has not arrived whole in this is dropped, however it trickles
+    max_request = MAX_REQUEST  # bytes of a request's environment, event and folder together; more is refused
 
     def handle(self, conn: socket.socket) -> None:
         try:
@@ -157,7 +158,10 @@ class Server:
                 if self.retires:
                     self.stopping.set()  # retire; the next hook starts a server with the new code
                 return
-            rest += _read_exactly(conn, env_len + body_len + cwd_len - len(rest), until)
+            if env_len + body_len + cwd_len > self.max_request:
+                conn.sendall(b"RETRY too-large\n")
+                return
+            rest = _read_exactly(conn, rest, env_len + body_len + cwd_len, until)
             env_blob, body, cwd = rest[:env_len], rest[env_len : env_len + body_len], rest[env_len + body_len :]
             if len(body) != body_len or len(cwd) != cwd_len:
                 conn.sendall(b"RETRY short-request\n")
@@ -292,17 +296,26 @@ def _read_request(conn: socket.socket, until: float) -> tuple[bytes, bytes]:
     return head, rest
 
 
-def _read_exactly(conn: socket.socket, size: int, until: float) -> bytes:
-    """Up to `size` more bytes (at most MAX_REQUEST): fewer only when the client stops sending."""
-    chunks = []
-    left = min(max(size, 0), MAX_REQUEST)
-    while left > 0:
-        chunk = _recv(conn, min(left, 1 << 16), until)
-        if not chunk:
+def _read_exactly(conn: socket.socket, start: bytes, size: int, until: float) -> bytes:
+    """`start` and what follows it, up to `size` bytes in all: fewer only when the client stops
+    sending. Read into one buffer of that size (a request is held in memory once, not twice)."""
+    if len(start) >= size:
+        return start[:size]
+    buffer = bytearray(size)
+    buffer[: len(start)] = start
+    view, got = memoryview(buffer), len(start)
+    while got < size:
+        left = until - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        conn.settimeout(left)
+        n = conn.recv_into(view[got:], min(size - got, 1 << 16))
+        if not n:
             break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+        got += n
+    view.release()
+    del buffer[got:]
+    return bytes(buffer)
 
 
 def serve(env: dict[str, str], idle_exit: float) -> int:

@@ -43,12 +43,14 @@ RUN = "/run/memory-governor"
 PER_UID = 4  # requests of one uid in hand at once
 TOTAL = 64  # requests in hand at once
 READ_SECONDS = 4.0  # a request that has not arrived whole in this is dropped (a held or trickled connection)
+MAX_REQUEST = 65 * 1024 * 1024  # a hook's event (at most runtime.hook.MAX_INPUT, 64 MiB) and 1 MiB beside it
 
 
 class Service(Server):
     socket_mode = 0o666  # every user's hook connects; the folder is what no user can write
     retires = False  # no request stops it: a user could send one
     read_seconds = READ_SECONDS
+    max_request = MAX_REQUEST
 
     def __init__(self, config: str, state: str, run: str) -> None:
         from governor.policy import managed
