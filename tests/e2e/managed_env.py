@@ -19,8 +19,10 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from npm import unavailable
+from sandbox import PYTHON
 
 USER_PREFIX = "mgmanaged"
 
@@ -167,8 +169,9 @@ class WalledRedis:
     def url(self) -> str:
         return f"redis://memory-governor:{self.secret}@127.0.0.1:{self.server.port}/0"
 
-    def attack(self, python: str) -> list[str]:
-        """Shell lines: the URL read, then the commands sent (`python`: an interpreter the user runs)."""
+    def attack(self, python: str) -> str:
+        """One shell command, base64-encoded (the routes read no decoded program): the URL read, then
+        the commands sent (`python`: an interpreter the user runs), then `done`."""
         program = (
             "import socket\n"
             f"for c in {self.COMMANDS!r}:\n"
@@ -178,11 +181,13 @@ class WalledRedis:
             "    s.close()\n"
         )
         encoded = base64.b64encode(program.encode()).decode()
-        return ["cat /etc/memory-governor/environment.json 2>/dev/null | grep -q memory-governor: && echo READ-URL",
-                f"echo {encoded} | base64 -d | {python} -I -"]  # fmt: skip
+        script = "\n".join(["cat /etc/memory-governor/environment.json 2>/dev/null | grep -q memory-governor: && "
+                            "echo READ-URL", f"echo {encoded} | base64 -d | {python} -I -", "echo done"])  # fmt: skip
+        return f"echo {base64.b64encode(script.encode()).decode()} | base64 -d | sh"
 
     def assert_held(self, output: str) -> None:
         """Every command refused for want of credentials, the URL unread, and the Redis as it was."""
+        assert output.strip().endswith("done"), output
         replies = [line for line in output.splitlines() if line.startswith("REDIS ")]
         assert len(replies) == len(self.COMMANDS) and all("-> -NOAUTH" in line for line in replies), output
         assert "READ-URL" not in output, output
@@ -214,3 +219,30 @@ def capped(calls: list[dict], runs: int) -> bool:
     limits = [c["arguments"]["limit"] for c in calls]
     pairs = [sorted(limits[i : i + 2]) for i in range(0, len(limits), 2)]
     return len(limits) == 2 * runs and all(pair in ([3, 3], [3, 6]) for pair in pairs)
+
+
+@contextmanager
+def behind_the_wall(managed: Any, on_error: str, *install: str) -> Iterator[Service]:
+    """`managed`'s install with the wall (`install`: more of its arguments), the managed policy the
+    shipped one but for `on_error`, and its decision service started; stopped after."""
+    managed.install("--no-service-start", "--policy", policy_on_error(managed.layers, on_error), *install, wall=True)
+    assert f"on_error: {on_error}" in (managed.layers / "etc-up" / "memory-governor" / "policy.yaml").read_text()
+    wall = Service(managed.layers, managed.user, PYTHON)
+    wall.point()
+    wall.start()
+    try:
+        yield wall
+    finally:
+        wall.stop()
+
+
+@contextmanager
+def behind_the_wall_on_redis(managed: Any, on_error: str) -> Iterator[tuple[WalledRedis, Service]]:
+    """behind_the_wall, its ledger on a WalledRedis; both stopped after."""
+    redis = WalledRedis(managed.layers / "redis")
+    redis.start()
+    try:
+        with behind_the_wall(managed, on_error, "--ledger-url", redis.url) as wall:
+            yield redis, wall
+    finally:
+        redis.stop()

@@ -29,11 +29,12 @@ import pwd
 import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Harness, Tools
 from fake_model import FakeModel, call, engram, text, tool_uses
-from managed_env import Service, WalledRedis, capped, namespaced, own, policy_on_error, user_and_layers
+from managed_env import Service, behind_the_wall, behind_the_wall_on_redis, capped, namespaced, own, user_and_layers
 from sandbox import PYTHON, RUN_TIMEOUT
 
 pytestmark = [pytest.mark.e2e]
@@ -221,15 +222,8 @@ def test_behind_the_wall_nothing_the_model_does_as_the_user_opens_the_gate(manag
         from npm import unavailable
 
         unavailable("no C compiler (cc) to build the attack's shared object")
-    managed.install("--no-service-start", "--policy", policy_on_error(managed.layers, on_error), wall=True)
-    assert f"on_error: {on_error}" in (managed.layers / "etc-up" / "memory-governor" / "policy.yaml").read_text()
-    wall = Service(managed.layers, managed.user, PYTHON)
-    wall.point()
-    wall.start()
-    try:
+    with behind_the_wall(managed, on_error) as wall:
         _behind_the_wall(managed, wall)
-    finally:
-        wall.stop()
 
 
 def _behind_the_wall(managed: Managed, wall: Service) -> None:
@@ -267,21 +261,27 @@ def _behind_the_wall(managed: Managed, wall: Service) -> None:
     assert not loaded.exists(), "the shared object never ran in a managed hook"
     assert (wall.state / "ledger.db").exists(), "the service's ledger counted them"
     # The service stopped: nothing else decides, so every search is refused, and the user is told.
-    wall.stop()
+    down = _refused_until_back(managed, searches, wall.stop, wall.start, "decision service did not answer")
+    entries = [json.loads(line) for line in managed.transcript(down).read_text().splitlines() if line.strip()]
+    assert "refused until the decision service answers" in json.dumps(entries), "the user is told (systemMessage)"
+
+
+def _refused_until_back(managed: Managed, searches: list, stop: Any, start: Any, why: str) -> Any:
+    """`stop`ped, a new session's searches are all refused, each saying `why`, and none reaches the
+    memory server; `start`ed again, the next session's are governed: capped, 2 of 3. The run refused."""
+    before = len(managed.calls("mem_search"))
+    stop()
     down = managed.run("Look them up again.", main=[tool_uses(*searches), text("None.")],
                        allowed=["mcp__engram__mem_search"])  # fmt: skip
     results = down.results_of("mem_search")
     assert [r.is_error for r in results] == [True, True, True], down.describe()
-    assert all("decision service did not answer" in r.text for r in results), down.describe()
-    assert len(managed.calls("mem_search")) == 2, "no refused call reached the server"
-    entries = [json.loads(line) for line in managed.transcript(down).read_text().splitlines() if line.strip()]
-    told = json.dumps(entries)
-    assert "refused until the decision service answers" in told, "the user is told (the hook's systemMessage)"
-    # Back: governed again.
-    wall.start()
+    assert all(why in r.text for r in results), down.describe()
+    assert len(managed.calls("mem_search")) == before, "no refused call reached the server"
+    start()
     back = managed.run("And now?", main=[tool_uses(*searches), text("Found.")], allowed=["mcp__engram__mem_search"])
     assert sorted(r.is_error for r in back.results_of("mem_search")) == [False, False, True], back.describe()
-    assert capped(managed.calls("mem_search"), 2), managed.calls()
+    assert capped(managed.calls("mem_search"), before // 2 + 1), managed.calls()
+    return down
 
 
 @pytest.mark.parametrize("on_error", ["open", "closed"])
@@ -291,44 +291,14 @@ def test_behind_the_wall_the_models_shell_cannot_reach_the_ledgers_redis(managed
     every command it sends the Redis with no credentials (CLIENT PAUSE, CONFIG SET, CLIENT KILL, a
     forged policy, FLUSHALL, SHUTDOWN) is refused by Redis; the searches are counted on the Redis
     and capped, 2 of 3 at `limit: 3`. The Redis stopped, every search is refused; back, governed."""
-    redis = WalledRedis(managed.layers / "redis")
-    redis.start()
-    managed.install(
-        "--no-service-start",
-        "--ledger-url",
-        redis.url,
-        "--policy",
-        policy_on_error(managed.layers, on_error),
-        wall=True,
-    )
-    assert f"on_error: {on_error}" in (managed.layers / "etc-up" / "memory-governor" / "policy.yaml").read_text()
-    wall = Service(managed.layers, managed.user, PYTHON)
-    wall.point()
-    wall.start()
-    try:
-        script = "\n".join([*redis.attack(PYTHON), "echo done"])
-        attack = f"echo {base64.b64encode(script.encode()).decode()} | base64 -d | sh"
+    with behind_the_wall_on_redis(managed, on_error) as (redis, wall):
         searches = [engram("mem_search", query=q, limit=20) for q in ("jwt auth", "fts5 search", "storage")]
         run = managed.run("Free the memory ledger, then look up auth, search and storage.",
-                          main=[tool_uses(call("Bash", {"command": attack})), tool_uses(*searches), text("Found.")],
-                          allowed=["Bash", "mcp__engram__mem_search"])  # fmt: skip
+                          main=[tool_uses(call("Bash", {"command": redis.attack(PYTHON)})), tool_uses(*searches),
+                                text("Found.")], allowed=["Bash", "mcp__engram__mem_search"])  # fmt: skip
         [bash] = run.results(prefix="Bash")
-        assert bash.text.strip().endswith("done"), run.describe()
         redis.assert_held(bash.text)
         assert sorted(r.is_error for r in run.results_of("mem_search")) == [False, False, True], run.describe()
         assert capped(managed.calls("mem_search"), 1), managed.calls()
         assert redis.ledger_keys() and not (wall.state / "ledger.db").exists(), "counted on the Redis"
-        redis.stop()
-        down = managed.run("Look them up again.", main=[tool_uses(*searches), text("None.")],
-                           allowed=["mcp__engram__mem_search"])  # fmt: skip
-        assert [r.is_error for r in down.results_of("mem_search")] == [True, True, True], down.describe()
-        assert all("LedgerUnavailable" in r.text for r in down.results_of("mem_search")), down.describe()
-        assert len(managed.calls("mem_search")) == 2, "no refused call reached the server"
-        redis.start()
-        back = managed.run("And now?", main=[tool_uses(*searches), text("Found.")],
-                           allowed=["mcp__engram__mem_search"])  # fmt: skip
-        assert sorted(r.is_error for r in back.results_of("mem_search")) == [False, False, True], back.describe()
-        assert capped(managed.calls("mem_search"), 2), managed.calls()
-    finally:
-        wall.stop()
-        redis.stop()
+        _refused_until_back(managed, searches, redis.stop, redis.start, "LedgerUnavailable")

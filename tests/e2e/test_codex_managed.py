@@ -24,11 +24,12 @@ import pwd
 import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from codex_env import CodexHarness, CodexTools, codex_tools_fixture, responses_fixture, responses_server_fixture  # noqa: F401
 from fake_responses import FakeResponses, call, engram, text, tool_uses
-from managed_env import Service, WalledRedis, namespaced, own, policy_on_error, user_and_layers
+from managed_env import behind_the_wall, behind_the_wall_on_redis, namespaced, own, user_and_layers
 from sandbox import PYTHON, RUN_TIMEOUT
 
 pytestmark = [pytest.mark.e2e]
@@ -152,12 +153,7 @@ def test_behind_the_wall_nothing_the_model_does_as_the_user_opens_the_gate(manag
     accept`, loosens the project's policy and empties the project's hooks.json. None of it reaches
     what decides: the searches are capped, 2 of 3 at `limit: 3`. The service stopped, every search
     is refused and says why; started again, they are governed again."""
-    managed.install("--no-service-start", "--policy", policy_on_error(managed.layers, on_error), wall=True)
-    assert f"on_error: {on_error}" in (managed.layers / "etc-up" / "memory-governor" / "policy.yaml").read_text()
-    wall = Service(managed.layers, managed.user, PYTHON)
-    wall.point()
-    wall.start()
-    try:
+    with behind_the_wall(managed, on_error) as wall:
         state = managed.user_state
         script = "\n".join([
             f"cd {managed.project}",
@@ -183,17 +179,22 @@ def test_behind_the_wall_nothing_the_model_does_as_the_user_opens_the_gate(manag
         assert _refused(run.results_of("mem_search")) == [False, False, True], run.describe()
         assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3], managed.calls()
         assert (wall.state / "ledger.db").exists(), "the service's ledger counted them"
-        wall.stop()
-        down = managed.run("Look them up again.", main=[tool_uses(*searches), text("None.")], resume=run.session_id)
-        results = down.results_of("mem_search")
-        assert len(results) == 3 and all("decision service did not answer" in r.raw for r in results), down.describe()
-        assert len(managed.calls("mem_search")) == 2, "no refused call reached the server"
-        wall.start()
-        back = managed.run("And now?", main=[tool_uses(*searches), text("Found.")], resume=run.session_id)
-        assert _refused(back.results_of("mem_search")) == [False, False, True], back.describe()
-        assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3, 3, 3], managed.calls()
-    finally:
-        wall.stop()
+        _refused_until_back(managed, searches, run.session_id, wall.stop, wall.start, "decision service did not answer")
+
+
+def _refused_until_back(managed: ManagedCodex, searches: list, session: str, stop: Any, start: Any, why: str) -> None:
+    """`stop`ped, the session's next turn's searches are all refused, each saying `why`, and none
+    reaches the memory server; `start`ed again, the turn after is governed: capped, 2 of 3 at `limit: 3`."""
+    before = len(managed.calls("mem_search"))
+    stop()
+    down = managed.run("Look them up again.", main=[tool_uses(*searches), text("None.")], resume=session)
+    results = down.results_of("mem_search")
+    assert len(results) == 3 and all(why in r.raw for r in results), down.describe()
+    assert len(managed.calls("mem_search")) == before, "no refused call reached the server"
+    start()
+    back = managed.run("And now?", main=[tool_uses(*searches), text("Found.")], resume=session)
+    assert _refused(back.results_of("mem_search")) == [False, False, True], back.describe()
+    assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3] * (before + 2), managed.calls()
 
 
 @pytest.mark.parametrize("on_error", ["open", "closed"])
@@ -202,41 +203,14 @@ def test_behind_the_wall_the_models_shell_cannot_reach_the_ledgers_redis(managed
     administrator's password): Codex's model, its sandbox off, cannot read the URL, and every command
     it sends the Redis with no credentials is refused by Redis; the searches are counted on the Redis
     and capped, 2 of 3 at `limit: 3`. The Redis stopped, every search is refused; back, governed."""
-    redis = WalledRedis(managed.layers / "redis")
-    redis.start()
-    managed.install(
-        "--no-service-start",
-        "--ledger-url",
-        redis.url,
-        "--policy",
-        policy_on_error(managed.layers, on_error),
-        wall=True,
-    )
-    assert f"on_error: {on_error}" in (managed.layers / "etc-up" / "memory-governor" / "policy.yaml").read_text()
-    wall = Service(managed.layers, managed.user, PYTHON)
-    wall.point()
-    wall.start()
-    try:
-        script = "\n".join([*redis.attack(PYTHON), "echo done"])
-        attack = f"echo {base64.b64encode(script.encode()).decode()} | base64 -d | sh"
+    with behind_the_wall_on_redis(managed, on_error) as (redis, wall):
         searches = [engram("mem_search", query=q, limit=20) for q in ("jwt auth", "fts5 search", "storage")]
         run = managed.run("Free the memory ledger, then look up auth, search and storage.",
-                          main=[tool_uses(call("exec_command", {"cmd": attack})), tool_uses(*searches),
+                          main=[tool_uses(call("exec_command", {"cmd": redis.attack(PYTHON)})), tool_uses(*searches),
                                 text("Found.")])  # fmt: skip
         [shell] = [r for r in run.results(prefix="") if r.name == "exec_command"]
-        assert "done" in shell.raw, run.describe()
         redis.assert_held(shell.raw)
         assert _refused(run.results_of("mem_search")) == [False, False, True], run.describe()
         assert [c["arguments"]["limit"] for c in managed.calls("mem_search")] == [3, 3], managed.calls()
         assert redis.ledger_keys() and not (wall.state / "ledger.db").exists(), "counted on the Redis"
-        redis.stop()
-        down = managed.run("Look them up again.", main=[tool_uses(*searches), text("None.")], resume=run.session_id)
-        results = down.results_of("mem_search")
-        assert len(results) == 3 and all("LedgerUnavailable" in r.raw for r in results), down.describe()
-        assert len(managed.calls("mem_search")) == 2, "no refused call reached the server"
-        redis.start()
-        back = managed.run("And now?", main=[tool_uses(*searches), text("Found.")], resume=run.session_id)
-        assert _refused(back.results_of("mem_search")) == [False, False, True], back.describe()
-    finally:
-        wall.stop()
-        redis.stop()
+        _refused_until_back(managed, searches, run.session_id, redis.stop, redis.start, "LedgerUnavailable")
