@@ -253,6 +253,40 @@ def test_a_call_that_outlives_its_reservation_still_holds_its_slot(env: Env, ses
     assert third.denied and "max_search_calls=2" in third.reason
 
 
+@pytest.mark.parametrize("forged_tool", ["mem_search", "mem_save"])
+def test_a_result_sent_again_smaller_refunds_nothing(env: Env, session: Session, forged_tool: str) -> None:
+    """The model runs the hook itself with the PostToolUse of a call already counted (its id read
+    from the transcript) and a tiny result: the call stays counted at what it delivered."""
+    env.write(".memory-governor/policy.yaml", WHOLE_HITS)
+    session.prompt("what did we decide about caching?")
+    first, second = big_search(3, body_words=60), big_search(3, body_words=61)
+    assert 500 < O200K(first) < 1200 < O200K(first) + O200K(second)
+    assert not session.pre("mem_search", "toolu_counted", query="cache", limit=3).denied
+    assert session.post("mem_search", "toolu_counted", first, query="cache", limit=3).output is None, "fits whole"
+    session.post(forged_tool, "toolu_counted", "Found 0 memories.", query="cache", limit=3)  # forged
+    _, cut = session.call("mem_search", second, query="cache again", limit=3)
+    assert cut is not None and cut.output is not None and "held back" in cut.output, "no budget refunded"
+    assert O200K(first) + O200K(cut.output) <= 1200
+    ledger = open_ledger(str(env.state))
+    counted = ledger.q("SELECT tokens FROM calls WHERE call_id = ?", "s:toolu_counted")
+    ledger.close()
+    assert [tuple(r) for r in counted] == [(O200K(first),)]
+
+
+def test_a_result_sent_before_the_real_one_is_outweighed_by_it(env: Env, session: Session) -> None:
+    """The forged result of a call still running comes first, tiny; the real one, sent after,
+    is counted and trimmed in full: the most a call is counted at is what holds."""
+    env.write(".memory-governor/policy.yaml", WHOLE_HITS)
+    session.prompt("what did we decide about caching?")
+    first, second = big_search(3, body_words=60), big_search(3, body_words=61)
+    assert not session.pre("mem_search", "toolu_early", query="cache", limit=3).denied
+    session.post("mem_search", "toolu_early", "Found 0 memories.", query="cache", limit=3)  # forged
+    assert session.post("mem_search", "toolu_early", first, query="cache", limit=3).output is None
+    _, cut = session.call("mem_search", second, query="cache again", limit=3)
+    assert cut is not None and cut.output is not None and "held back" in cut.output
+    assert O200K(first) + O200K(cut.output) <= 1200
+
+
 # -- 5. nothing escapes the error path ------------------------------------------------------------
 
 

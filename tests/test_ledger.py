@@ -169,6 +169,27 @@ def test_commit_replaces_the_reservation_and_release_frees_it(tmp_path: Path) ->
         assert ledger.usage("s:a", turn, now) == {"search": 1, "tokens": 120}
 
 
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+def test_a_call_committed_again_keeps_the_most_it_was_counted_at(
+    tmp_path: Path, store: str, request: pytest.FixtureRequest
+) -> None:
+    """A result sent again for a call already counted (a second hook file, or the model running
+    the hook itself with a smaller result) never lowers what the turn has spent; a larger one raises it."""
+    url = request.getfixturevalue("redis_server").url if store == "redis" else None
+    ledger = open_ledger(str(tmp_path / "host"), 2000, url)
+    now = 1000.0
+    with ledger.write("s:a"):
+        turn, _ = ledger.turn("s:a", "s:t1", now)
+        ledger.reserve("s:a", turn, "c1", "search", "", ("", ""), 300, now, 60)
+        ledger.commit("s:a", "c1", 5, now)  # a first result, tiny (sent before the real one)
+        ledger.commit("s:a", "c1", 900, now)  # the real one
+        ledger.commit("s:a", "c1", 0, now)  # sent again, empty
+    with ledger.write("s:a"):
+        assert ledger.usage("s:a", turn, now) == {"search": 1, "tokens": 900}
+        assert ledger.call("s:a", "c1")[4] == 900
+    ledger.close()
+
+
 def test_turns_follow_the_harness_turn_id_or_a_counter(tmp_path: Path) -> None:
     ledger = open_ledger(str(tmp_path))
     with ledger.write():

@@ -503,9 +503,13 @@ class Ledger:
         )  # fmt: skip
 
     def commit(self, session: str, call_id: str, tokens: int, now: float) -> None:
+        """A call's result counted: `tokens` it delivered. A call committed before keeps the most it
+        was ever counted at: a result event sent again for it (a second hook file, or one the model
+        sends itself with a smaller result) never lowers what its turn has spent."""
         self.q(
-            "UPDATE calls SET state='committed', tokens=?, updated=? WHERE session=? AND call_id=?",
-            tokens, now, session, call_id,
+            "UPDATE calls SET tokens=CASE WHEN state='committed' THEN MAX(tokens, ?) ELSE ? END, "
+            "state='committed', updated=? WHERE session=? AND call_id=?",
+            tokens, tokens, now, session, call_id,
         )  # fmt: skip
 
     def add_committed(self, session: str, turn: str, call_id: str, role: str, tool: str, agent: tuple[str, str],

@@ -69,7 +69,7 @@ def _count_and_trim(case: Case, spec: dict[str, Any], call_id: str | None, prior
     parsed = case.prepared["parsed"]
     total = case.prepared["total"]
     usage = ledger.usage(case.session, case.turn, now)
-    own = 0  # what this call already holds in `usage`: its committed count, or its live reservation
+    own = 0  # what this call already holds in `usage`: its committed count (never lowered), or its live reservation
     if prior is not None and prior[2] == case.turn:
         state, reserved, tokens, expires = prior[0], prior[3], prior[4], prior[5]
         own = tokens if state == "committed" else reserved if state == "pending" and expires > now else 0
@@ -147,12 +147,14 @@ def _count_and_trim(case: Case, spec: dict[str, Any], call_id: str | None, prior
         shown = kept_all - set(repeats) if role == "search" else None  # a new preview, cut or not
         delivery.remember(ledger, case.session, context, parsed, case.prepared["prints"], whole, event.server or "",
                           role, case.seq, now, shown)  # fmt: skip
+    counted_before = 0  # a result sent again for a call already counted: only what it adds, if more
     if call_id and prior is not None:
-        ledger.commit(case.session, call_id, delivered, now)
+        counted_before = int(prior[4]) if prior[0] == "committed" else 0
+        ledger.commit(case.session, call_id, delivered, now)  # keeps the most it was counted at
     else:
         ledger.add_committed(case.session, case.turn, call_id or f"anon:{now}", role, event.tool or "", case.agent,
                              delivered, now)  # fmt: skip
-    window.charge(case, tokens=delivered)
+    window.charge(case, tokens=max(0, delivered - counted_before))
     if role == "search" and parsed.kind.startswith("v2:"):  # a server with a compact form: asked for it from now on
         ledger.remember_form(case.session, event.server or "", "v2")
     if case.prepared.get("topics"):  # what the memory holds, whatever of it was delivered
