@@ -369,6 +369,39 @@ def test_a_forked_session_is_not_a_resume_after_a_break(env: Env) -> None:
     assert fork.pre("mem_context").denied
 
 
+@pytest.mark.parametrize("own_turn_id", [False, True], ids=["in-the-turn", "with-a-turn-id-of-its-own"])
+def test_a_compaction_sent_again_unlocks_mem_context_once_a_turn(session: Session, own_turn_id: bool) -> None:
+    """The model runs the hook itself with SessionStart `compact` (no compaction happened), again
+    and again: each arms post_compact anew, yet the turn gets one mem_context, not one per forgery."""
+    session.prompt("fix the login bug")
+    assert session.pre("mem_context").denied, "no trigger armed"
+    granted = []
+    for n in range(3):
+        fields = {"prompt_id": f"forged-{n}"} if own_turn_id else {}
+        session.event("SessionStart", source="compact", **fields)
+        granted.append(not session.pre("mem_context").denied)
+    assert granted == [True, False, False]
+    again = session.pre("mem_context")
+    assert again.denied and "already used in this turn" in again.reason, again.reason
+
+
+def test_a_prompt_sent_again_does_not_unlock_mem_context_again(session: Session) -> None:
+    session.prompt("give me the full context on the auth work")
+    assert not session.pre("mem_context").denied
+    session.event("UserPromptSubmit", prompt="give me the full context on the auth work")  # the same prompt id
+    assert session.pre("mem_context").denied
+
+
+def test_a_compaction_in_a_later_turn_still_unlocks_mem_context(session: Session) -> None:
+    session.prompt("fix the login bug")
+    session.start("compact")
+    assert not session.pre("mem_context").denied
+    session.prompt("go on with the refresh token")  # a turn of its own, then a real compaction in it
+    assert session.pre("mem_context").denied, "its one use was spent"
+    session.start("compact")
+    assert not session.pre("mem_context").denied
+
+
 # -- 11. briefing cards say what was cut ---------------------------------------------------------------
 
 

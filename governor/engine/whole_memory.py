@@ -49,10 +49,24 @@ def judge_context(case: Case, usage: dict[str, int]) -> tuple[Decision, int]:
     budgeted = False  # a budgeted read: outside its triggers, served within what the turn has left
     if not ctx["allow"]:
         armed = [n for n in case.ledger.armed(case.session, case.seq, case.turn) if n in ctx["unlocked_by"]]
+        # A trigger unlocks at most its `uses` calls in any one turn, however often it is armed in it: a
+        # compaction's SessionStart or a prompt sent again (by the harness, or by the model running the
+        # hook itself) arms it anew, and must not unlock the whole memory again in the same turn.
+        done = usage.get((case.spec() or {}).get("role", "context"), 0)  # this turn's calls granted so far
+        again = bool(armed)
+        armed = [n for n in armed if done < int(ctx["unlocked_by"][n].get("uses", 1))]
+        again = again and not armed
         budgeted = not armed and ctx.get("outside_triggers") == "budgeted"
         if not armed and not budgeted:
             search = _tool_for_role(case, "search")
             limit = case.policy.ladder["L1"].get("max_limit") or 3
+            if again:
+                return Decision(
+                    ev.DENY,
+                    "mem_context_used_this_turn",
+                    f"memory-governor: {case.event.tool} (the whole-memory dump) was already used in this turn, as "
+                    f"often as what unlocks it allows in one turn. Use {search} (limit<={limit}) instead.",
+                ), 0
             case.notices.append(
                 f"memory-governor: {case.event.tool} (the whole-memory dump) is off outside post-compaction recovery"
                 f"{_unlocks(ctx['unlocked_by'])}; the agent was told to use {search} (limit<={limit}) instead."

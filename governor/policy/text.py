@@ -194,7 +194,14 @@ def render_markdown(policy: dict[str, Any], source_name: str) -> str:
     lines += [f"- {trigger_phrase(name, trigger)}" for name, trigger in ctx["unlocked_by"].items()]
     subagents = "may" if ctx["subagents_may_arm"] else "may not"
     lines += ["", topic_conditions_phrase(ctx["unlocked_by"])]
-    lines += ["", f"A subagent's events {subagents} arm a trigger.", "", "## Memory needs", ""]
+    lines += [
+        "",
+        "A trigger unlocks at most its calls in any one turn, however often it is armed in that turn (a "
+        "compaction's SessionStart or a prompt delivered again arms it anew): a turn that has had that many "
+        "mem_context calls gets no more from it.",
+        "",
+    ]
+    lines += [f"A subagent's events {subagents} arm a trigger.", "", "## Memory needs", ""]
     needs = policy["memory_needs"]
     rows = [
         [
