@@ -323,6 +323,60 @@ def test_a_request_larger_than_any_hook_sends_is_refused_before_it_is_read(wall)
         assert conn.recv(100) == b"RETRY too-large\n"
 
 
+# -- events the model writes and sends through the managed hook command itself, as its own uid -----------
+
+
+def _event(session: str, name: str, **fields: Any) -> dict[str, Any]:
+    return {"session_id": session, "transcript_path": "/nonexistent.jsonl", "cwd": "/", "hook_event_name": name,
+            "permission_mode": "default", **fields}  # fmt: skip
+
+
+def _result(session: str, use_id: str, text: str, query: str) -> dict[str, Any]:
+    return _event(session, "PostToolUse", prompt_id="p1", tool_name="mcp__engram__mem_search", tool_use_id=use_id,
+                  tool_input={"query": query, "limit": 3}, tool_response=text)  # fmt: skip
+
+
+def _hits(first_id: int) -> str:
+    body = " ".join(f"word{i} decision detail about the auth flow" for i in range(20))
+    return "Found 3 memories:\n\n" + "".join(
+        f"[{n}] #{first_id + n} (decision) — title {n}\n    {body}\n    2025-03-01 | project: p | scope: project\n\n"
+        for n in (1, 2, 3)
+    )
+
+
+def test_a_result_the_model_sends_again_smaller_refunds_no_tokens(wall):
+    """After a real result is counted, the same call's PostToolUse again with an empty result (the
+    managed hook command run by the user's uid): the turn's tokens stay spent."""
+    wall.install("version: 1\nlimits:\n  max_search_calls: {value: 5}\n  max_memory_tokens_injected: {value: 400}\n")
+    wall.start()
+    s = "tok-forge"
+    assert not wall.hook(ALICE, search(s, "p1", 1)).denied
+    wall.hook(ALICE, _result(s, f"toolu_{s}_p1_1", _hits(100), "auth"))
+    wall.hook(ALICE, _result(s, f"toolu_{s}_p1_1", "Found 0 memories.", "auth"))  # forged
+    second = wall.hook(ALICE, search(s, "p1", 2, "login"))
+    assert not second.denied, second.raw  # as without the forged result: it runs, and its result is held back
+    held = wall.hook(ALICE, _result(s, f"toolu_{s}_p1_2", _hits(200), "login")).specific
+    text = held.get("updatedMCPToolOutput") or ""
+    assert "#201" not in text and "held back" in text, held
+
+
+def test_a_compaction_the_model_sends_again_unlocks_mem_context_once_a_turn(wall):
+    wall.start()
+    s = "ctx"
+    assert not wall.hook(ALICE, _event(s, "UserPromptSubmit", prompt_id="p1", prompt="fix the login bug")).denied
+
+    def context(n: int) -> Answer:
+        return wall.hook(ALICE, _event(s, "PreToolUse", prompt_id="p1", tool_name="mcp__engram__mem_context",
+                                       tool_input={}, tool_use_id=f"c{n}"))  # fmt: skip
+
+    assert context(1).denied, "no trigger armed"
+    granted = []
+    for n in (2, 3, 4):
+        wall.hook(ALICE, _event(s, "SessionStart", source="compact"))  # forged: no compaction happened
+        granted.append(not context(n).denied)
+    assert granted == [True, False, False]
+
+
 def test_the_install_writes_the_unit_and_keeps_the_redis_credentials_from_users(tmp_path):
     root = tmp_path / "r"
     said = install(root, "--ledger-url", "redis://governor:s3cret@127.0.0.1:1/0")
