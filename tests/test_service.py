@@ -571,3 +571,34 @@ def test_the_service_reads_no_install_record_of_a_user(wall):
                  "hook_event_name": "SessionStart", "source": "startup"}  # fmt: skip
         answer = wall.hook(ALICE, start, env={"HOME": str(home)})
         assert "changed since install" not in answer.stderr + answer.raw, answer.stderr
+
+
+def test_a_result_spilled_under_a_private_home_reaches_the_model_trimmed(wall):
+    """Claude Code saves a memory result over its output limit to a file under the user's own
+    (0700) home and hands the hook a pointer. The service cannot open it: the hook reads it as the
+    user and carries its text, so the model gets the result trimmed in the pointer's place."""
+    from tests.harnesses.test_codex import big_search
+
+    wall.start()
+    home = wall.top / f"home-{ALICE}"
+    home.mkdir(exist_ok=True)
+    folder = home / ".claude" / "projects" / "-app"
+    spills = folder / "spilled" / "tool-results"
+    spills.mkdir(parents=True)
+    for path in [home, *home.rglob("*")]:
+        os.chown(path, ALICE, ALICE)
+    os.chmod(home, 0o700)
+    text = big_search(40)
+    spill = spills / "mcp-engram-mem_search-1796123163716.txt"
+    spill.write_text(text)
+    os.chown(spill, ALICE, ALICE)
+    os.chmod(spill, 0o600)
+    transcript = str(folder / "spilled.jsonl")
+    pre = {**search("spilled", "p1", 1), "transcript_path": transcript}
+    assert not wall.hook(ALICE, pre, env={"HOME": str(home)}).denied
+    pointer = (f"Error: result ({len(text):,} characters across 725 lines) exceeds maximum allowed tokens. Output has "
+               f"been saved to {spill}.\nFormat: Plain text\n")  # fmt: skip
+    post = {**pre, "hook_event_name": "PostToolUse", "tool_response": [{"type": "text", "text": pointer}]}
+    answer = wall.hook(ALICE, post, env={"HOME": str(home)})
+    assert answer.output is not None and "#100" in answer.output and str(spill) not in answer.output, answer.raw[:500]
+    assert len(answer.output) < len(text), "trimmed to the turn's budget"

@@ -166,6 +166,10 @@ def run(harness: str, exits: bool = False, watch: Watchdog | None = None, event:
             from governor.policy import managed
 
             managed.behind_wall()
+            if harness == "claude-code" and b"exceeds maximum allowed tokens. Output has been saved to" in raw:
+                from governor.harnesses.claude_code.spills import carry
+
+                raw = carry(raw)  # the service cannot open a file under a private home: read here, as the user
             from governor.runtime.client import ask_service
 
             answer, why = ask_service(harness, raw, env, wall)

@@ -157,9 +157,11 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
 
             text = result_text(payload.get("tool_response"))
             if server and tool and text.startswith("Error: result ("):
-                from governor.harnesses.claude_code.spills import spilled_result
+                from governor.harnesses.claude_code.spills import carried, spilled_result
 
                 spilled = spilled_result(payload, text, server, tool)
+                if spilled is None:  # behind the wall: the hook read it as the user (spills.carry)
+                    spilled = carried(payload, text)
                 if spilled is not None:  # the model saw only a pointer: it gets the result in its place
                     text, fields["result_elsewhere"] = spilled, True
             fields["tool_result"] = text
