@@ -167,9 +167,9 @@ def run(harness: str, exits: bool = False, watch: Watchdog | None = None, event:
 
             managed.behind_wall()
             if harness == "claude-code" and b"exceeds maximum allowed tokens. Output has been saved to" in raw:
-                from governor.harnesses.claude_code.spills import carry
+                from governor.harnesses.claude_code import carry_spill
 
-                raw = carry(raw)  # the service cannot open a file under a private home: read here, as the user
+                raw = carry_spill(raw)  # the service cannot open a file under a private home: read here, as the user
             from governor.runtime.client import ask_service
 
             answer, why = ask_service(harness, raw, env, wall)

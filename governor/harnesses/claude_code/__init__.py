@@ -180,6 +180,31 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     return Event(kind, _text(payload, "session_id", required=True) or "", **fields)
 
 
+def carry_spill(raw: bytes) -> bytes:
+    """Behind the wall, in the hook (as the user): a PostToolUse whose result is a spill pointer
+    gets the spilled text beside it (spills.CARRIED), read from exactly where `parse` reads it and
+    checked as it checks it, since the decision service (another user) cannot open a file under a
+    private home. `raw` as it came when there is none. The model could write that field itself, as
+    it could write the result: it gains nothing a forged result would not."""
+    from governor import jsonio
+    from governor.engine.results import result_text
+    from governor.harnesses.claude_code.spills import CARRIED, spilled_result
+
+    try:
+        payload = jsonio.loads(raw)
+    except ValueError:
+        return raw
+    if not isinstance(payload, dict) or payload.get("hook_event_name") != "PostToolUse":
+        return raw
+    name = payload.get("tool_name")
+    server, tool = mcp_tool(name, payload.get("mcp_server")) if isinstance(name, str) else (None, None)
+    text = result_text(payload.get("tool_response"))
+    spilled = spilled_result(payload, text, server, tool) if server and tool else None
+    if spilled is None:
+        return raw
+    return jsonio.dumps({**payload, CARRIED: spilled}).encode()
+
+
 ENV_FILE = "CLAUDE_ENV_FILE"  # given to SessionStart hooks: `export` lines sourced before each Bash command
 
 

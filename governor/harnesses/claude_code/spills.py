@@ -16,7 +16,8 @@ folder, or a pattern over one) is reported as `spilled`, so the engine refuses i
 server (governor.harnesses.kept_results: a read of the contents; listing names is none).
 
 Behind the wall the decision service runs as a user of its own and cannot open a file under a
-private home: the hook reads it as the user and carries its text to the service (`carry`).
+private home: the hook reads it as the user and carries its text to the service
+(governor.harnesses.claude_code.carry_spill).
 
 Imported only when a result looks spilled or a file tool is called.
 """
@@ -66,33 +67,8 @@ def spilled_result(payload: dict[str, Any], text: str, server: str, tool: str) -
 CARRIED = "memory_governor_spilled"  # behind the wall: the spill file's text, read by the hook as the user
 
 
-def carry(raw: bytes) -> bytes:
-    """Behind the wall, in the hook (as the user): a PostToolUse whose result is a spill pointer
-    gets the spilled text beside it (CARRIED), read from exactly where `spilled_result` reads it
-    and checked as it checks it, since the decision service (another user) cannot open a file
-    under a private home. `raw` as it came when there is none. The model could write this field
-    itself, as it could write the result: it gains nothing a forged result would not."""
-    from governor import jsonio
-    from governor.engine.results import result_text
-    from governor.harnesses.claude_code import mcp_tool
-
-    try:
-        payload = jsonio.loads(raw)
-    except ValueError:
-        return raw
-    if not isinstance(payload, dict) or payload.get("hook_event_name") != "PostToolUse":
-        return raw
-    text = result_text(payload.get("tool_response"))
-    name = payload.get("tool_name")
-    server, tool = mcp_tool(name, payload.get("mcp_server")) if isinstance(name, str) else (None, None)
-    spilled = spilled_result(payload, text, server, tool) if server and tool else None
-    if spilled is None:
-        return raw
-    return jsonio.dumps({**payload, CARRIED: spilled}).encode()
-
-
 def carried(payload: dict[str, Any], text: str) -> str | None:
-    """The spilled text a walled hook carried for a spill pointer `text` (see `carry`), or None."""
+    """The spilled text a walled hook carried for a spill pointer `text` (claude_code.carry_spill), or None."""
     import re
 
     found = payload.get(CARRIED)
