@@ -602,3 +602,17 @@ def test_a_result_spilled_under_a_private_home_reaches_the_model_trimmed(wall):
     answer = wall.hook(ALICE, post, env={"HOME": str(home)})
     assert answer.output is not None and "#100" in answer.output and str(spill) not in answer.output, answer.raw[:500]
     assert len(answer.output) < len(text), "trimmed to the turn's budget"
+
+
+def test_a_ledger_redis_that_never_answers_is_said_and_nothing_fails(tmp_path):
+    """A Redis that accepts and never answers: the install says so and goes on (the wall's check
+    for a Redis open to anyone cannot tell, so it says nothing of it), in bounded time."""
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        started = time.monotonic()
+        said = install(tmp_path / "r", "--ledger-url", f"redis://127.0.0.1:{silent.getsockname()[1]}/0")
+    assert "does not answer now" in said and "no credentials" not in said, said
+    assert time.monotonic() - started < 60

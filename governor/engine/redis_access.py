@@ -37,7 +37,7 @@ def administers(ledger: RedisLedger) -> bool:
 
 def anyone_can(url: str) -> str | None:
     """What a client with no credentials may do on the Redis at `url` (administer it, or reach the
-    governor's keys), in words; None when Redis refuses it both. Unreachable: OSError."""
+    governor's keys), in words; None when Redis refuses it both. Unreachable or silent: OSError."""
     import redis
 
     from governor.engine.redis_ledger import CONNECT_TIMEOUT, READ_TIMEOUT
@@ -52,7 +52,7 @@ def anyone_can(url: str) -> str | None:
                 anonymous.execute_command(*command)  # type: ignore[no-untyped-call]
             except (redis.AuthenticationError, redis.ResponseError):  # NOAUTH, NOPERM
                 continue
-            except redis.ConnectionError as err:
+            except redis.RedisError as err:  # unreachable, or no answer in time
                 raise OSError(str(err)) from None
             return power
         return None

@@ -273,12 +273,16 @@ def peer(conn: socket.socket) -> tuple[int | None, int]:
     return int.from_bytes(cred[4:8], sys.byteorder), max(0, int.from_bytes(cred[0:4], sys.byteorder, signed=True))
 
 
-def _recv(conn: socket.socket, size: int, until: float) -> bytes:
-    """What arrives next, waiting no later than `until` (monotonic): TimeoutError past it."""
+def _until(conn: socket.socket, until: float) -> None:
+    """The next read waits no later than `until` (monotonic): TimeoutError when it is past."""
     left = until - time.monotonic()
     if left <= 0:
         raise TimeoutError("the request did not arrive in time")
     conn.settimeout(left)
+
+
+def _recv(conn: socket.socket, size: int, until: float) -> bytes:
+    _until(conn, until)
     return conn.recv(size)
 
 
@@ -305,10 +309,7 @@ def _read_exactly(conn: socket.socket, start: bytes, size: int, until: float) ->
     buffer[: len(start)] = start
     view, got = memoryview(buffer), len(start)
     while got < size:
-        left = until - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the request did not arrive in time")
-        conn.settimeout(left)
+        _until(conn, until)
         n = conn.recv_into(view[got:], min(size - got, 1 << 16))
         if not n:
             break

@@ -361,7 +361,7 @@ def open_redis(url: str) -> str | None:
         from governor.engine.redis_access import anyone_can
 
         return anyone_can(url)
-    except (ImportError, OSError):
+    except (ImportError, OSError, ValueError):  # no redis-py, no answer, not a URL it reads
         return None
 
 
