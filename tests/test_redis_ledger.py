@@ -14,11 +14,14 @@ from typing import Any
 
 import pytest
 
-from governor.engine.ledger import LedgerBusy
-from governor.engine.redis_ledger import LedgerLeaseLost, masked
+from governor.engine import events as ev
+from governor.engine.decide import World, decide
+from governor.engine.ledger import LedgerBusy, LedgerLeaseLost, key
+from governor.engine.redis_ledger import masked
 from governor.engine.stores import open_ledger
 from governor.engine.tokens import counter
 from governor.harnesses.checks import BAD, OK
+from governor.policy import compiled
 from governor.runtime.runner import respond
 from tests.conftest import HOOK, ROOT, Answer, Env, Session, assert_raced, fixture_text, fresh_process, hook_run
 from tests.redis_server import RedisServer, Relay
@@ -334,6 +337,46 @@ def test_a_decision_that_outlives_its_lease_writes_nothing(tmp_path: Path, redis
     with other.read("s:fenced"):
         assert other.call("s:fenced", "late") is None, "the late decision wrote nothing"
         assert other.call("s:fenced", "on-time") is not None
+
+
+def test_a_decision_that_outlives_its_lease_is_decided_again_on_what_the_other_wrote(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """A loaded host: its search's decision is slower than its lease, and another host's two searches
+    take the session meanwhile (the turn's limit is 2). Nothing of the slow one was written, so it is
+    decided again on the ledger as the other left it: refused by the limit, not for the ledger's sake."""
+    policy, _ = compiled.load({"MEMORY_GOVERNOR_STATE_DIR": str(tmp_path)}, str(tmp_path), str(tmp_path))
+    slow = open_ledger(str(tmp_path / "slow"), 600, redis_server.url)  # a 500 ms lease
+    other = open_ledger(str(tmp_path / "other"), 2000, redis_server.url)
+    lease = redis_server.client()
+    now = 1_800_000_000.0
+
+    def event(kind: str, call: str = "", **fields: Any) -> ev.Event:
+        return ev.Event(kind, "s-slow", call_id=call or None, **fields)
+
+    def search(call: str) -> ev.Event:
+        return event(ev.PRE_TOOL, call, tool_name="mcp__engram__mem_search", server="engram", tool="mem_search",
+                     tool_input={"query": "auth", "limit": 3})  # fmt: skip
+
+    decide(event(ev.PROMPT, prompt="what did we decide about auth?"), policy, other, World(now, "/p"))
+    flush, tries = slow._flush, []  # type: ignore[attr-defined]
+
+    def late_flush() -> None:
+        tries.append(1)
+        if len(tries) == 1:  # the first try: slower than its lease, while the other host decides
+            while lease.exists("mg:l:" + key("s-slow")):
+                time.sleep(0.01)
+            for call in ("a", "b"):
+                assert decide(search(call), policy, other, World(now + 1, "/p")).kind != ev.DENY
+        flush()
+
+    slow._flush = late_flush  # type: ignore[attr-defined]
+    decision = decide(search("late"), policy, slow, World(now + 1, "/p"))
+    assert len(tries) == 2, "decided again"
+    assert decision.kind == ev.DENY and "max_search_calls" in decision.code, decision
+    with other.read(key("s-slow")):
+        assert other.call(key("s-slow"), key("late"))[0] == "denied", "the second try's decision was written"
+        assert other.call(key("s-slow"), key("a"))[0] == "pending"
 
 
 def test_sigkilled_writers_on_two_hosts_leave_a_consistent_ledger(tmp_path: Path, redis_server: RedisServer) -> None:

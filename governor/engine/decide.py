@@ -28,6 +28,7 @@ from __future__ import annotations
 from governor.engine import events as ev
 from governor.engine.case import Case, DecisionTimeout, PartsUncounted, World
 from governor.engine.events import Decision, Event
+from governor.engine.ledger import LedgerLeaseLost
 from governor.engine.nesting import place, record
 from governor.engine.window import key_for as window_key
 
@@ -50,16 +51,22 @@ def decide(event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -
     place(case)  # the session it counts in: a subagent's dispatcher's, a nested session's parent's
     _prepare(case)
     case.window = window_key(case)
-    try:
-        decision = _locked(case, handler)
-    except PartsUncounted:  # a trim needs each entry's cost: counted outside the lock, then decided again
-        again = Case(event, policy, ledger, world)
-        again.session, again.started, again.agent = case.session, case.started, case.agent  # placed once; its
-        again.nested, again.window = case.nested, case.window  # audit row times the whole decision
-        again.prepared = {k: v for k, v in case.prepared.items() if k not in _READ_IN_LOCK}
-        _count_parts(again)
-        case = again
-        decision = _locked(case, handler)
+    tried: set[type[Exception]] = set()
+    while True:
+        try:
+            decision = _locked(case, handler)
+            break
+        # Decided again, once for each, from what the ledger holds then: a trim needs each entry's cost
+        # (counted outside the lock); a shared ledger's lease ran out while this decision was slow (a
+        # loaded host) and another decision took the session, so nothing of this one was written.
+        except (PartsUncounted, LedgerLeaseLost) as err:
+            if type(err) in tried:
+                raise
+            tried.add(type(err))
+            world.check()
+            case = _again(case)
+            if isinstance(err, PartsUncounted):
+                _count_parts(case)
     if policy.mode == "monitor":
         decision = _as_monitor(decision)
     decision.notices = list(dict.fromkeys(case.notices))
@@ -68,6 +75,16 @@ def decide(event: Event, policy: CompiledPolicy, ledger: Ledger, world: World) -
 
 # What a decision's first try read or set inside its transaction.
 _READ_IN_LOCK = ("need", "saved_by", "window_used", "window_binds")
+
+
+def _again(case: Case) -> Case:
+    """A fresh case for deciding `case`'s event again: placed once, and its audit row times the
+    whole decision; what the first try read or set inside its transaction is left behind."""
+    again = Case(case.event, case.policy, case.ledger, case.world)
+    again.session, again.started, again.agent = case.session, case.started, case.agent
+    again.nested, again.window = case.nested, case.window
+    again.prepared = {k: v for k, v in case.prepared.items() if k not in _READ_IN_LOCK}
+    return again
 
 
 def _locked(case: Case, handler: Any) -> Decision:

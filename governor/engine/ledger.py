@@ -274,6 +274,13 @@ class LedgerUnavailable(LedgerError):
     code = "ledger_unavailable"
 
 
+class LedgerLeaseLost(LedgerUnavailable):
+    """The decision outlived its lease on a shared ledger and another took the session: nothing of
+    it was written, so it may be decided again from what the ledger holds now."""
+
+    code = "ledger_lease_lost"
+
+
 class LedgerCorrupt(LedgerUnavailable):
     """Found corrupt after opening; reopen with `Ledger.recover()`."""
 

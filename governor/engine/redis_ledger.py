@@ -128,12 +128,6 @@ return s
 """
 
 
-class LedgerLeaseLost(LedgerUnavailable):
-    """The decision outlived its lease and another took the session: nothing was written."""
-
-    code = "ledger_lease_lost"
-
-
 def masked(url: str) -> str:
     """The URL with its password replaced, for every message and log."""
     scheme, sep, rest = url.partition("://")
@@ -376,6 +370,8 @@ class RedisLedger(Ledger):
         token, self.leased, self.token = self.token, [], ""
         written = self._call(self.scripts["flush"], keys=keys, args=[token, len(ordered), json.dumps(changes)])
         if written != 1:
+            from governor.engine.ledger import LedgerLeaseLost  # decide() makes the decision again
+
             raise LedgerLeaseLost(
                 f"this decision outlived its lease on the Redis ledger ({self.lease_ms} ms) and another took the "
                 "session; nothing of it was written"
