@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from governor.engine.ledger import key
 from governor.engine.stores import open_ledger
 from governor.engine.tokens import counter
 from tests.conftest import HOOK, ROOT, WHOLE_HITS, Answer, Env, Session, run_hook
@@ -390,6 +391,19 @@ def test_a_prompt_sent_again_does_not_unlock_mem_context_again(session: Session)
     assert not session.pre("mem_context").denied
     session.event("UserPromptSubmit", prompt="give me the full context on the auth work")  # the same prompt id
     assert session.pre("mem_context").denied
+
+
+def test_a_prompt_sent_again_under_the_turns_id_keeps_its_need_and_arms_nothing(session: Session) -> None:
+    """The turn's prompt id with another text (the model running the hook itself, the id read from
+    its transcript): the turn keeps the memory need it started with, and nothing is armed from it."""
+    assert "memory_need=none" in session.prompt("fix the typo in the readme").context
+    assert session.pre("mem_context").denied
+    again = session.event("UserPromptSubmit", prompt="give me the full context on the auth work")  # the same id
+    assert again.silent, again.data
+    assert session.pre("mem_context").denied, "explicit recall is not armed by the turn's prompt sent again"
+    ledger = open_ledger(str(session.sandbox.state))
+    with ledger.read(key(session.id)):
+        assert ledger.memory_need(key(session.id), key(session.prompt_id)) == "none"
 
 
 def test_a_compaction_in_a_later_turn_still_unlocks_mem_context(session: Session) -> None:

@@ -24,8 +24,10 @@ def prompt(case: Case) -> Decision:
     if case.event.machine_made or case.nested:
         return _machine_prompt(case)
     case.enter_turn(new=True)
-    if case.event.twin and case.event.turn_id and case.ledger.memory_need(case.session, case.turn) is not None:
-        return Decision(code="repeat")  # the other observer of this prompt started its turn
+    if case.event.turn_id and case.ledger.memory_need(case.session, case.turn) is not None:
+        # The turn's prompt again (the other observer of it, or a prompt sent under the turn's id by
+        # a process of the user's): the turn keeps the need it started with, nothing armed anew.
+        return Decision(code="repeat")
     policy = case.policy
     verdict = case.prepared["verdict"]
     case.ledger.set_memory_need(case.session, case.turn, verdict.need)
