@@ -90,6 +90,36 @@ class Dialect:
         return None
 
 
+def plain(name: str, decision: Decision, instead: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The answers of a payload the governor's own code carries out, at its events `call` and
+    `result` (the in-process governors, the MCP proxy): `deny` (the reason), else `instead` where
+    given (what the caller does in place of a rewrite or a replacement), else `arguments` (the
+    clamped arguments) or `replace` (the trimmed result text); `context` (a line for the model, at
+    a call or a result) and `systemMessage` (for the user). Uncapped: no harness limits them. None
+    for no objection."""
+    out: dict[str, Any] = {}
+    act = action(name, decision, ("call",), ("result",))
+    if act == DENY:
+        out["deny"] = decision.reason
+    elif instead:
+        out.update(instead)
+    elif act == REWRITE:
+        out["arguments"] = decision.updated_input
+    elif act == REPLACE:
+        out["replace"] = decision.updated_output
+    if decision.context and name in ("call", "result"):
+        out["context"] = decision.context
+    if decision.user_message:
+        out["systemMessage"] = decision.user_message
+    return out or None
+
+
+def plain_refusal(name: str | None, reason: str) -> dict[str, Any] | None:
+    """The fail-closed answer in `plain`'s shape when the governor cannot decide: a call is
+    refused, a result kept."""
+    return {"deny": reason} if name == "call" else None
+
+
 def scripted(pre: str, post: str, limit: int, context_events: Container[str], rewrite: str = "input") -> Dialect:
     """The answers of a script a host loads (OpenCode's plugin, Pi's extension, Cline's plugin),
     which applies them itself: `deny` (the reason the model gets), `rewrite` (the call's whole new

@@ -27,10 +27,11 @@ Hot path: standard library only (nothing of either framework is imported here).
 from __future__ import annotations
 
 from governor.engine import events as ev
-from governor.engine.events import Decision, Event
+from governor.engine.events import Event
 from governor.harnesses import answers
 from governor.harnesses.payload import BadPayload, governed, mapping, text
 from governor.harnesses.payload import event_name as _event_name
+from governor.harnesses.payload import nonempty as _id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,10 +48,6 @@ def sniff_event(raw: bytes) -> str | None:
 
 def event_name(payload: Any) -> str | None:
     return _event_name(payload, "event")
-
-
-def _id(payload: dict[str, Any], field: str, required: bool = False) -> str | None:
-    return text(payload, field, required) or None  # an empty id is no id
 
 
 def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
@@ -78,23 +75,6 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     return Event(kind, _id(payload, "session_id", required=True) or "", **fields)
 
 
-def render(name: str, decision: Decision) -> dict[str, Any] | None:
-    """What the governor does for event `name`; None for no objection."""
-    out: dict[str, Any] = {}
-    act = answers.action(name, decision, ("call",), ("result",))
-    if act == answers.DENY:
-        out["deny"] = decision.reason
-    elif act == answers.REWRITE:
-        out["arguments"] = decision.updated_input
-    elif act == answers.REPLACE:
-        out["replace"] = decision.updated_output
-    if decision.context and name in ("call", "result"):
-        out["context"] = decision.context
-    if decision.user_message:
-        out["systemMessage"] = decision.user_message
-    return out or None
-
-
-def refusal(name: str | None, reason: str) -> dict[str, Any] | None:
-    """The fail-closed answer when the governor cannot decide: a call is refused, a result kept."""
-    return {"deny": reason} if name == "call" else None
+# deny, arguments, replace, context, systemMessage: the answer described above.
+render = answers.plain
+refusal = answers.plain_refusal

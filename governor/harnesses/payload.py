@@ -45,6 +45,11 @@ def text(payload: dict[str, Any], field: str, required: bool = False, alias: str
     return value
 
 
+def nonempty(payload: dict[str, Any], field: str, required: bool = False) -> str | None:
+    """The string in `field` as `text` reads it, None when it is empty too: an empty id is no id."""
+    return text(payload, field, required) or None
+
+
 def mapping(payload: dict[str, Any], field: str) -> dict[str, Any] | None:
     """The object in `field` (a tool's arguments), None when absent; BadPayload when it is not one."""
     value = payload.get(field)

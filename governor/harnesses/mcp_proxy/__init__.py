@@ -33,7 +33,7 @@ from governor.engine.events import Decision, Event
 from governor.harnesses import answers
 from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
 from governor.harnesses.payload import event_name as _event_name
-from governor.harnesses.payload import text
+from governor.harnesses.payload import nonempty as _text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -125,10 +125,6 @@ def event_name(payload: Any) -> str | None:
     return _event_name(payload, "event")
 
 
-def _text(payload: dict[str, Any], field: str, required: bool = False) -> str | None:
-    return text(payload, field, required) or None  # an empty id is no id
-
-
 def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     """The Event one governed call describes."""
     if not isinstance(payload, dict):
@@ -157,29 +153,13 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     return Event(kind, _text(payload, "session_id", required=True) or "", **fields)
 
 
+# A call another observer already decided: what the proxy does instead of a rewrite (see above).
+SPENT = {"repeat": {"defer": True}, "reused_id": {"reused": True}}
+
+
 def render(name: str, decision: Decision) -> dict[str, Any] | None:
     """What the proxy does for event `name`; None for no objection."""
-    out: dict[str, Any] = {}
-    act = answers.action(name, decision, ("call",), ("result",))
-    if act == answers.DENY:
-        out["deny"] = decision.reason
-    elif name == "call" and decision.code == "repeat":
-        out["defer"] = True
-    elif name == "call" and decision.code == "reused_id":
-        out["reused"] = True  # decide it again under the proxy's own id
-    elif act == answers.REWRITE:
-        out["arguments"] = decision.updated_input
-    elif act == answers.REPLACE:
-        out["replace"] = decision.updated_output
-    if decision.context and name in ("call", "result"):
-        out["context"] = decision.context
-    if decision.user_message:
-        out["systemMessage"] = decision.user_message
-    return out or None
+    return answers.plain(name, decision, SPENT.get(decision.code) if name == "call" else None)
 
 
-def refusal(name: str | None, reason: str) -> dict[str, Any] | None:
-    """The fail-closed answer when the governor cannot decide: a call is refused, a result kept."""
-    if name == "call":
-        return {"deny": reason}
-    return None
+refusal = answers.plain_refusal
