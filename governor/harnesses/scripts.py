@@ -22,7 +22,7 @@ from typing import Any
 
 from governor.harnesses import hook_command, launcher
 from governor.harnesses.checks import BAD, OK, WARN, Check, isolation, run_hook_command
-from governor.harnesses.settings import Change, SettingsError, governed_names, read_text, route_tools
+from governor.harnesses.settings import Change, SettingsError, before_tools, governed_names, read_text
 
 CONFIG_LINE = "const CONFIG = {} // memory-governor: the install writes this line"
 CLIENT_LINE = "// memory-governor: the shared client (client.js) is written here by the install"
@@ -198,8 +198,7 @@ class ScriptSetup:
         """The script's CONFIG: how it runs the governor, the governed names, and the other tools
         whose calls it forwards (the policy's dispatch tools and the tools its routes name)."""
         governed = self.governed_tools(policy)
-        others = [*policy["briefing"]["dispatch_tools"], *route_tools(policy)]
-        forward = [name for name in dict.fromkeys(others) if name not in governed]
+        forward = [name for name in before_tools(policy, list(governed)) if name not in governed]
         return {"harness": self.harness, **run_config(self.harness, scope), "tools": governed, "forward": forward,
                 **timeouts()}  # fmt: skip
 

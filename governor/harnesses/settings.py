@@ -62,6 +62,12 @@ def route_tools(policy: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(t for route in policy.get("routes", []) for t in route["tools"]))
 
 
+def before_tools(policy: dict[str, Any], tools: list[str], *more: str) -> list[str]:
+    """The tools a harness's before-tool hook must see, each once: the governed `tools`, the
+    policy's dispatch tools, `more` (the harness's own), and the tools its routes go through."""
+    return list(dict.fromkeys([*tools, *policy["briefing"]["dispatch_tools"], *more, *route_tools(policy)]))
+
+
 def governed_names(policy: dict[str, Any], spell: Callable[[str, str], str]) -> dict[str, tuple[str, str]]:
     """The name a harness gives each tool the policy governs (`spell(server, tool)`) -> (server,
     tool), in the policy's order. Where two pairs get one name, the first the policy lists is the

@@ -38,12 +38,12 @@ from governor.harnesses.settings import (
     Change,
     SettingsError,
     any_server_patterns,
+    before_tools,
     command_is,
     exact_matcher,
     governed_names,
     ours,
     read_json,
-    route_tools,
 )
 
 NAME = "claude-code"
@@ -80,12 +80,7 @@ is_ours = command_is(OURS)
 def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, Any]]]:
     entry = {"type": "command", "command": command, "timeout": TIMEOUT_SECONDS}
     tools = governed_tools(policy)
-    others = [
-        *policy["briefing"]["dispatch_tools"],
-        *FILE_TOOLS,
-        *route_tools(policy),
-    ]
-    pre_matcher = tool_matcher(list(dict.fromkeys([*tools, *others])), policy)
+    pre_matcher = tool_matcher(before_tools(policy, tools, *FILE_TOOLS), policy)
     out: dict[str, list[dict[str, Any]]] = {
         "PreToolUse": [{"matcher": pre_matcher, "hooks": [entry]}],
         "PostToolUse": [{"matcher": tool_matcher(tools, policy), "hooks": [entry]}],

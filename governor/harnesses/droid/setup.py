@@ -21,10 +21,10 @@ from governor.harnesses.droid import SEPARATOR, tool_name
 from governor.harnesses.settings import (
     Change,
     any_server_patterns,
+    before_tools,
     command_is,
     governed_names,
     ours,
-    route_tools,
 )
 
 NAME = "droid"
@@ -52,7 +52,7 @@ def governed_tools(policy: dict[str, Any]) -> list[str]:
 
 def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, Any]]]:
     tools = governed_tools(policy)
-    before = list(dict.fromkeys([*tools, *policy["briefing"]["dispatch_tools"], *route_tools(policy)]))
+    before = before_tools(policy, tools)
     anywhere = any_server_patterns(policy, "", SEPARATOR)  # the memory registered under another name
     return HOOKS.groups(command, before, tools, anywhere, ("PostToolUse",), SESSION_EVENTS, TIMEOUT_SECONDS)
 
