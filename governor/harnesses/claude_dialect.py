@@ -10,12 +10,12 @@ Hot path: standard library only.
 from __future__ import annotations
 
 from governor.engine import events as ev
-from governor.harnesses.payload import governed, mapping
+from governor.harnesses.payload import mapping
 from governor.harnesses.payload import text as _text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
     from typing import Any
 
 # Claude Code's hook event names -> the engine's events.
@@ -40,17 +40,6 @@ def events(*left_out: str) -> dict[str, str]:
 def deny(reason: str) -> dict[str, Any]:
     """A refusal, inside `hookSpecificOutput`: the model gets the reason as the call's error."""
     return {"permissionDecision": "deny", "permissionDecisionReason": reason}
-
-
-def known(payload: Any, names: dict[str, str], env: Mapping[str, str] | None, project_variable: str,
-          ) -> tuple[str, dict[str, Any]] | None:  # fmt: skip
-    """A payload's event kind (None for an event not in `names`) and its place: `cwd`, and the
-    project the harness names in `project_variable` (else `cwd`)."""
-    found = governed(payload, "hook_event_name", names)
-    if found is None:
-        return None
-    cwd = _text(payload, "cwd")
-    return found[1], {"cwd": cwd, "project": (env or {}).get(project_variable) or cwd}
 
 
 def event_fields(payload: dict[str, Any], kind: str, split: Callable[[str], tuple[str | None, str | None]],

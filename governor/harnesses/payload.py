@@ -78,6 +78,18 @@ def governed(
     return None if kind is None else (name, kind)
 
 
+def placed(payload: Any, field: str, events: Mapping[str, str], env: Mapping[str, str] | None,
+           project_variable: str) -> tuple[str, dict[str, Any]] | None:  # fmt: skip
+    """The engine's kind of a payload's event (None for one the adapter does not govern, as
+    `governed`) and its place: `cwd`, and the project the harness names in `project_variable`
+    (else `cwd`)."""
+    found = governed(payload, field, events)
+    if found is None:
+        return None
+    cwd = text(payload, "cwd")
+    return found[1], {"cwd": cwd, "project": (env or {}).get(project_variable) or cwd}
+
+
 def named(raw: bytes, field: str, word: bytes = rb"\w+") -> str | None:
     """The name in `field` of input that is not valid JSON, as far as its bytes tell."""
     import re

@@ -25,7 +25,7 @@ from __future__ import annotations
 from governor.engine.events import Event
 from governor.harnesses import answers, claude_dialect
 from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
-from governor.harnesses.payload import readers
+from governor.harnesses.payload import placed, readers
 from governor.harnesses.payload import text as _text
 
 TYPE_CHECKING = False
@@ -69,7 +69,7 @@ def split_tool_name(name: str) -> tuple[str | None, str | None]:
 
 def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     """The Event a payload describes; None for an event this adapter does not govern."""
-    found = claude_dialect.known(payload, EVENTS, env, "FACTORY_PROJECT_DIR")
+    found = placed(payload, "hook_event_name", EVENTS, env, "FACTORY_PROJECT_DIR")
     if found is None:
         return None
     kind, fields = found

@@ -36,7 +36,7 @@ from governor.engine import events as ev
 from governor.engine.events import Event
 from governor.harnesses import answers
 from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
-from governor.harnesses.payload import governed, mapping, readers
+from governor.harnesses.payload import mapping, placed, readers
 from governor.harnesses.payload import text as _text
 from governor.harnesses.tool_names import split_single
 
@@ -117,12 +117,11 @@ DELIVERY = {"replace_in_place": False}
 
 def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     """The Event a payload describes; None for an event this adapter does not govern."""
-    known = governed(payload, "hook_event_name", EVENTS)
-    if known is None:
+    found = placed(payload, "hook_event_name", EVENTS, env, "GEMINI_PROJECT_DIR")
+    if found is None:
         return None
-    kind = known[1]
-    cwd = _text(payload, "cwd")
-    fields: dict[str, Any] = {"cwd": cwd, "project": (env or {}).get("GEMINI_PROJECT_DIR") or cwd, **DELIVERY}
+    kind, fields = found
+    fields.update(DELIVERY)
     if kind in (ev.PRE_TOOL, ev.POST_TOOL):
         tool_name = _text(payload, "tool_name", required=True) or ""
         tool_input = mapping(payload, "tool_input")

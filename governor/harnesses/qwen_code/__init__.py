@@ -28,7 +28,7 @@ from governor.engine import events as ev
 from governor.engine.events import Event
 from governor.harnesses import answers, claude_dialect
 from governor.harnesses.payload import BadPayload as BadPayload  # the adapters' one error
-from governor.harnesses.payload import readers
+from governor.harnesses.payload import placed, readers
 from governor.harnesses.payload import text as _text
 from governor.harnesses.tool_names import split_tool_name
 
@@ -62,7 +62,7 @@ CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse")
 
 def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     """The Event a payload describes; None for an event this adapter does not govern."""
-    found = claude_dialect.known(payload, EVENTS, env, "QWEN_PROJECT_DIR")
+    found = placed(payload, "hook_event_name", EVENTS, env, "QWEN_PROJECT_DIR")
     if found is None:
         return None
     kind, fields = found
