@@ -201,14 +201,19 @@ def remove_tables(where: dict[str, str], record: dict[str, Any]) -> list[str]:
     another harness's install still counts with them."""
     if others_installed(where):
         return []
+    made = record.get("created") or []
+    return remove_files([p for p in made if p.endswith(".bpe") and os.path.dirname(p) == where["config"]])
+
+
+def remove_files(paths: list[str]) -> list[str]:
+    """Remove each of `paths` that is there; the ones removed."""
     removed = []
-    for path in record.get("created") or []:
-        if path.endswith(".bpe") and os.path.dirname(path) == where["config"]:
-            try:
-                os.unlink(path)
-                removed.append(path)
-            except FileNotFoundError:
-                pass
+    for path in paths:
+        try:
+            os.unlink(path)
+            removed.append(path)
+        except FileNotFoundError:
+            pass
     return removed
 
 

@@ -32,7 +32,7 @@ import sys
 import threading
 from typing import Any
 
-from governor.harnesses.managed import CONFIG
+from governor.harnesses.managed import CONFIG, remove_files
 from governor.harnesses.settings import Change
 from governor.policy.managed import SERVICE_NAME
 from governor.runtime.server import Server
@@ -283,14 +283,7 @@ def stop_service(root: str) -> list[str]:
     paths = service_paths(root)
     if systemd_runs(root) and os.path.exists(paths["unit"]):
         subprocess.run(["systemctl", "disable", "--now", "memory-governor.service"], capture_output=True, timeout=60)
-    removed = []
-    for path in (paths["service"], paths["unit"]):
-        try:
-            os.unlink(path)
-            removed.append(path)
-        except FileNotFoundError:
-            pass
-    return removed
+    return remove_files([paths["service"], paths["unit"]])
 
 
 def keep_environment_from_users(where: dict[str, str], user: Any) -> None:
