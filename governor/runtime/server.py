@@ -133,6 +133,17 @@ class Server:
             self.dispatch(conn)
         self.close()
 
+    def run(self) -> None:
+        """Bind the socket and serve until idle or stopped (SIGTERM, SIGINT)."""
+        self.bind()
+
+        def stop(_signum: int, _frame: Any) -> None:
+            self.stopping.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        self.serve()
+
     def dispatch(self, conn: socket.socket) -> None:
         """A connection accepted: answered on a thread of its own."""
         threading.Thread(target=self.handle, args=(conn,), daemon=True).start()
@@ -326,14 +337,7 @@ def serve(env: dict[str, str], idle_exit: float) -> int:
     server = Server(env, idle_exit)
     if not server.claim():
         return 0  # another server already answers for this state directory
-    server.bind()
-
-    def stop(_signum: int, _frame: Any) -> None:
-        server.stopping.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    server.serve()
+    server.run()
     return 0
 
 

@@ -146,8 +146,6 @@ def prepare(state: str, run: str, user: str) -> None:
 
 def run(config: str, state: str, run: str, user: str) -> int:
     """Serve until stopped (SIGTERM, SIGINT)."""
-    import signal
-
     from governor import with_site_packages
     from governor.runtime.runner import keep_connections
 
@@ -158,14 +156,7 @@ def run(config: str, state: str, run: str, user: str) -> int:
     service = Service(config, state, run)
     if not service.claim():
         raise SystemExit(f"memory-governor: a decision service already answers on {run}")
-    service.bind()
-
-    def stop(_signum: int, _frame: Any) -> None:
-        service.stopping.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    service.serve()
+    service.run()
     return 0
 
 
