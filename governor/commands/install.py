@@ -9,6 +9,7 @@ refused.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -80,13 +81,15 @@ _PROJECT = click.option("--project", type=click.Path(file_okay=False), help="The
 _DRY_RUN = click.option("--dry-run", is_flag=True, help="Show the settings that would be written; change nothing.")
 
 
+def _where(command: Callable[..., Any]) -> Callable[..., Any]:
+    """What install and uninstall both take: the harness, its scope (and client), the project, --dry-run, --root."""
+    for option in (_ROOT, _DRY_RUN, _PROJECT, _CLIENT, _SCOPE, _HARNESS):  # innermost first, as stacked
+        command = option(command)
+    return command
+
+
 @click.command("install")
-@_HARNESS
-@_SCOPE
-@_CLIENT
-@_PROJECT
-@_DRY_RUN
-@_ROOT
+@_where
 @_POLICY
 @_LEDGER_URL
 @_SERVICE
@@ -129,12 +132,7 @@ def install(harness: str, scope: str | None, client: str | None, project: str | 
 
 
 @click.command("uninstall")
-@_HARNESS
-@_SCOPE
-@_CLIENT
-@_PROJECT
-@_DRY_RUN
-@_ROOT
+@_where
 def uninstall(harness: str, scope: str | None, client: str | None, project: str | None, dry_run: bool,
               root: str | None) -> int:  # fmt: skip
     """Remove memory-governor's hooks from a harness's settings, keeping all others."""
