@@ -282,11 +282,7 @@ def render(file: str | None, output: str | None) -> int:
         _print_problems(eff)
         return EXIT_INVALID
     text = render_markdown(eff.dumped(), os.path.basename(path))
-    if output:
-        with open(output, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    else:
-        sys.stdout.write(text)
+    _write(text, output)
     return 0
 
 
@@ -294,13 +290,17 @@ def render(file: str | None, output: str | None) -> int:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 def schema(output: str | None) -> int:
     """The JSON Schema of a policy file, generated from the model (editors validate with it)."""
-    text = schema_text()
+    _write(schema_text(), output)
+    return 0
+
+
+def _write(text: str, output: str | None) -> None:
+    """`text` into the file `output` (-o), else to stdout."""
     if output:
         with open(output, "w", encoding="utf-8") as handle:
             handle.write(text)
     else:
         sys.stdout.write(text)
-    return 0
 
 
 def schema_text() -> str:
