@@ -58,6 +58,11 @@ def isolation(harness: str, command: str) -> Check | None:
                  "could stand in for the governor's", f"memory-governor install {harness}  (writes it with -I)")  # fmt: skip
 
 
+def isolations(harness: str, commands: Iterable[str]) -> list[Check]:
+    """`isolation` of each distinct hook command, in order: the ones that run without -I."""
+    return [unsafe for unsafe in (isolation(harness, c) for c in sorted(set(commands))) if unsafe is not None]
+
+
 def run_hook_command(command: str, payload: dict[str, Any], harness_env: dict[str, str] | None = None,
                      cwd: str | None = None) -> HookRun:  # fmt: skip
     """Run an installed hook command on one payload, against a scratch state directory.

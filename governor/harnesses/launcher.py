@@ -42,7 +42,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from governor.harnesses.checks import BAD, OK, WARN, Check, coverage, installs, isolation, refused_search
+from governor.harnesses.checks import BAD, OK, WARN, Check, coverage, installs, isolations, refused_search
 from governor.harnesses.settings import (
     Change,
     hook_groups,
@@ -333,7 +333,7 @@ class HooksFile:
         command's isolation, and the first one on a synthetic search with limit 10 (`payload(tool)`),
         which it must refuse, naming the limit."""
         checks, commands, _ = self.installed(project, needed, tools)
-        checks += [unsafe for unsafe in (isolation(self.harness, c) for c in sorted(set(commands))) if unsafe]
+        checks += isolations(self.harness, commands)
         if commands and tools:
             env = {self.variable: os.path.abspath(project)}
             checks.append(refused_search(self.harness, commands[0], payload(tools[0]), env))

@@ -18,7 +18,7 @@ from typing import Any
 
 from governor.harnesses import launcher
 from governor.harnesses.antigravity import POST, PRE, tool_name
-from governor.harnesses.checks import Check, isolation, refused_search
+from governor.harnesses.checks import Check, isolations, refused_search
 from governor.harnesses.settings import Change, command_is, governed_names, ours
 
 NAME = "antigravity"
@@ -55,7 +55,7 @@ def plan_install(policy: dict[str, Any], scope: str, project: str) -> list[Chang
 def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
     """Is the install complete, and does the installed command refuse an oversized search?"""
     checks, commands, _ = HOOKS.installed(project, EVENTS, [])
-    checks += [unsafe for unsafe in (isolation(NAME, c) for c in sorted(set(commands))) if unsafe]
+    checks += isolations(NAME, commands)
     before = [c for c in commands if c.endswith(f" {PRE}")]
     tools = governed_tools(policy)
     if before and tools:

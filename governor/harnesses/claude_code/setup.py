@@ -28,7 +28,7 @@ from governor.harnesses.checks import (
     OK,
     WARN,
     Check,
-    isolation,
+    isolations,
     run_hook_command,
     server_entries,
     unmapped_memory_servers,
@@ -133,10 +133,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
                             "sudo memory-governor install claude-code --scope managed"))  # fmt: skip
     checks += _unmapped_memory_servers(project, policy)
     checks += _engram_plugin(project)
-    for command in sorted(set(commands)):
-        unsafe = isolation(NAME, command)
-        if unsafe is not None:
-            checks.append(unsafe)
+    checks += isolations(NAME, commands)
     if commands:
         checks += _server_spellings(policy)
     if commands and tools:

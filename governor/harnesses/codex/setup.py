@@ -29,7 +29,7 @@ import os
 from typing import Any
 
 from governor.harnesses import launcher
-from governor.harnesses.checks import BAD, INFO, OK, WARN, Check, coverage, installs, isolation, run_hook_command
+from governor.harnesses.checks import BAD, INFO, OK, WARN, Check, coverage, installs, isolations, run_hook_command
 from governor.harnesses.settings import (
     Change,
     SettingsError,
@@ -295,10 +295,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         checks.append(Check(INFO, "guarantees", "not managed: the hooks, their trust and the policy are in files the "
                             "user, and so the model, can write; the routes refuse the plain ways to change them. A "
                             "wall: sudo memory-governor install codex --scope managed"))  # fmt: skip
-    for command in sorted(set(commands)):
-        unsafe = isolation(NAME, command)
-        if unsafe is not None:
-            checks.append(unsafe)
+    checks += isolations(NAME, commands)
     if commands and tools:
         checks.append(_selftest(commands[0], tools[0], project))
     return checks
