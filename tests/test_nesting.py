@@ -136,6 +136,24 @@ def test_three_agents_in_a_loop_share_the_users_turn(env: Env) -> None:
     assert [r["session"] for r in allowed] == ["loop-0", "loop-1"], [r["session"] for r in allowed]
 
 
+def test_a_prompt_forged_while_an_agent_runs_gives_it_no_fresh_budget(env: Env) -> None:
+    """The nested agent detaches (`setsid -f`, environment emptied) a run of the hook with a prompt for
+    the user's session and a prompt id it made up: that turn becomes the session's current one. The
+    agent's own next prompt and its searches still count in the user's turn, where it was started."""
+    forger = agent(env, "user", [{"event": "UserPromptSubmit", "prompt": "what did we decide about auth?",
+                                  "prompt_id": "forged-by-the-model"}])  # fmt: skip
+    nested = agent(env, "nested", [{"event": "SessionStart", "source": "startup"},
+                                   {"event": "UserPromptSubmit", "prompt": "what did we decide about auth?"},
+                                   *search("toolu_f1"), {"start": forger, "how": "setsid-scrubbed"},
+                                   {"event": "UserPromptSubmit", "prompt": "and about the tokens?"},
+                                   *search("toolu_f2"), *search("toolu_f3")])  # fmt: skip
+    rows = play(env, agent(env, "user", [{"event": "SessionStart", "source": "startup"},
+                                         {"event": "UserPromptSubmit", "prompt": "what did we decide about auth?"},
+                                         {"start": nested, "how": "plain"}]))  # fmt: skip
+    assert len(of(rows, "user", "UserPromptSubmit")) == 2, "the forged prompt was decided"
+    assert [denied(r) for r in of(rows, "nested", "PreToolUse", SEARCH)] == [False, False, True]
+
+
 def test_a_marker_that_names_no_live_process_is_ignored(env: Env) -> None:
     """A stale marker (the process of a governed session that has ended) or a made-up one ties the
     session to nothing: a person's shell that kept an old value still arms their own recall."""

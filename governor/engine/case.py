@@ -106,13 +106,24 @@ class Case:
         self.prepared: dict[str, Any] = {}  # work done before the transaction (see _prepare)
         self.notices: list[str] = []  # for the user, once per session (Decision.notices)
         self.started = time.perf_counter()  # the audit row says how long the decision took
-        self.nested = False  # started under a governed session, and counted in it (governor.engine.nesting)
+        # Started under a governed session and counted in it (governor.engine.nesting): the ledger key of
+        # this run of it, whose turn is fixed at its first event; "" for any other event.
+        self.nested = ""
         self.window = ""  # the ledger key of the caller's window, when this event is counted in it
 
     def enter_turn(self, new: bool = False) -> None:
-        turn_id = key(self.event.turn_id) if self.event.turn_id else None
-        self.turn, self.seq = self.ledger.turn(self.session, turn_id, self.world.now, new=new and not self.nested,
-                                              join=self.nested)  # fmt: skip
+        """The turn this event counts in: the harness's turn id where it sends one, else the session's
+        current turn (`new`: a prompt starts the next). A subagent's event without a turn id, and every
+        event of a nested session, counts in the turn fixed for it when it was first seen (a subagent:
+        the turn that dispatched it; Ledger.agent_turn), not in one made current later: a prompt the
+        model sends itself moves nothing for an agent already started, nor for one it starts after."""
+        event, ledger, now = self.event, self.ledger, self.world.now
+        if self.nested:
+            self.turn, self.seq = ledger.agent_turn(self.session, self.nested, now, dispatched=False)
+        elif event.agent_id and not event.turn_id and not event.agent_unknown:
+            self.turn, self.seq = ledger.agent_turn(self.session, self.agent[0], now)
+        else:
+            self.turn, self.seq = ledger.turn(self.session, key(event.turn_id) if event.turn_id else None, now, new=new)
 
     def record(self, decision: Decision, role: str = "", call_id: str | None = None, **tokens: int) -> None:
         """The decision's audit row. `call_id`: the ledger id of the tool call it decided, which

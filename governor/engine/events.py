@@ -49,12 +49,18 @@ class Event:
     subagent's session, so a subagent's calls count in the dispatching session's turn at any
     depth, and spawning subagents never opens a fresh budget.
 
+    A subagent's events without a turn id count in the turn that dispatched it, fixed at its
+    first event: the turn of the latest dispatch (a tool the policy's `briefing.dispatch_tools`
+    lists, or one with `dispatches`) made since the session's current turn began, else the
+    current turn (Case.enter_turn). A prompt made current later moves nothing for it.
+
     `agent_unknown` is set by an adapter whose harness does not say which agent made a tool
     call (a subagent's calls look like its parent's). A call before is then attributed to a
     subagent that a dispatch in this turn started and that has not finished (the most
-    restrictive tier when several run), else to the main agent. Such a harness's dispatch
-    events (before, after and failure of a dispatch tool, with `call_key`) name the agent type
-    they start in `dispatches`: the before opens that window, the after or failure closes it.
+    restrictive tier when several run), else to the main agent. A dispatch tool the policy does
+    not list is named by the adapter: its events name the agent type they start in
+    `dispatches`; where `agent_unknown` (with `call_key`), the before opens that window, the
+    after or failure closes it.
     `machine_made` marks a prompt the harness wrote itself, not the user: a background task
     reporting back. It is no request from the user, so it gets no memory-need advice, arms
     nothing from its text (which quotes what a model wrote), and opens no turn or budget of its

@@ -393,15 +393,14 @@ class Ledger:
             self.q("UPDATE sessions SET seen=? WHERE session=?", now, session)
         return row[0], row[1]
 
-    def turn(self, session: str, turn_id: str | None, now: float, new: bool = False,
-             join: bool = False) -> tuple[str, int]:  # fmt: skip
+    def turn(self, session: str, turn_id: str | None, now: float, new: bool = False) -> tuple[str, int]:
         """The (turn, seq) an event belongs to.
 
         `turn_id` is the harness's own turn id (e.g. a prompt id) when it sends one;
         without it an event belongs to the session's current turn, and `new` (a prompt)
         starts the next one. An unseen turn id starts a new turn too, unless it was joined to
-        an existing turn (`join_turn`), or `join` says so (a nested session's events: they never
-        start a turn): then it joins the current turn.
+        an existing turn (`join_turn`). A subagent's events without a turn id, and a nested
+        session's, count in the turn fixed for it instead (`agent_turn`).
         """
         current, seq = self.touch_session(session, now)
         if turn_id is None:
@@ -414,22 +413,24 @@ class Ledger:
             row = self.one("SELECT seq FROM turns WHERE session=? AND turn=?", session, turn_id)
             if row is not None:
                 return turn_id, row[0]
-            joined = self.one(
-                "SELECT t.turn, t.seq FROM turn_links l JOIN turns t ON t.session=l.session AND t.turn=l.turn "
-                "WHERE l.session=? AND l.ref=?",
-                session, "turn:" + turn_id,
-            )  # fmt: skip
+            joined = self._linked(session, "turn:" + turn_id)
             if joined is not None:
-                return joined[0], joined[1]
-            if join:
-                self.join_turn(session, turn_id, current)
-                return current, seq
+                return joined
         seq += 1
         self.q(
             "INSERT OR IGNORE INTO turns (session, turn, seq, started) VALUES (?, ?, ?, ?)", session, turn_id, seq, now
         )
         self.q("UPDATE sessions SET turn=?, turn_seq=? WHERE session=?", turn_id, seq, session)
         return turn_id, seq
+
+    def _linked(self, session: str, ref: str) -> tuple[str, int] | None:
+        """The existing turn (turn, seq) that `ref` is linked to, else None."""
+        row = self.one(
+            "SELECT t.turn, t.seq FROM turn_links l JOIN turns t ON t.session=l.session AND t.turn=l.turn "
+            "WHERE l.session=? AND l.ref=?",
+            session, ref,
+        )  # fmt: skip
+        return (str(row[0]), int(row[1])) if row else None
 
     def join_turn(self, session: str, turn_id: str, turn: str) -> None:
         """Events with turn id `turn_id` count in the existing turn `turn` (no turn of their own)."""
@@ -447,6 +448,30 @@ class Ledger:
         """The turn call `call_id` was made in, if it was remembered as a launch."""
         row = self.one("SELECT turn FROM turn_links WHERE session=? AND ref=?", session, "call:" + call_id)
         return row[0] if row else None
+
+    def remember_dispatch(self, session: str, turn: str, now: float) -> None:
+        """A dispatch was made in `turn` while the session's current turn is what it is now: a
+        subagent first seen before the next turn starts was dispatched there (`agent_turn`)."""
+        current, _ = self.touch_session(session, now)
+        self.q("INSERT OR REPLACE INTO turn_links (session, ref, turn) VALUES (?, ?, ?)", session,
+               "dispatch:" + current, turn)  # fmt: skip
+
+    def agent_turn(self, session: str, agent: str, now: float, dispatched: bool = True) -> tuple[str, int]:
+        """The (turn, seq) a subagent or a nested session (`agent`, its ledger key) counts in: the
+        turn fixed when it was first seen, never a turn that becomes current after. At first sight
+        that is, with `dispatched`, the turn of the latest dispatch made since the session's current
+        turn began (a prompt made current after the dispatch moves nothing for the agent it
+        started), else the current turn. Nothing is fixed in a session that has no turn yet."""
+        current, seq = self.touch_session(session, now)
+        pinned = self._linked(session, "agent:" + agent)
+        if pinned is not None:
+            return pinned
+        found = self._linked(session, "dispatch:" + current) if dispatched else None
+        turn, seq = found or (current, seq)
+        if turn:
+            self.q("INSERT OR IGNORE INTO turn_links (session, ref, turn) VALUES (?, ?, ?)", session, "agent:" + agent,
+                   turn)  # fmt: skip
+        return turn, seq
 
     def set_memory_need(self, session: str, turn: str, need: str) -> None:
         self.q("UPDATE turns SET memory_need=? WHERE session=? AND turn=?", need, session, turn)

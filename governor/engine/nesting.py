@@ -4,8 +4,10 @@ A model with a shell can start another agent (a harness's headless mode, an SDK'
 run detached with `setsid`): a new session, with turns of its own and a prompt the model wrote. Such a session is *nested*, and every event of it is decided as part of the
 session it was started under:
 
-- its calls count in that session's current turn (its turn ids join that turn; none of its
-  events ever starts a turn), so starting sessions never buys a fresh budget;
+- its calls count in the turn that session had current when this run of it (its process) was
+  first seen, fixed then (Case.enter_turn: its own turn ids are not read, none of its events
+  ever starts a turn, and a prompt made current later moves nothing for it), so starting
+  sessions never buys a fresh budget;
 - its prompt is no request from the user: it is decided as a machine-made prompt (no advice,
   nothing armed from its text, so `explicit_user_recall` is never armed by it), and its session
   start arms no resume or compaction trigger;
@@ -52,7 +54,8 @@ def place(case: Case) -> None:
     """Before the lock: the session this event counts in. A subagent that is a session of its own
     counts in its dispatcher's (the ledger's links); an event under a governed session's process
     counts in that session, as nested. Sets `case.session`, and for a nested session `case.nested`
-    and `case.agent` (its own session, as the agent whose context it is)."""
+    (the ledger key of this run of it, by its own process) and `case.agent` (its own session, as
+    the agent whose context it is)."""
     event, ledger = case.event, case.ledger
     if event.agent_id:  # a subagent's own session id counts as the session that dispatched it
         case.session = ledger.dispatching_session(case.session)  # a link once made never changes
@@ -68,7 +71,7 @@ def place(case: Case) -> None:
     parent = next((found[key] for key in candidates if key in found), None)  # recorded as the session it counts in
     if parent is None:
         return
-    case.nested = True
+    case.nested = key(f"nested:{lineage.own}") if lineage.own else case.agent[0] or key(f"nested:{case.session}")
     if not event.agent_id:  # its conversation is a context of its own (a resume of the parent's id too)
         case.agent = (case.session if parent != case.session else key(f"nested:{lineage.own}"), "")
     case.session = parent

@@ -149,6 +149,8 @@ def _dispatch(case: Case) -> Decision:
     case.enter_turn()
     if case.event.call_id:  # the agent may run in the background and report back later
         case.ledger.remember_launch(case.session, key(case.event.call_id), case.turn)
+    if not (case.nested or case.event.agent_unknown):  # the agent it starts counts in this turn (Case.enter_turn)
+        case.ledger.remember_dispatch(case.session, case.turn, case.world.now)
     briefing = case.policy.data["briefing"]
     tokens = case.prepared["card_tokens"]
     limit = briefing["max_tokens"]
@@ -173,7 +175,8 @@ def _dispatch(case: Case) -> Decision:
         else:
             decision.code = "briefing_budget" if decision.code == "dispatch" else decision.code
             decision.tell_user(why)
-    if case.event.dispatches is not None and not (decision.kind == ev.DENY and case.policy.mode == "enforce"):
+    refused = decision.kind == ev.DENY and case.policy.mode == "enforce"
+    if case.event.dispatches is not None and case.event.agent_unknown and not refused:  # a window: _attribute
         ttl = max(case.policy.data["ledger"]["reservation_ttl_seconds"], AGENT_WINDOW_SECONDS)
         case.ledger.open_agent(case.session, case.turn, case.new_call_id(), case.event.tool_name,
                                case.event.dispatches, case.world.now, ttl)  # fmt: skip

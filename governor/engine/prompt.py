@@ -56,19 +56,22 @@ def _machine_prompt(case: Case) -> Decision:
     """A prompt the harness wrote (a background task reporting back), or a nested session's (the
     model wrote it: governor.engine.nesting), is no user request: no advice, nothing armed from
     its text, and no budget of its own. Its turn joins the turn that launched the task, else the
-    session's current turn, so what it spends comes out of that turn's remainder: launching work
-    that reports back, or starting another agent, never opens a fresh budget."""
+    session's current turn (a nested session's: the turn fixed at its first event, Case.enter_turn),
+    so what it spends comes out of that turn's remainder: launching work that reports back, or
+    starting another agent, never opens a fresh budget."""
     event, ledger = case.event, case.ledger
+    if case.nested:
+        case.enter_turn()
+        decision = Decision(code="nested_prompt")
+        case.record(decision)
+        return decision
     launched = ledger.launched_in(case.session, key(event.origin_call_id)) if event.origin_call_id else None
     current, _ = ledger.touch_session(case.session, case.world.now)
     joined = launched or current
     if event.turn_id and joined:
         ledger.join_turn(case.session, key(event.turn_id), joined)
     case.enter_turn()
-    if case.nested:
-        decision = Decision(code="nested_prompt")
-    else:
-        decision = Decision(code="machine_prompt:launching_turn" if launched else "machine_prompt:current_turn")
+    decision = Decision(code="machine_prompt:launching_turn" if launched else "machine_prompt:current_turn")
     case.record(decision)
     return decision
 
