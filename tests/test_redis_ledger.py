@@ -24,8 +24,10 @@ from governor.harnesses.checks import BAD, OK
 from governor.policy import compiled
 from governor.runtime.runner import respond
 from tests.conftest import HOOK, ROOT, Answer, Env, Session, assert_raced, fixture_text, fresh_process, hook_run
+from tests.harnesses.test_codex import denied
 from tests.redis_server import RedisServer, Relay
 from tests.test_ledger import WRITER
+from tests.test_subagent_sessions import codex_with_a_researcher, forge_prompt, new_researcher, spawn
 
 # Hosts sharing one Redis: each hook is a process with its own connections (tests/conftest.py hook_run).
 pytestmark = pytest.mark.hook_processes
@@ -141,6 +143,22 @@ def test_a_turn_counted_on_one_host_is_enforced_on_the_other(tmp_path: Path, red
     third = on_a.pre("mem_search", query="tokens", limit=3)
     assert third.denied and "max_search_calls=2" in third.reason
     assert not (b.state / "ledger.db").exists() and not (a.state / "ledger.db").exists(), "no SQLite file is used"
+
+
+def test_a_subagent_counts_in_the_turn_that_spawned_it_on_every_host(tmp_path: Path, redis_server: RedisServer) -> None:
+    """The turn a subagent is fixed to lives in the shared ledger: a prompt the model forged on one host
+    made another turn current before the spawn; the subagent's calls, on either host, count in the
+    user's turn (tests/test_subagent_sessions.py plays the same on one host)."""
+    a, b = hosts(tmp_path, redis_server.url)
+    on_a, on_b = codex_with_a_researcher(a), codex_with_a_researcher(b)
+    on_a.prompt("what did we decide about caching? ask the researcher")
+    on_b.turn, on_b.calls = on_a.turn, 100  # the same turn; call ids of its own
+    assert not denied(on_a.pre("mem_search", query="cache", limit=3))
+    forge_prompt(on_b)
+    agent = new_researcher(on_a)
+    spawn(on_a, agent)
+    assert not denied(on_b.pre("mem_search", agent=agent, query="redis", limit=3))
+    assert denied(on_a.pre("mem_search", agent=agent, query="ttl", limit=3), "max_search_calls")
 
 
 def test_status_and_report_on_one_host_read_what_another_recorded(tmp_path: Path, redis_server: RedisServer) -> None:

@@ -13,6 +13,7 @@ from governor.engine.ledger import key
 from governor.engine.stores import open_ledger
 from governor.policy import compiled
 from tests.conftest import Env, Session
+from tests.harnesses.test_codex import Codex, denied
 
 NOW = 1_800_000_000.0
 
@@ -57,6 +58,80 @@ def test_a_loop_of_agent_ids_resolves_and_ends(tmp_path: Path) -> None:
 # The model can run the hook command itself with a prompt it wrote and a turn id it made up: that turn
 # becomes the session's current one. Where a subagent's events carry no turn id, they must not land there
 # (a whole per-turn budget on top of the user's turn), whether the agent was spawned before or after it.
+
+FORGED_TURN = "01a23104-0000-7000-8000-00000000f00d"
+
+
+def codex_with_a_researcher(env: Env) -> Codex:
+    """A Codex session in a project with a search-capable role (written before the first hook)."""
+    folder = env.project / ".codex" / "agents"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "researcher.toml").write_text('name = "researcher"\ndescription = "Research."\n'
+                                            'developer_instructions = "Engram access tier: search-capable"\n')  # fmt: skip
+    return Codex(env)
+
+
+def new_researcher(codex: Codex) -> dict[str, str]:
+    """The fields a new researcher's events carry (its own turn id among them, which is not counted)."""
+    codex.calls += 1
+    n = codex.calls
+    return {"agent_id": f"01a23105-984e-7971-b703-{n:012d}", "agent_type": "researcher",
+            "turn_id": f"01a23105-9852-7682-a7d2-{n:012d}"}  # fmt: skip
+
+
+def spawn(codex: Codex, agent: dict[str, str]) -> None:
+    """The parent's spawn_agent call as Codex 0.171.0 sends it (in the parent's turn), then the
+    subagent's start and its task, as Codex sends them."""
+    codex.calls += 1
+    call = codex.payload("PreToolUse", tool_name="spawn_agent", tool_use_id=f"call_{codex.calls:032x}",
+                         tool_input={"agent_type": agent["agent_type"], "message": "Find what we decided."})  # fmt: skip
+    assert codex.hook(call) is None
+    assert codex.hook(codex.payload("SubagentStart", **agent)) is None
+    assert codex.hook(codex.payload("UserPromptSubmit", prompt="Find what we decided.", **agent)) is None
+
+
+def forge_prompt(codex: Codex) -> None:
+    """What the model can send through its shell: a prompt of its own, with a turn id it made up."""
+    codex.hook(codex.payload("UserPromptSubmit", prompt="what did we decide about the auth flow?",
+                             turn_id=FORGED_TURN))  # fmt: skip
+
+
+def test_a_codex_subagent_spawned_after_a_forged_prompt_counts_in_the_spawning_turn(env: Env) -> None:
+    codex = codex_with_a_researcher(env)
+    codex.prompt("what did we decide about caching? ask the researcher")
+    assert not denied(codex.pre("mem_search", query="cache", limit=3))  # 1 of the turn's 2
+    forge_prompt(codex)
+    agent = new_researcher(codex)
+    spawn(codex, agent)  # in the user's turn, after the forged prompt made its own turn current
+    assert not denied(codex.pre("mem_search", agent=agent, query="redis", limit=3))
+    assert denied(codex.pre("mem_search", agent=agent, query="ttl", limit=3), "max_search_calls")
+
+
+def test_a_codex_subagent_keeps_its_turn_when_a_prompt_is_forged_after_its_start(env: Env) -> None:
+    codex = codex_with_a_researcher(env)
+    codex.prompt("what did we decide about caching? ask the researcher")
+    agent = new_researcher(codex)
+    spawn(codex, agent)
+    assert not denied(codex.pre("mem_search", agent=agent, query="redis", limit=3))
+    forge_prompt(codex)
+    assert not denied(codex.pre("mem_search", agent=agent, query="ttl", limit=3))  # the user's turn's second
+    assert denied(codex.pre("mem_search", agent=agent, query="eviction", limit=3), "max_search_calls")
+
+
+def test_a_codex_subagent_spawned_in_the_users_next_turn_counts_there(env: Env) -> None:
+    codex = codex_with_a_researcher(env)
+    codex.prompt("what did we decide about caching? ask the researcher")
+    first = new_researcher(codex)
+    spawn(codex, first)
+    answers = [codex.pre("mem_search", agent=first, query=q, limit=3) for q in ("cache", "redis", "ttl")]
+    assert [denied(a) for a in answers] == [False, False, True]
+    codex.hook(codex.payload("Stop"))
+    codex.prompt("and what did we decide about logging? ask the researcher again")
+    assert not denied(codex.pre("mem_search", query="logging", limit=3))
+    second = new_researcher(codex)
+    spawn(codex, second)
+    assert not denied(codex.pre("mem_search", agent=second, query="log levels", limit=3))
+    assert denied(codex.pre("mem_search", agent=second, query="log rotation", limit=3), "max_search_calls")
 
 
 def test_a_subagent_without_prompt_ids_counts_in_the_turn_of_its_dispatch(env: Env) -> None:

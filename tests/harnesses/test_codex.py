@@ -221,6 +221,7 @@ def test_install_writes_hooks_and_their_trust_keeping_everything_else(env: Env) 
     assert written["hooks"]["Stop"][0] == {"hooks": [theirs]}
     [pre] = written["hooks"]["PreToolUse"]
     assert pre["matcher"].startswith("^(?:mcp__engram__mem_search|") and pre["matcher"].endswith(")$")
+    assert "spawn_agent" in setup.matched_tools(pre["matcher"]), "a spawn's turn is the one its subagent counts in"
     text = config.read_text()
     assert text.startswith('# mine\nmodel = "o3"  # my model\n') and 'trusted_hash = "sha256:theirs"' in text
     entries = setup.trust_entries(str(hooks), written)
@@ -232,6 +233,21 @@ def test_install_writes_hooks_and_their_trust_keeping_everything_else(env: Env) 
     assert env.cli("uninstall", "codex", "--project", str(env.project)).returncode == 0
     assert json.loads(hooks.read_text()) == {"hooks": {"Stop": [{"hooks": [theirs]}]}}
     assert "trusted_hash" in config.read_text() and not any(key in config.read_text() for key in entries)
+
+
+def test_doctor_asks_for_the_install_again_where_spawns_are_not_hooked(env: Env) -> None:
+    """An install from before spawn_agent was hooked: its subagents would count in whatever turn is
+    current when they start, so doctor fails it and names the install that writes it whole."""
+    _codex_env(env)
+    assert env.cli("install", "codex", "--project", str(env.project)).returncode == 0
+    hooks = env.project / ".codex" / "hooks.json"
+    written = json.loads(hooks.read_text())
+    [pre] = written["hooks"]["PreToolUse"]
+    pre["matcher"] = pre["matcher"].replace("|spawn_agent", "")
+    hooks.write_text(json.dumps(written))
+    doctor = env.cli("doctor")
+    assert doctor.returncode == 1 and "tools not matched: spawn_agent" in doctor.stdout, doctor.stdout
+    assert "memory-governor install codex --scope project" in doctor.stdout
 
 
 def test_install_says_when_codex_does_not_trust_the_project(env: Env) -> None:

@@ -12,7 +12,9 @@ Harness facts this relies on (seen on the real binary, 0.171.0; see docs/codex.m
   a compaction, which fires PreCompact and PostCompact first).
 - A spawned subagent's events carry agent_id and agent_type (its role, the `name` of
   `.codex/agents/<name>.toml`), the parent's session_id, and a turn_id of its own. Its task
-  arrives as a UserPromptSubmit with agent_id set.
+  arrives as a UserPromptSubmit with agent_id set. The spawn is the parent's `spawn_agent`
+  call (tool_input {agent_type, message}; its PreToolUse carries the parent's turn_id and
+  comes before any event of the subagent; its PostToolUse returns {"agent_id", "nickname"}).
 - Answers are one JSON object on stdout, exit 0. A deny is hookSpecificOutput
   permissionDecision "deny" + permissionDecisionReason; the model gets "Tool call blocked by
   PreToolUse hook: <reason>. Tool: <name>". updatedInput is applied only together with
@@ -29,10 +31,12 @@ How the governor answers:
 - A trim (REPLACE) is PostToolUse decision "block" with the trimmed result as the reason:
   the model gets the trimmed text, without Codex's "Wall time" header. That is the
   downgrade CAPABILITIES names.
-- A subagent's events are counted in the session's current turn (turn_id None), the user's
-  turn that spawned it, not in the turn id Codex gives the subagent: otherwise every spawn
-  would open a fresh per-turn budget. A subagent's task message is the parent model's
-  words, not a user prompt: it is not classified and cannot arm the recall trigger.
+- A subagent's events are counted in the turn whose `spawn_agent` call started it (turn_id
+  None; the engine fixes it at the subagent's first event: Case.enter_turn), not in the turn
+  id Codex gives the subagent (otherwise every spawn would open a fresh per-turn budget) nor
+  in a turn made current after the spawn. `spawn_agent` is a dispatch (`dispatches`: the role
+  it starts). A subagent's task message is the parent model's words, not a user prompt: it
+  is not classified and cannot arm the recall trigger.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ TITLE = "Codex CLI"
 MAX_STRING = 10_000
 # Subagent definitions (`<name>.toml`, the name is the agent_type), under the project and HOME.
 AGENT_DIRS = (".codex/agents/{name}.toml",)
+DISPATCH_TOOL = "spawn_agent"  # the tool that starts a subagent (the installer hooks its PreToolUse too)
 # Its row in docs/harnesses.md: what it can express, and how the governor uses it.
 CAPABILITIES = {
     "deny": 'yes: `permissionDecision: deny`; the model gets "Tool call blocked by PreToolUse hook: <reason>"',
@@ -96,6 +101,9 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
         **DELIVERY,
     }
     fields.update(claude_dialect.event_fields(payload, kind, split_tool_name))
+    if fields.get("tool_name") == DISPATCH_TOOL:
+        role = (fields.get("tool_input") or {}).get("agent_type")
+        fields["dispatches"] = role if isinstance(role, str) else ""
     return Event(kind, _text(payload, "session_id", required=True) or "", **fields)
 
 

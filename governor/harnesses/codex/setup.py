@@ -30,6 +30,7 @@ from typing import Any
 
 from governor.harnesses import launcher
 from governor.harnesses.checks import BAD, INFO, OK, WARN, Check, coverage, installs, isolations, run_hook_command
+from governor.harnesses.codex import DISPATCH_TOOL
 from governor.harnesses.settings import (
     Change,
     SettingsError,
@@ -103,8 +104,10 @@ def our_hooks(policy: dict[str, Any], command: str) -> dict[str, list[dict[str, 
     matcher = tool_matcher(governed_tools(policy), policy)
     out: dict[str, list[dict[str, Any]]] = {event: [{"matcher": matcher, "hooks": [entry]}] for event in TOOL_EVENTS}
     routes = [t for t in route_tools(policy) if t not in governed_tools(policy)]
-    if routes:  # a route around the memory tools goes through these: refused before they run
-        out["PreToolUse"] = [{"matcher": tool_matcher([*governed_tools(policy), *routes], policy), "hooks": [entry]}]
+    # A route around the memory tools goes through these: refused before they run. A spawn is seen
+    # before its subagent's first event: that subagent counts in the spawn's turn.
+    before = [*governed_tools(policy), *routes, DISPATCH_TOOL]
+    out["PreToolUse"] = [{"matcher": tool_matcher(list(dict.fromkeys(before)), policy), "hooks": [entry]}]
     for event in SESSION_EVENTS:
         out[event] = [{"hooks": [entry]}]
     return out
@@ -268,7 +271,7 @@ def doctor(project: str, policy: dict[str, Any]) -> list[Check]:
         missing = [e for e in (*TOOL_EVENTS, *SESSION_EVENTS) if e not in events]
         matched = set().union(*(matched_tools(m) for m, _ in events.get("PreToolUse", []))) if events.get(
             "PreToolUse") else set()  # fmt: skip
-        uncovered = [t for t in tools if t not in matched]
+        uncovered = [t for t in [*tools, DISPATCH_TOOL] if t not in matched]
         untrusted = [key.rsplit(":", 3)[1] for key, trusted in trust_entries(path, settings).items()
                      if _table(state.get(key)).get("trusted_hash") != trusted]  # fmt: skip
         if missing or uncovered:
