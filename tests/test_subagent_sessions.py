@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from governor.engine import events as ev
 from governor.engine.decide import World, decide
 from governor.engine.ledger import key
@@ -96,26 +98,23 @@ def forge_prompt(codex: Codex) -> None:
                              turn_id=FORGED_TURN))  # fmt: skip
 
 
-def test_a_codex_subagent_spawned_after_a_forged_prompt_counts_in_the_spawning_turn(env: Env) -> None:
+@pytest.mark.parametrize("after_its_start", [False, True], ids=["forged-before-the-spawn", "forged-after-its-start"])
+def test_a_prompt_forged_around_a_codex_spawn_gives_the_subagent_no_turn_of_its_own(
+    env: Env, after_its_start: bool
+) -> None:
+    """A prompt the model sends itself, with a turn id it made up, before the spawn or after the
+    subagent's first call: the subagent counts in the user's turn, which spawned it, either way."""
     codex = codex_with_a_researcher(env)
     codex.prompt("what did we decide about caching? ask the researcher")
     assert not denied(codex.pre("mem_search", query="cache", limit=3))  # 1 of the turn's 2
-    forge_prompt(codex)
+    if not after_its_start:
+        forge_prompt(codex)
     agent = new_researcher(codex)
-    spawn(codex, agent)  # in the user's turn, after the forged prompt made its own turn current
-    assert not denied(codex.pre("mem_search", agent=agent, query="redis", limit=3))
+    spawn(codex, agent)  # in the user's turn
+    assert not denied(codex.pre("mem_search", agent=agent, query="redis", limit=3))  # the turn's second
+    if after_its_start:
+        forge_prompt(codex)
     assert denied(codex.pre("mem_search", agent=agent, query="ttl", limit=3), "max_search_calls")
-
-
-def test_a_codex_subagent_keeps_its_turn_when_a_prompt_is_forged_after_its_start(env: Env) -> None:
-    codex = codex_with_a_researcher(env)
-    codex.prompt("what did we decide about caching? ask the researcher")
-    agent = new_researcher(codex)
-    spawn(codex, agent)
-    assert not denied(codex.pre("mem_search", agent=agent, query="redis", limit=3))
-    forge_prompt(codex)
-    assert not denied(codex.pre("mem_search", agent=agent, query="ttl", limit=3))  # the user's turn's second
-    assert denied(codex.pre("mem_search", agent=agent, query="eviction", limit=3), "max_search_calls")
 
 
 def test_a_codex_subagent_spawned_in_the_users_next_turn_counts_there(env: Env) -> None:
