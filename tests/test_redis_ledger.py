@@ -27,7 +27,7 @@ from tests.conftest import HOOK, ROOT, Answer, Env, Session, assert_raced, fixtu
 from tests.harnesses.test_codex import denied
 from tests.redis_server import RedisServer, Relay
 from tests.test_ledger import WRITER
-from tests.test_subagent_sessions import codex_with_a_researcher, forge_prompt, new_researcher, spawn
+from tests.test_subagent_sessions import codex_with_a_researcher, forge_prompt, name_as_subagent, new_researcher, spawn
 
 # Hosts sharing one Redis: each hook is a process with its own connections (tests/conftest.py hook_run).
 pytestmark = pytest.mark.hook_processes
@@ -158,6 +158,22 @@ def test_a_subagent_counts_in_the_turn_that_spawned_it_on_every_host(tmp_path: P
     agent = new_researcher(on_a)
     spawn(on_a, agent)
     assert not denied(on_b.pre("mem_search", agent=agent, query="redis", limit=3))
+    assert denied(on_a.pre("mem_search", agent=agent, query="ttl", limit=3), "max_search_calls")
+
+
+def test_a_session_named_as_a_subagent_on_one_host_keeps_its_subagents_on_every_host(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Host B names host A's session as a subagent of a session made up there (mg:a: is shared): the
+    session is known on the ledger, so the link is not made and A's subagent counts in A's turn."""
+    a, b = hosts(tmp_path, redis_server.url)
+    on_a, on_b = codex_with_a_researcher(a), codex_with_a_researcher(b)
+    on_a.prompt("what did we decide about caching? ask the researcher")
+    name_as_subagent(on_b, on_a.id)
+    assert not denied(on_a.pre("mem_search", query="cache", limit=3))
+    agent = new_researcher(on_a)
+    spawn(on_a, agent)
+    assert not denied(on_a.pre("mem_search", agent=agent, query="redis", limit=3))
     assert denied(on_a.pre("mem_search", agent=agent, query="ttl", limit=3), "max_search_calls")
 
 

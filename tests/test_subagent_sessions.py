@@ -151,3 +151,38 @@ def test_a_subagent_without_prompt_ids_counts_in_the_turn_of_its_dispatch(env: E
                              tool_use_id=session.next_id(), **agent) for q in ("redis", "ttl")]  # fmt: skip
     assert [a.denied for a in answers] == [False, True], [a.reason for a in answers]
     assert "max_search_calls" in answers[1].reason
+
+
+def name_as_subagent(codex: Codex, real: str) -> None:
+    """From the model's shell (detached, so nesting does not place it): a session it made up, with a
+    turn, and an event of it naming the real session as its subagent."""
+    codex.hook({**codex.payload("UserPromptSubmit", prompt="hello"), "session_id": "forged-session", "turn_id": "f1"})
+    codex.hook({**codex.payload("SubagentStart"), "session_id": "forged-session", "turn_id": None, "agent_id": real,
+                "agent_type": "researcher"})  # fmt: skip
+
+
+def test_an_event_naming_a_session_as_a_subagent_moves_none_of_its_subagents(env: Env) -> None:
+    codex = codex_with_a_researcher(env)
+    codex.prompt("what did we decide about caching? ask the researcher")
+    name_as_subagent(codex, codex.id)
+    assert not denied(codex.pre("mem_search", query="cache", limit=3))
+    agent = new_researcher(codex)
+    spawn(codex, agent)  # the real session's subagent, in the user's turn: its second search
+    assert not denied(codex.pre("mem_search", agent=agent, query="redis", limit=3))
+    assert denied(codex.pre("mem_search", agent=agent, query="ttl", limit=3), "max_search_calls")
+
+
+def test_a_claude_code_session_named_as_a_subagent_keeps_its_subagents_in_its_turns(env: Env) -> None:
+    env.write(".claude/agents/researcher.md", "---\nname: researcher\n---\nEngram access tier: search-capable\n")
+    session = Session(env, "sess-real")
+    session.prompt("what did we decide about caching? ask a researcher")
+    Session(env, "sess-forged").event("SubagentStart", agent_id="sess-real", agent_type="researcher")
+    assert not session.pre("mem_search", query="cache", limit=3).denied
+    dispatch = session.event("PreToolUse", tool_name="Agent", tool_use_id=session.next_id(),
+                             tool_input={"subagent_type": "researcher", "prompt": "Find what we decided."})  # fmt: skip
+    assert not dispatch.denied
+    agent = {"agent_id": "agent-researcher-1", "agent_type": "researcher"}
+    session.event("SubagentStart", **agent)
+    answers = [session.event("PreToolUse", tool_name="mcp__engram__mem_search", tool_input={"query": q, "limit": 3},
+                             tool_use_id=session.next_id(), **agent) for q in ("eviction", "lru")]  # fmt: skip
+    assert [a.denied for a in answers] == [False, True], [a.reason for a in answers]

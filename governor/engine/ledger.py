@@ -573,9 +573,18 @@ class Ledger:
             seen.add(session)
 
     def remember_agent(self, session: str, agent: str) -> None:
-        """Subagent `agent` works for `session`, should the harness later name it as a session."""
-        if agent and agent != session:
+        """Subagent `agent` works for `session`, should the harness later name it as a session. An id
+        that names a session already counted in is no subagent: otherwise one event a process of the
+        user's sends would move that session's subagents into a session it made up."""
+        if not agent or agent == session or self.one("SELECT 1 FROM agents WHERE session=? AND agent=?", session,
+                                                     agent) is not None:  # fmt: skip
+            return
+        if not self.known_session(agent):
             self.q("INSERT OR IGNORE INTO agents (session, agent) VALUES (?, ?)", session, agent)
+
+    def known_session(self, session: str) -> bool:
+        """Has `session` been counted in (events of its own, under its own id)?"""
+        return self.one("SELECT 1 FROM sessions WHERE session=?", session) is not None
 
     # -- sessions started under a governed session (governor.engine.nesting) --------------
 

@@ -398,6 +398,9 @@ class RedisLedger(Ledger):
     def dispatching_session(self, session: str) -> str:
         return str(self._call(self.scripts["dispatcher"], keys=[], args=[PREFIX, session, CHAIN_DEPTH]))
 
+    def known_session(self, session: str) -> bool:
+        return self._call(self.client.zscore, PREFIX + "sessions", session) is not None
+
     def sessions_of(self, processes: list[str]) -> dict[str, str]:
         found = self._call(self.client.mget, [PREFIX + "h:" + p for p in processes]) if processes else []
         return {p: s for p, s in zip(processes, found, strict=True) if s is not None}
