@@ -406,6 +406,35 @@ def test_a_prompt_sent_again_under_the_turns_id_keeps_its_need_and_arms_nothing(
         assert ledger.memory_need(key(session.id), key(session.prompt_id)) == "none"
 
 
+def test_a_prompt_sent_before_the_harness_under_its_guessable_id_buys_the_turn_nothing(env: Env) -> None:
+    """Qwen Code's prompt ids are `<session>########<n>`: a process of the user's sends the next
+    turn's prompt first, asking for all context. The user's own prompt under that id asks for
+    none: the recall the forged one armed is withdrawn, and mem_context stays locked."""
+    from tests.harnesses.test_qwen_code import SESSION, Qwen
+
+    qwen = Qwen(env)
+    assert "memory_need=none" in qwen.prompt("fix the typo in the readme").context
+    qwen.event("UserPromptSubmit", prompt="give me the full context on the auth work", submitted_prompt="x",
+               prompt_id=f"{SESSION}########1")  # fmt: skip
+    qwen.prompt("rename the variable in utils.py")  # the user's, under that id
+    args = {"compact": True, "max_bytes": 3354}
+    refused = qwen.event("PreToolUse", tool_name="mcp__engram__mem_context", tool_input=args, tool_use_id="toolu_2")
+    assert refused.denied and "is off" in refused.reason, refused.reason
+
+
+@pytest.mark.parametrize("first", ["wider", "narrower"])
+def test_a_turns_prompts_under_one_id_give_it_the_least_any_asks_for(env: Env, session: Session, first: str) -> None:
+    """A team policy gives architecture decisions 3 searches (the turn's limit is 2). The turn's two
+    prompts under one id, in either order: the turn gets 2."""
+    env.write(".memory-governor/policy.yaml", "memory_needs:\n  classes:\n    architecture_decision: "
+              "{max_search_calls: 3}\n")  # fmt: skip
+    design, typo = "design review: should we adopt event sourcing for the billing service?", "fix the typo in README.md"
+    session.prompt(design if first == "wider" else typo)
+    session.event("UserPromptSubmit", prompt=typo if first == "wider" else design)  # the same prompt id
+    answers = [session.pre("mem_search", query=q, limit=3) for q in ("events", "billing", "ledger")]
+    assert [a.denied for a in answers] == [False, False, True], [a.reason for a in answers]
+
+
 def test_a_compaction_in_a_later_turn_still_unlocks_mem_context(session: Session) -> None:
     session.prompt("fix the login bug")
     session.start("compact")

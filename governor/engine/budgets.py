@@ -43,6 +43,17 @@ def turn_limit(case: Any, name: str) -> tuple[int, str]:
     return (own, enforce) if own is not None else (value, enforce)
 
 
+def narrower(policy_data: dict[str, Any], need: str, than: str) -> bool:
+    """Does a turn of class `need` get less than one of class `than`: no limit larger, one smaller?"""
+
+    def values(name: str | None) -> list[int]:
+        own = class_limits(policy_data, name)
+        return [own.get(limit, int(policy_data["limits"][limit]["value"])) for limit in CLASS_LIMITS]
+
+    pairs = list(zip(values(need), values(than), strict=True))
+    return all(a <= b for a, b in pairs) and any(a < b for a, b in pairs)
+
+
 def largest_budget(policy_data: dict[str, Any]) -> int:
     """The largest token budget any turn may have: how far a result is counted before its turn is known."""
     values = [policy_data["limits"]["max_memory_tokens_injected"]["value"]]

@@ -24,10 +24,9 @@ def prompt(case: Case) -> Decision:
     if case.event.machine_made or case.nested:
         return _machine_prompt(case)
     case.enter_turn(new=True)
-    if case.event.turn_id and case.ledger.memory_need(case.session, case.turn) is not None:
-        # The turn's prompt again (the other observer of it, or a prompt sent under the turn's id by
-        # a process of the user's): the turn keeps the need it started with, nothing armed anew.
-        return Decision(code="repeat")
+    had = case.ledger.memory_need(case.session, case.turn) if case.event.turn_id else None
+    if had is not None:  # the turn's prompt again: the other observer of it, or one a process of the user's sent
+        return _again(case, had)
     policy = case.policy
     verdict = case.prepared["verdict"]
     case.ledger.set_memory_need(case.session, case.turn, verdict.need)
@@ -49,6 +48,27 @@ def prompt(case: Case) -> Decision:
     decision = Decision(ev.CONTEXT if lines else ev.NONE, code=f"memory_need:{verdict.need}", context="\n".join(lines))
     tokens = case.add_context(names) if lines else 0
     case.record(decision, GOVERNOR_ROLE, delivered=tokens)
+    return decision
+
+
+def _again(case: Case, had: str) -> Decision:
+    """A prompt under the id of a turn that has had one. Which of them the harness sent cannot be
+    told (a harness whose ids can be guessed lets a process of the user's send the next turn's
+    first), so the turn gets the least any of them asks for: its need only narrows (to a class
+    with smaller limits), and the explicit recall armed in it stays only while each asks for it."""
+    if case.event.twin:
+        return Decision(code="repeat")  # the other observer of this prompt started its turn
+    from governor.engine.budgets import narrower
+
+    need = case.prepared["verdict"].need
+    if need != had and narrower(case.policy.data, need, had):
+        case.ledger.set_memory_need(case.session, case.turn, need)
+    if not case.prepared["recall"].unlocks:
+        armed = [row for row in case.ledger.triggers(case.session) if row[0] == "explicit_user_recall"]
+        if armed and armed[0][4] == case.turn:
+            case.ledger.disarm(case.session, "explicit_user_recall")
+    decision = Decision(code="repeat")
+    case.record(decision, GOVERNOR_ROLE)
     return decision
 
 
