@@ -135,7 +135,7 @@ def _prepare(case: Case) -> None:
         from governor.engine.screening import line_digests, raw_observation
         from governor.engine.tokens import counter
 
-        brief = event.tool_input.get("prompt")
+        brief = event.prompt if event.prompt is not None else event.tool_input.get("prompt")
         text = brief if isinstance(brief, str) else ""
         tally = counter(policy.unit)
         cap = policy.data["briefing"]["max_tokens"]["value"] + 1

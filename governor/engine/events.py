@@ -61,6 +61,8 @@ class Event:
     not list is named by the adapter: its events name the agent type they start in
     `dispatches`; where `agent_unknown` (with `call_key`), the before opens that window, the
     after or failure closes it.
+    `prompt` is a prompt's text; at a dispatch's before-event, the brief it hands the subagent where
+    the adapter names it (the argument its harness puts it in), else its `prompt` argument is read.
     `machine_made` marks a prompt the harness wrote itself, not the user: a background task
     reporting back. It is no request from the user, so it gets no memory-need advice, arms
     nothing from its text (which quotes what a model wrote), and opens no turn or budget of its

@@ -276,3 +276,25 @@ def test_install_refuses_a_config_that_is_not_toml_and_changes_nothing(env: Env)
     out = env.cli("install", "codex", "--scope", "user")
     assert out.returncode != 0 and "config.toml:1" in out.stderr and "not valid TOML" in out.stderr
     assert config.read_text() == "model = \n" and not (env.home / ".codex" / "hooks.json").exists()
+
+
+def test_a_spawns_brief_is_checked_as_a_dispatch_briefing(env: Env) -> None:
+    """spawn_agent hands its subagent `message`: memory cards in it count against the briefing
+    budget, and a fetched body pasted whole into it is flagged, as in any dispatch's brief."""
+    from tests.test_briefing import memory, write_candidates
+
+    rows = [memory(i, 100, created_at=f"2026-02-{i + 1:02d}") for i in range(8)]
+    cards = env.cli("brief", str(write_candidates(env, rows)), "--budget", "3000", "--card-max-tokens", "900",
+                    "--no-record-usage").stdout  # fmt: skip
+    codex = Codex(env)
+    codex.prompt("split this across two researchers")
+
+    def spawn(message: str) -> dict[str, Any] | None:
+        return codex.hook(codex.payload("PreToolUse", tool_name="spawn_agent", tool_use_id=f"call_{len(message)}",
+                                        tool_input={"agent_type": "researcher", "message": message}))  # fmt: skip
+
+    assert "over the briefing budget of 600" in json.dumps(spawn(f"Do it.\n{cards}"))
+    assert "Summarize it into a memory card" in json.dumps(
+        spawn("Implement:\n" + fixture_text("engram/observation_v1.txt"))
+    )
+    assert spawn("Find what we decided about caching.") is None

@@ -102,8 +102,10 @@ def parse(payload: Any, env: Mapping[str, str] | None = None) -> Event | None:
     }
     fields.update(claude_dialect.event_fields(payload, kind, split_tool_name))
     if fields.get("tool_name") == DISPATCH_TOOL:
-        role = (fields.get("tool_input") or {}).get("agent_type")
+        spawn = fields.get("tool_input") or {}
+        role, brief = spawn.get("agent_type"), spawn.get("message")
         fields["dispatches"] = role if isinstance(role, str) else ""
+        fields["prompt"] = brief if isinstance(brief, str) else ""  # the brief the subagent starts with
     return Event(kind, _text(payload, "session_id", required=True) or "", **fields)
 
 
