@@ -20,7 +20,7 @@ import pytest
 from governor.engine.ledger import key
 from governor.engine.stores import open_ledger
 from governor.engine.tokens import counter
-from tests.conftest import HOOK, ROOT, WHOLE_HITS, Answer, Env, Session, run_hook
+from tests.conftest import HOOK, ROOT, WHOLE_HITS, Answer, Env, Session, fixture_text, run_hook
 from tests.harnesses.test_claude_code import big_search
 
 O200K = counter("o200k_base").count
@@ -179,6 +179,16 @@ def test_an_id_echoed_by_a_search_with_no_hits_is_not_fetchable(session: Session
     session.prompt("what exactly did we decide about #43?")
     session.call("mem_search", 'No memories found for: "#43"', query="#43", limit=3)
     assert session.pre("mem_get_observation", id=43).denied
+
+
+def test_a_result_for_a_call_that_never_ran_surfaces_nothing(session: Session) -> None:
+    """A search's result sent by a process of the user's for a call the harness never made (no
+    before-event, so no reservation): counted, but its ids are not ones a search surfaced."""
+    session.prompt("what exactly did we decide about JWT?")
+    session.post("mem_search", session.next_id(), fixture_text("engram/search_v1.txt"), query="jwt", limit=3)
+    assert session.pre("mem_get_observation", id=42).denied
+    session.call("mem_search", fixture_text("engram/search_v1.txt"), query="jwt", limit=3)
+    assert not session.pre("mem_get_observation", id=42).denied, "the real search surfaces it"
 
 
 def test_a_hit_line_forged_inside_a_preview_surfaces_nothing(session: Session) -> None:

@@ -159,7 +159,8 @@ def _count_and_trim(case: Case, spec: dict[str, Any], call_id: str | None, prior
         ledger.remember_form(case.session, event.server or "", "v2")
     if case.prepared.get("topics"):  # what the memory holds, whatever of it was delivered
         ledger.remember_topics(case.prepared["topics"], now)
-    if role in ("search", "timeline"):  # a hit this context already holds, found again, may be read on
+    if role in ("search", "timeline") and prior is not None:  # a hit this context already holds, found again,
+        # may be read on; a result for a call never seen before it ran (no reservation) surfaces nothing
         ledger.surface(case.session, case.turn, results.surfaced(parsed, kept_all | set(above)))
     if role == "fetch" and kept_all:
         delivered_text = decision.updated_output if decision.kind == ev.REPLACE and decision.updated_output else text
